@@ -1,0 +1,254 @@
+// Package world describes simulated environments: a world spec names the
+// domain and the five components of the unified system prompt
+// (task_description, action_space, initial_state, demonstrations,
+// simulation_instruction), loaded from YAML or JSON files.
+package world
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/agentworld/agentworld/internal/domain"
+)
+
+// Spec is one environment in the unified trajectory schema.
+type Spec struct {
+	// Name identifies the world (world_id in the session API); defaults to
+	// the file name without extension.
+	Name   string        `json:"name,omitempty"`
+	Domain domain.Domain `json:"domain"`
+	// Description is a one-line summary for listings; not sent to the model.
+	Description     string          `json:"description,omitempty"`
+	TaskDescription string          `json:"task_description"`
+	ActionSpace     ActionSpace     `json:"action_space"`
+	InitialState    string          `json:"initial_state,omitempty"`
+	Demonstrations  []Demonstration `json:"demonstrations,omitempty"`
+	// SimulationInstruction overrides the domain's default simulation rules.
+	SimulationInstruction string    `json:"simulation_instruction,omitempty"`
+	Sampling              *Sampling `json:"sampling,omitempty"`
+}
+
+// ActionSpace is what the agent may do: tool definitions (MCP, Search, SWE)
+// or a textual action list (Terminal, Android, Web, OS), or both. In a file it
+// may be written as a string, a list of tools, or an object with both.
+type ActionSpace struct {
+	Tools       []Tool `json:"tools,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// IsEmpty reports an action space that defines nothing.
+func (a ActionSpace) IsEmpty() bool {
+	return len(a.Tools) == 0 && strings.TrimSpace(a.Description) == ""
+}
+
+// Tool finds a tool by name.
+func (a ActionSpace) Tool(name string) (Tool, bool) {
+	for _, t := range a.Tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tool{}, false
+}
+
+// UnmarshalJSON accepts a string, a list of tools or an object.
+func (a *ActionSpace) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) == 0 || string(b) == "null":
+		*a = ActionSpace{}
+		return nil
+	case b[0] == '"':
+		*a = ActionSpace{}
+		return json.Unmarshal(b, &a.Description)
+	case b[0] == '[':
+		*a = ActionSpace{}
+		return json.Unmarshal(b, &a.Tools)
+	}
+	type plain ActionSpace
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*a = ActionSpace(p)
+	return nil
+}
+
+// Tool is a tool definition as MCP and OpenAI function calling describe it.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	// OutputSchema, when set, makes MCP results carry structured content.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+}
+
+// UnmarshalJSON also accepts MCP's camelCase inputSchema / outputSchema and
+// OpenAI's {"type":"function","function":{…,"parameters":…}} wrapper.
+func (t *Tool) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Name          string          `json:"name"`
+		Description   string          `json:"description"`
+		InputSchema   json.RawMessage `json:"input_schema"`
+		InputSchemaC  json.RawMessage `json:"inputSchema"`
+		Parameters    json.RawMessage `json:"parameters"`
+		OutputSchema  json.RawMessage `json:"output_schema"`
+		OutputSchemaC json.RawMessage `json:"outputSchema"`
+		Function      *struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*t = Tool{Name: raw.Name, Description: raw.Description}
+	t.InputSchema = firstRaw(raw.InputSchema, raw.InputSchemaC, raw.Parameters)
+	t.OutputSchema = firstRaw(raw.OutputSchema, raw.OutputSchemaC)
+	if raw.Function != nil {
+		t.Name, t.Description = raw.Function.Name, raw.Function.Description
+		t.InputSchema = firstRaw(t.InputSchema, raw.Function.Parameters)
+	}
+	return nil
+}
+
+func firstRaw(rs ...json.RawMessage) json.RawMessage {
+	for _, r := range rs {
+		if len(r) > 0 && string(r) != "null" {
+			return r
+		}
+	}
+	return nil
+}
+
+// Demonstration is one example transition shown to the world model.
+type Demonstration struct {
+	Action      string `json:"action"`
+	Observation string `json:"observation"`
+}
+
+// Sampling overrides generation settings for a world; nil fields keep the
+// server's defaults.
+type Sampling struct {
+	Temperature *float64       `json:"temperature,omitempty"`
+	TopP        *float64       `json:"top_p,omitempty"`
+	MaxTokens   int            `json:"max_tokens,omitempty"`
+	Extra       map[string]any `json:"extra_body,omitempty"`
+}
+
+// ErrInvalid wraps every spec validation failure.
+var ErrInvalid = errors.New("invalid world spec")
+
+// FieldError names the spec field that is wrong.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s: field %s: %s", ErrInvalid, e.Field, e.Msg)
+}
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Validate checks the spec names a known domain and the components the
+// simulator cannot do without.
+func (s *Spec) Validate() error {
+	if s.Domain == "" {
+		return &FieldError{Field: "domain", Msg: "missing"}
+	}
+	if _, err := domain.Parse(string(s.Domain)); err != nil {
+		return &FieldError{Field: "domain", Msg: err.Error()}
+	}
+	if strings.TrimSpace(s.TaskDescription) == "" {
+		return &FieldError{Field: "task_description", Msg: "missing"}
+	}
+	if s.ActionSpace.IsEmpty() {
+		return &FieldError{Field: "action_space", Msg: "missing: give tool definitions or an action list"}
+	}
+	seen := map[string]bool{}
+	for i, t := range s.ActionSpace.Tools {
+		if t.Name == "" {
+			return &FieldError{Field: fmt.Sprintf("action_space.tools[%d].name", i), Msg: "missing"}
+		}
+		if seen[t.Name] {
+			return &FieldError{Field: fmt.Sprintf("action_space.tools[%d].name", i), Msg: fmt.Sprintf("duplicate tool %q", t.Name)}
+		}
+		seen[t.Name] = true
+		if len(t.InputSchema) > 0 && !json.Valid(t.InputSchema) {
+			return &FieldError{Field: fmt.Sprintf("action_space.tools[%d].input_schema", i), Msg: "not valid JSON"}
+		}
+	}
+	for i, d := range s.Demonstrations {
+		if strings.TrimSpace(d.Action) == "" {
+			return &FieldError{Field: fmt.Sprintf("demonstrations[%d].action", i), Msg: "missing"}
+		}
+	}
+	if s.Sampling != nil && s.Sampling.MaxTokens < 0 {
+		return &FieldError{Field: "sampling.max_tokens", Msg: "negative"}
+	}
+	return nil
+}
+
+// Parse reads a spec from YAML or JSON bytes (JSON is valid YAML) and
+// validates it; name is used in errors and as the default world name.
+func Parse(data []byte, name string) (*Spec, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if s.Name == "" {
+		s.Name = strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
+	}
+	s.Domain = domain.Domain(strings.ToLower(string(s.Domain)))
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &s, nil
+}
+
+// Load reads and validates a spec file (.yaml, .yml or .json).
+func Load(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path)
+}
+
+// LoadDir loads every spec file of a directory, keyed by world name.
+func LoadDir(dir string) (map[string]*Spec, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*Spec{}
+	for _, e := range entries {
+		ext := strings.ToLower(filepath.Ext(e.Name()))
+		if e.IsDir() || (ext != ".yaml" && ext != ".yml" && ext != ".json") {
+			continue
+		}
+		s, err := Load(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		if prev, dup := out[s.Name]; dup {
+			return nil, fmt.Errorf("%s: world name %q already used by another spec in %s (%s)", e.Name(), s.Name, dir, prev.Name)
+		}
+		out[s.Name] = s
+	}
+	return out, nil
+}

@@ -1,0 +1,299 @@
+// Package worldmodel talks to language world models served behind an
+// OpenAI-compatible /v1/chat/completions API (vLLM, SGLang, hosted APIs):
+// requests, retries, usage accounting, and reading the prediction out of a
+// generation that thinks in <think> and answers in <predicted_observation>.
+package worldmodel
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/respjson"
+	"golang.org/x/time/rate"
+)
+
+// Message is one chat message. Roles are "system", "user" and "assistant".
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Request is everything that decides a generation. Its Hash is the cache key:
+// two requests with equal hashes are interchangeable.
+type Request struct {
+	// Model overrides the client's model when set.
+	Model    string    `json:"model,omitempty"`
+	Messages []Message `json:"messages"`
+	// MaxTokens is the generation budget; 0 sends none.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// MaxCompletionTokens sends the budget as max_completion_tokens, for APIs
+	// that reject max_tokens.
+	MaxCompletionTokens bool     `json:"max_completion_tokens,omitempty"`
+	Temperature         *float64 `json:"temperature,omitempty"`
+	TopP                *float64 `json:"top_p,omitempty"`
+	Seed                *int64   `json:"seed,omitempty"`
+	// Extra is merged into the request body (vLLM's top_k,
+	// chat_template_kwargs, …).
+	Extra map[string]any `json:"extra,omitempty"`
+}
+
+// Hash is a content hash of the request with the given default model; it
+// keys response caches (ids repeat in the published data, content does not).
+func (r Request) Hash(defaultModel string) string {
+	if r.Model == "" {
+		r.Model = defaultModel
+	}
+	b, _ := json.Marshal(r) // maps marshal with sorted keys: stable
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Response is one generation with what it cost.
+type Response struct {
+	Content string `json:"content"`
+	// Reasoning is the server-separated thinking (reasoning_content or
+	// reasoning), empty when the server returns none.
+	Reasoning        string `json:"reasoning_content,omitempty"`
+	FinishReason     string `json:"finish_reason"`
+	Model            string `json:"model,omitempty"`
+	PromptTokens     int    `json:"prompt_tokens"`
+	CompletionTokens int    `json:"completion_tokens"`
+	CachedTokens     int    `json:"cached_tokens,omitempty"`
+	LatencyMS        int64  `json:"latency_ms"`
+	// Attempts counts HTTP attempts, retries included.
+	Attempts int `json:"attempts"`
+}
+
+// Truncated reports a generation cut by the token budget, the most common
+// real cause of empty predictions.
+func (r *Response) Truncated() bool { return r.FinishReason == "length" }
+
+// Completer produces generations. The HTTP client implements it; so do the
+// record-and-replay backend and routers over replicas.
+type Completer interface {
+	Complete(ctx context.Context, req Request) (*Response, error)
+}
+
+// Sentinel errors, matched with errors.Is.
+var (
+	// ErrUnavailable means the server could not be reached or kept failing
+	// (transport errors, 429, 5xx) after every retry.
+	ErrUnavailable = errors.New("world model unavailable")
+	// ErrRejected means the server refused the request (4xx other than 429).
+	ErrRejected = errors.New("world model rejected the request")
+	// ErrNoChoices means the server answered without a choice.
+	ErrNoChoices = errors.New("world model returned no choices")
+)
+
+// Options tunes a Client. The zero value of each field is a usable default.
+type Options struct {
+	// APIKey is sent as a bearer token; empty sends a placeholder, which
+	// local vLLM and SGLang servers accept.
+	APIKey string
+	// MaxRetries after the first attempt on 408/409/429/5xx and dropped
+	// connections, with exponential backoff and jitter; 0 means 4, negative
+	// means none.
+	MaxRetries int
+	// Timeout bounds one attempt; 0 means 10 minutes (thinking models spend
+	// minutes on long prompts).
+	Timeout time.Duration
+	// MaxRetryDelay caps one backoff wait; 0 means 8 seconds.
+	MaxRetryDelay time.Duration
+	// Limiter, when set, is waited on before every request.
+	Limiter *rate.Limiter
+	// HTTPClient replaces the default transport.
+	HTTPClient *http.Client
+	// Logger receives retry and failure logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Client calls one OpenAI-compatible endpoint.
+type Client struct {
+	api     openai.Client
+	model   string
+	baseURL string
+	opts    Options
+	log     *slog.Logger
+}
+
+// New makes a client for baseURL (e.g. http://localhost:8000/v1) and model.
+func New(baseURL, model string, opts *Options) *Client {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = 4
+	}
+	if o.MaxRetries < 0 {
+		o.MaxRetries = 0
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	if o.MaxRetryDelay == 0 {
+		o.MaxRetryDelay = 8 * time.Second
+	}
+	if o.APIKey == "" {
+		o.APIKey = "EMPTY"
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ro := []option.RequestOption{
+		option.WithBaseURL(baseURL),
+		option.WithAPIKey(o.APIKey),
+		option.WithMaxRetries(o.MaxRetries),
+		option.WithMaxRetryDelay(o.MaxRetryDelay),
+		option.WithRequestTimeout(o.Timeout),
+	}
+	if o.HTTPClient != nil {
+		ro = append(ro, option.WithHTTPClient(o.HTTPClient))
+	}
+	return &Client{api: openai.NewClient(ro...), model: model, baseURL: baseURL, opts: o, log: log}
+}
+
+// Model is the model name requests default to.
+func (c *Client) Model() string { return c.model }
+
+// BaseURL is the endpoint the client calls.
+func (c *Client) BaseURL() string { return c.baseURL }
+
+// Complete sends one chat completion, retrying transient failures.
+func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
+	if c.opts.Limiter != nil {
+		if err := c.opts.Limiter.Wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	model := req.Model
+	if model == "" {
+		model = c.model
+	}
+	params := openai.ChatCompletionNewParams{Model: model, Messages: toParams(req.Messages)}
+	if req.MaxTokens > 0 {
+		if req.MaxCompletionTokens {
+			params.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
+		} else {
+			params.MaxTokens = openai.Int(int64(req.MaxTokens))
+		}
+	}
+	if req.Temperature != nil {
+		params.Temperature = openai.Float(*req.Temperature)
+	}
+	if req.TopP != nil {
+		params.TopP = openai.Float(*req.TopP)
+	}
+	if req.Seed != nil {
+		params.Seed = openai.Int(*req.Seed)
+	}
+	var attempts atomic.Int32
+	ro := []option.RequestOption{option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		n := attempts.Add(1)
+		resp, err := next(r)
+		if n > 1 || err != nil || (resp != nil && resp.StatusCode >= 400) {
+			status := 0
+			if resp != nil {
+				status = resp.StatusCode
+			}
+			c.log.Debug("world model attempt", "url", c.baseURL, "attempt", n, "status", status, "err", err)
+		}
+		return resp, err
+	})}
+	keys := make([]string, 0, len(req.Extra))
+	for k := range req.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ro = append(ro, option.WithJSONSet(k, req.Extra[k]))
+	}
+	start := time.Now()
+	out, err := c.api.Chat.Completions.New(ctx, params, ro...)
+	lat := time.Since(start)
+	if err != nil {
+		return nil, classify(err, int(attempts.Load()))
+	}
+	if len(out.Choices) == 0 {
+		return nil, ErrNoChoices
+	}
+	ch := out.Choices[0]
+	resp := &Response{
+		Content:          ch.Message.Content,
+		Reasoning:        reasoningOf(ch.Message.JSON.ExtraFields),
+		FinishReason:     ch.FinishReason,
+		Model:            out.Model,
+		PromptTokens:     int(out.Usage.PromptTokens),
+		CompletionTokens: int(out.Usage.CompletionTokens),
+		CachedTokens:     int(out.Usage.PromptTokensDetails.CachedTokens),
+		LatencyMS:        lat.Milliseconds(),
+		Attempts:         int(attempts.Load()),
+	}
+	return resp, nil
+}
+
+func reasoningOf(extra map[string]respjson.Field) string {
+	for _, k := range []string{"reasoning_content", "reasoning"} {
+		f, ok := extra[k]
+		if !ok || !f.Valid() {
+			continue
+		}
+		var s string
+		if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// classify maps a client error to a sentinel so callers can tell a dead
+// backend (retry later, count as transport failure) from a bad request.
+func classify(err error, attempts int) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if attempts > 0 {
+			return fmt.Errorf("%w after %d attempts: %w", ErrUnavailable, attempts, err)
+		}
+		return err
+	}
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		code := apiErr.StatusCode
+		msg := apiErr.Message
+		if msg == "" {
+			msg = strconv.Itoa(code) + " " + http.StatusText(code)
+		}
+		if code == 429 || code >= 500 || code == 408 || code == 409 {
+			return fmt.Errorf("%w: HTTP %d after %d attempts: %s", ErrUnavailable, code, attempts, msg)
+		}
+		return fmt.Errorf("%w: HTTP %d: %s", ErrRejected, code, msg)
+	}
+	return fmt.Errorf("%w after %d attempts: %w", ErrUnavailable, attempts, err)
+}
+
+func toParams(msgs []Message) []openai.ChatCompletionMessageParamUnion {
+	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
+	for _, m := range msgs {
+		switch m.Role {
+		case "system":
+			out = append(out, openai.SystemMessage(m.Content))
+		case "assistant":
+			out = append(out, openai.AssistantMessage(m.Content))
+		default:
+			out = append(out, openai.UserMessage(m.Content))
+		}
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package worldmodel
+
+import (
+	"regexp"
+
+	"github.com/agentworld/agentworld/internal/pytext"
+)
+
+// NoOutput is the prediction used when a generation holds nothing once
+// thinking is removed, as the published evaluation does.
+const NoOutput = "No output"
+
+var (
+	thinkPair   = regexp.MustCompile(`(?is)<think>.*?</think>`)
+	thinkClose  = regexp.MustCompile(`(?i)</think>`)
+	thinkOpen   = regexp.MustCompile(`(?i)<think>`)
+	answerOpen  = regexp.MustCompile(`(?i)<predicted_observation>`)
+	answerClose = regexp.MustCompile(`(?i)</predicted_observation>`)
+)
+
+// StripThinking removes reasoning from a generation: every matched
+// <think>…</think> pair; then, for an unmatched </think>, everything before
+// it; then, for an unmatched <think>, the text from it up to the first
+// <predicted_observation> after it, or to the end. Tags are case-insensitive.
+func StripThinking(s string) string {
+	s = thinkPair.ReplaceAllString(s, "")
+	if locs := thinkClose.FindAllStringIndex(s, -1); len(locs) > 0 {
+		s = s[locs[len(locs)-1][1]:]
+	}
+	for {
+		loc := thinkOpen.FindStringIndex(s)
+		if loc == nil {
+			return s
+		}
+		rest := s[loc[1]:]
+		if a := answerOpen.FindStringIndex(rest); a != nil {
+			s = s[:loc[0]] + rest[a[0]:]
+		} else {
+			s = s[:loc[0]]
+		}
+	}
+}
+
+// ExtractPrediction returns the predicted observation of a generation as the
+// published evaluation reads it: thinking removed, then the content of the
+// last <predicted_observation> block (to its closing tag, or to the end when
+// unclosed), stripped; without a tag the cleaned text stripped; NoOutput when
+// nothing is left.
+func ExtractPrediction(gen string) string {
+	s := StripThinking(gen)
+	if p, ok := LastTagContent(s); ok {
+		return p
+	}
+	s = pytext.Strip(s)
+	if s == "" {
+		return NoOutput
+	}
+	return s
+}
+
+// LastTagContent returns the stripped content of the last
+// <predicted_observation> block of s and whether there was one.
+func LastTagContent(s string) (string, bool) {
+	locs := answerOpen.FindAllStringIndex(s, -1)
+	if len(locs) == 0 {
+		return "", false
+	}
+	body := s[locs[len(locs)-1][1]:]
+	if c := answerClose.FindStringIndex(body); c != nil {
+		body = body[:c[0]]
+	}
+	return pytext.Strip(body), true
+}
