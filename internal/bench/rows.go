@@ -1,0 +1,96 @@
+// Package bench runs AgentWorldBench: inference of a world model on the
+// benchmark records, judging of its predictions, and scoring, as one
+// concurrent, resumable, cached pipeline with reports.
+package bench
+
+import (
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// Failure reasons a sample can carry; failed samples are excluded from the
+// means (as published) and always counted beside a score.
+const (
+	FailNoGeneration    = "no_generation"     // the model returned empty text
+	FailLength          = "length"            // cut by the token budget with nothing usable
+	FailJudgeUnparsable = "judge_unparseable" // three judge attempts, none parsed
+	FailTransport       = "transport"         // the model or judge endpoint kept failing
+	FailInvalidRecord   = "invalid_record"    // the record cannot be evaluated (turn_idx out of range, …)
+)
+
+// Prediction is one line of predictions.jsonl: a record's generation with
+// what it cost. Sample is the stable identity of the input row (content
+// hash plus occurrence), because ids repeat in the published data.
+type Prediction struct {
+	Sample   string `json:"sample"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Task     string `json:"task"`
+	Domain   string `json:"domain"`
+	ID       string `json:"id"`
+	TurnIdx  int    `json:"turn_idx"`
+	Model    string `json:"model"`
+	// Generation is the raw content the model returned; Prediction is what
+	// extraction made of it.
+	Generation   string               `json:"generation"`
+	Prediction   string               `json:"prediction"`
+	Reasoning    string               `json:"reasoning_content,omitempty"`
+	FinishReason string               `json:"finish_reason,omitempty"`
+	Usage        *worldmodel.Response `json:"usage,omitempty"`
+	Truncated    bool                 `json:"truncated,omitempty"`
+	Failure      string               `json:"failure,omitempty"`
+	Error        string               `json:"error,omitempty"`
+}
+
+// Scores are the five judge dimensions of one sample, 0 meaning absent or
+// unusable, otherwise 1..5 (negatives kept as the published script does).
+type Scores struct {
+	Format      int `json:"format"`
+	Factuality  int `json:"factuality"`
+	Consistency int `json:"consistency"`
+	Realism     int `json:"realism"`
+	Quality     int `json:"quality"`
+}
+
+// Dimensions lists the five dimension names in report order.
+var Dimensions = []string{"format", "factuality", "consistency", "realism", "quality"}
+
+// Values returns the dimensions in Dimensions order.
+func (s Scores) Values() [5]int {
+	return [5]int{s.Format, s.Factuality, s.Consistency, s.Realism, s.Quality}
+}
+
+// Total is the sample total as published: the mean of the dimensions above
+// 0, or 0 when none is.
+func (s Scores) Total() float64 {
+	sum, n := 0, 0
+	for _, v := range s.Values() {
+		if v > 0 {
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n)
+}
+
+// Judged is one line of judged.jsonl: a prediction with its judgement.
+type Judged struct {
+	Prediction
+	// Judge names what scored the sample: a model name, or "rules" for the
+	// offline deterministic scorer (not the rubric judge).
+	Judge string `json:"judge"`
+	// GenericJudge is set when the domain was unknown and a generic judge
+	// prompt was used.
+	GenericJudge bool     `json:"generic_judge,omitempty"`
+	JudgeOutput  string   `json:"judge_output,omitempty"`
+	Scores       *Scores  `json:"scores,omitempty"`
+	Total        float64  `json:"total"`
+	Strengths    []string `json:"strengths,omitempty"`
+	Weaknesses   []string `json:"weaknesses,omitempty"`
+	Attempts     int      `json:"judge_attempts,omitempty"`
+}
+
+// Valid reports whether the sample counts in the means.
+func (j *Judged) Valid() bool { return j.Failure == "" && j.Scores != nil }
