@@ -1,0 +1,121 @@
+package realenv
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+)
+
+// Keystroke is one element of a Terminal-domain action: text or tmux key
+// names to type, then how long to wait (seconds) before the next element.
+type Keystroke struct {
+	Keystrokes string  `json:"keystrokes"`
+	Duration   float64 `json:"duration"`
+}
+
+// keystrokeWire keeps track of which fields were present so a missing
+// duration can take the default while an explicit 0 stays 0.
+type keystrokeWire struct {
+	Keystrokes *string  `json:"keystrokes"`
+	Duration   *float64 `json:"duration"`
+}
+
+// ParseTerminalAction decodes a Terminal-domain action: a JSON array of
+// {keystrokes, duration}. A missing duration becomes defaultDuration
+// seconds. `[]` is valid and means the agent ends the task. Errors wrap
+// ErrBadAction and name the offending element.
+func ParseTerminalAction(action string, defaultDuration float64) ([]Keystroke, error) {
+	b := bytes.TrimSpace([]byte(action))
+	if len(b) == 0 || b[0] != '[' {
+		return nil, fmt.Errorf("%w: terminal action must be a JSON array of {keystrokes, duration}", ErrBadAction)
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%w: terminal action: %v", ErrBadAction, err)
+	}
+	out := make([]Keystroke, 0, len(raw))
+	for i, r := range raw {
+		var w keystrokeWire
+		if err := json.Unmarshal(r, &w); err != nil {
+			return nil, fmt.Errorf("%w: action[%d]: want {keystrokes, duration}: %v", ErrBadAction, i, err)
+		}
+		if w.Keystrokes == nil {
+			return nil, fmt.Errorf("%w: action[%d].keystrokes: missing", ErrBadAction, i)
+		}
+		k := Keystroke{Keystrokes: *w.Keystrokes, Duration: defaultDuration}
+		if w.Duration != nil {
+			k.Duration = *w.Duration
+		}
+		if k.Duration < 0 || math.IsNaN(k.Duration) || math.IsInf(k.Duration, 0) {
+			return nil, fmt.Errorf("%w: action[%d].duration: %v is not a non-negative number of seconds", ErrBadAction, i, k.Duration)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// KeyOp is one tmux send-keys call: either literal text (send-keys -l) or a
+// key name in tmux notation (C-c, Enter, Up, …).
+type KeyOp struct {
+	Literal string
+	Key     string
+}
+
+// Args are the send-keys arguments after the target.
+func (k KeyOp) Args() []string {
+	if k.Key != "" {
+		return []string{k.Key}
+	}
+	return []string{"-l", "--", k.Literal}
+}
+
+// keyName matches what tmux accepts as one key: modifiers (C-, M-, S-) on a
+// character or named key, a caret control (^C), or a named key.
+var keyName = regexp.MustCompile(`^(?:(?:[CMS]-)+(?:[!-~]|` + namedKeys + `)|\^[@A-Za-z\[\\\]^_?]|` + namedKeys + `)$`)
+
+const namedKeys = `Enter|Escape|Tab|BTab|BSpace|Space|Up|Down|Left|Right|Home|End|PageUp|PageDown|PgUp|PgDn|PPage|NPage|IC|DC|Insert|Delete|F[1-9]|F1[0-2]|KP[0-9]|KPEnter`
+
+// IsKeyName reports whether s is a single key in tmux notation.
+func IsKeyName(s string) bool { return keyName.MatchString(s) }
+
+// KeyOps turns one keystrokes string into send-keys calls. A string that is
+// a tmux key name is sent as that key; otherwise text is typed literally and
+// every newline becomes Enter, so a trailing newline executes the command.
+// A key name followed by newlines sends the key, then Enter per newline.
+func KeyOps(keystrokes string) []KeyOp {
+	s := strings.ReplaceAll(keystrokes, "\r\n", "\n")
+	if s == "" {
+		return nil
+	}
+	if IsKeyName(s) {
+		return []KeyOp{{Key: s}}
+	}
+	body := strings.TrimRight(s, "\n")
+	trailing := len(s) - len(body)
+	var ops []KeyOp
+	if body != "" && IsKeyName(body) {
+		ops = append(ops, KeyOp{Key: body})
+	} else {
+		segs := strings.Split(body, "\n")
+		for i, seg := range segs {
+			if seg != "" {
+				ops = append(ops, KeyOp{Literal: seg})
+			}
+			if i < len(segs)-1 {
+				ops = append(ops, KeyOp{Key: "Enter"})
+			}
+		}
+	}
+	for range trailing {
+		ops = append(ops, KeyOp{Key: "Enter"})
+	}
+	return ops
+}
+
+func jsonString(s string) (string, error) {
+	b, err := json.Marshal(s)
+	return string(b), err
+}
