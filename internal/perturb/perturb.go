@@ -1,0 +1,309 @@
+// Package perturb is the rule engine behind controllable perturbations: a
+// world spec's `perturbations` section lists rules that, when a step matches
+// (tool or action pattern, turn range, probability under a seed), either add
+// a control instruction to that step's message so the world model simulates
+// a failure (rate limit, timeout, partial result, …), or make the server
+// produce a fault itself without calling the model (latency, HTTP or
+// JSON-RPC error, malformed payload). Draws are a pure function of the seed,
+// the session's stream key, the turn and the rule, so retries and forks see
+// the same perturbations.
+package perturb
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// Kind names what a rule injects.
+type Kind string
+
+// Instructed kinds: the world model is told to simulate the failure.
+const (
+	RateLimit          Kind = "rate_limit"
+	Timeout            Kind = "timeout"
+	PartialResult      Kind = "partial_result"
+	SchemaChange       Kind = "schema_change"
+	StaleData          Kind = "stale_data"
+	PermissionError    Kind = "permission_error"
+	AdversarialContent Kind = "adversarial_content"
+	// Custom sends the rule's own instruction text.
+	Custom Kind = "custom"
+)
+
+// Direct kinds: the server produces the fault itself, without a model call
+// (Latency delays the step and lets it continue).
+const (
+	Latency          Kind = "latency"
+	HTTPError        Kind = "http_error"
+	JSONRPCError     Kind = "jsonrpc_error"
+	MalformedPayload Kind = "malformed_payload"
+)
+
+// Instructed reports whether k is carried out by the world model.
+func (k Kind) Instructed() bool {
+	_, ok := instructions[k]
+	return ok || k == Custom
+}
+
+// Direct reports whether k is produced by the server itself.
+func (k Kind) Direct() bool {
+	switch k {
+	case Latency, HTTPError, JSONRPCError, MalformedPayload:
+		return true
+	}
+	return false
+}
+
+// Kinds lists every kind a rule may inject, for help texts and errors.
+func Kinds() []Kind {
+	return []Kind{RateLimit, Timeout, PartialResult, SchemaChange, StaleData, PermissionError,
+		AdversarialContent, Custom, Latency, HTTPError, JSONRPCError, MalformedPayload}
+}
+
+// Config is a world spec's `perturbations` section. In a file it may be
+// written as a list of rules (seed 0) or as {seed, rules}.
+type Config struct {
+	// Seed feeds every rule that sets no seed of its own; zero is a valid seed.
+	Seed  int64  `json:"seed,omitempty"`
+	Rules []Rule `json:"rules,omitempty"`
+}
+
+// Rule is one `when` → `inject` pair.
+type Rule struct {
+	// Name labels the steps the rule fires on; defaults to "rule<N>" (1-based).
+	Name string `json:"name,omitempty"`
+	When When   `json:"when"`
+	// Inject says what happens when the rule fires.
+	Inject Inject `json:"inject"`
+}
+
+// When selects the steps a rule applies to. All set conditions must hold;
+// an empty When matches every step, always.
+type When struct {
+	// Tool is a glob (path.Match syntax) on the called tool's name; empty
+	// matches any step, tool call or not.
+	Tool string `json:"tool,omitempty"`
+	// Action is a regular expression searched in the action text.
+	Action string `json:"action,omitempty"`
+	// Turns bounds the 1-based turn; nil means every turn.
+	Turns *TurnRange `json:"turns,omitempty"`
+	// Probability that a matching step fires; nil means 1.
+	Probability *float64 `json:"probability,omitempty"`
+	// Seed overrides the section's seed for this rule.
+	Seed *int64 `json:"seed,omitempty"`
+}
+
+// TurnRange is an inclusive 1-based range; zero bounds are open.
+type TurnRange struct {
+	From int `json:"from,omitempty"`
+	To   int `json:"to,omitempty"`
+}
+
+// Contains reports whether turn lies in the range.
+func (r *TurnRange) Contains(turn int) bool {
+	if r == nil {
+		return true
+	}
+	return (r.From == 0 || turn >= r.From) && (r.To == 0 || turn <= r.To)
+}
+
+// Inject describes the perturbation.
+type Inject struct {
+	Kind Kind `json:"kind"`
+	// Instruction replaces the built-in control text of an instructed kind
+	// (required for custom).
+	Instruction string `json:"instruction,omitempty"`
+	// Detail is appended to the control text (e.g. the adversarial payload to
+	// plant, the field to rename).
+	Detail string `json:"detail,omitempty"`
+	// LatencyMS is the delay of a latency fault (required there); JitterMS
+	// adds a seeded uniform 0..JitterMS on top.
+	LatencyMS int `json:"latency_ms,omitempty"`
+	JitterMS  int `json:"jitter_ms,omitempty"`
+	// Status is the HTTP status of an http_error (zero: 503).
+	Status int `json:"status,omitempty"`
+	// Code is the JSON-RPC error code of a jsonrpc_error (zero: -32603).
+	Code int `json:"code,omitempty"`
+	// Message is the error message of http_error / jsonrpc_error (zero: the
+	// status text or a generic internal error).
+	Message string `json:"message,omitempty"`
+	// Payload is the broken body of a malformed_payload (zero: a truncated
+	// JSON document).
+	Payload string `json:"payload,omitempty"`
+}
+
+// UnmarshalJSON accepts a bare list of rules as well as {seed, rules};
+// unknown fields (a misspelt "probabilty") are errors.
+func (c *Config) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if len(b) > 0 && b[0] == '[' {
+		*c = Config{}
+		return dec.Decode(&c.Rules)
+	}
+	type plain Config
+	var p plain
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	*c = Config(p)
+	return nil
+}
+
+// ErrInvalid wraps every rule validation failure.
+var ErrInvalid = errors.New("invalid perturbation rule")
+
+// RuleError names the rule (index and name) and the field that is wrong.
+type RuleError struct {
+	Index int
+	Name  string
+	Field string
+	Msg   string
+}
+
+func (e *RuleError) Error() string {
+	return fmt.Sprintf("%s: rules[%d] (%s): %s: %s", ErrInvalid, e.Index, e.Name, e.Field, e.Msg)
+}
+
+// Unwrap makes errors.Is(err, ErrInvalid) hold.
+func (e *RuleError) Unwrap() error { return ErrInvalid }
+
+// RuleName is the rule's name or its default "rule<N>".
+func (c *Config) RuleName(i int) string {
+	if n := strings.TrimSpace(c.Rules[i].Name); n != "" {
+		return n
+	}
+	return fmt.Sprintf("rule%d", i+1)
+}
+
+// Validate checks every rule. tools lists the world's tool names; a rule
+// naming a tool (or a glob matching none) outside it is an error. With no
+// tools (action-list domains) any tool condition is an error.
+func (c *Config) Validate(tools []string) error {
+	if c == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for i := range c.Rules {
+		r := &c.Rules[i]
+		name := c.RuleName(i)
+		bad := func(field, format string, args ...any) error {
+			return &RuleError{Index: i, Name: name, Field: field, Msg: fmt.Sprintf(format, args...)}
+		}
+		if seen[name] {
+			return bad("name", "duplicate rule name")
+		}
+		seen[name] = true
+		if r.When.Tool != "" {
+			if _, err := path.Match(r.When.Tool, ""); err != nil {
+				return bad("when.tool", "bad pattern %q: %v", r.When.Tool, err)
+			}
+			if !matchesAny(r.When.Tool, tools) {
+				if len(tools) == 0 {
+					return bad("when.tool", "world defines no tools, so %q can never match", r.When.Tool)
+				}
+				return bad("when.tool", "unknown tool %q (world tools: %s)", r.When.Tool, strings.Join(tools, ", "))
+			}
+		}
+		if r.When.Action != "" {
+			if _, err := regexp.Compile(r.When.Action); err != nil {
+				return bad("when.action", "bad regular expression: %v", err)
+			}
+		}
+		if t := r.When.Turns; t != nil {
+			if t.From < 0 || t.To < 0 {
+				return bad("when.turns", "turns are 1-based, got from=%d to=%d", t.From, t.To)
+			}
+			if t.To != 0 && t.From > t.To {
+				return bad("when.turns", "from %d is after to %d", t.From, t.To)
+			}
+		}
+		if p := r.When.Probability; p != nil && (math.IsNaN(*p) || *p < 0 || *p > 1) {
+			return bad("when.probability", "%v is not a probability in [0, 1]", *p)
+		}
+		in := r.Inject
+		switch {
+		case in.Kind == "":
+			return bad("inject.kind", "missing (one of %s)", kindList())
+		case in.Kind == Custom && strings.TrimSpace(in.Instruction) == "":
+			return bad("inject.instruction", "custom needs an instruction text")
+		case in.Kind == Latency && in.LatencyMS <= 0:
+			return bad("inject.latency_ms", "latency needs a positive latency_ms")
+		case !in.Kind.Instructed() && !in.Kind.Direct():
+			return bad("inject.kind", "unknown kind %q (one of %s)", in.Kind, kindList())
+		}
+		if in.LatencyMS < 0 || in.JitterMS < 0 {
+			return bad("inject.latency_ms", "negative delay")
+		}
+		if in.Kind == HTTPError && in.Status != 0 && (in.Status < 400 || in.Status > 599) {
+			return bad("inject.status", "%d is not an HTTP error status (400-599)", in.Status)
+		}
+		if in.Kind == JSONRPCError && in.Code > 0 {
+			return bad("inject.code", "JSON-RPC error codes are negative, got %d", in.Code)
+		}
+	}
+	return nil
+}
+
+func matchesAny(pattern string, names []string) bool {
+	for _, n := range names {
+		if ok, _ := path.Match(pattern, n); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func kindList() string {
+	var s []string
+	for _, k := range Kinds() {
+		s = append(s, string(k))
+	}
+	return strings.Join(s, ", ")
+}
+
+// Merge returns base with a session's override applied: a rule of the same
+// name replaces the base rule in place, new rules are appended (unnamed
+// ones as "session-rule<N>"), and a
+// non-nil override seed replaces the section seed. Either may be nil.
+func Merge(base *Config, override *Config, overrideSeed *int64) *Config {
+	out := &Config{}
+	if base != nil {
+		out.Seed = base.Seed
+		for i := range base.Rules {
+			r := base.Rules[i]
+			r.Name = base.RuleName(i)
+			out.Rules = append(out.Rules, r)
+		}
+	}
+	if override != nil {
+		for i := range override.Rules {
+			r := override.Rules[i]
+			if strings.TrimSpace(r.Name) == "" {
+				// Unnamed session rules must not replace the spec's rule<N>.
+				r.Name = fmt.Sprintf("session-rule%d", i+1)
+			}
+			replaced := false
+			for j := range out.Rules {
+				if out.Rules[j].Name == r.Name {
+					out.Rules[j], replaced = r, true
+					break
+				}
+			}
+			if !replaced {
+				out.Rules = append(out.Rules, r)
+			}
+		}
+	}
+	if overrideSeed != nil {
+		out.Seed = *overrideSeed
+	}
+	return out
+}
