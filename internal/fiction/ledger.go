@@ -1,0 +1,412 @@
+package fiction
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Source says where a ledger fact came from.
+type Source string
+
+// Fact sources.
+const (
+	// SourceSpec marks the canon of the spec's facts section.
+	SourceSpec Source = "spec"
+	// SourceObservation marks a fact read from a simulated observation.
+	SourceObservation Source = "observation"
+)
+
+// Fact is one ledger entry: at turn Turn of session Session, an observation
+// of world World asserted Entity.Attribute = Value.
+type Fact struct {
+	World     string    `json:"world,omitempty"`
+	Entity    string    `json:"entity"`
+	Attribute string    `json:"attribute"`
+	Value     string    `json:"value"`
+	Session   string    `json:"session,omitempty"`
+	Turn      int       `json:"turn,omitempty"`
+	Source    Source    `json:"source"`
+	At        time.Time `json:"at,omitzero"`
+}
+
+// Store keeps ledger facts per world, in recording order.
+type Store interface {
+	// AppendFacts adds facts to a world's ledger durably.
+	AppendFacts(ctx context.Context, world string, facts []Fact) error
+	// WorldFacts returns a world's facts in the order they were appended.
+	WorldFacts(ctx context.Context, world string) ([]Fact, error)
+}
+
+// MemStore is a Store in memory, for tests and throwaway servers.
+type MemStore struct {
+	mu sync.Mutex
+	m  map[string][]Fact
+}
+
+// AppendFacts implements Store.
+func (s *MemStore) AppendFacts(_ context.Context, world string, facts []Fact) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string][]Fact{}
+	}
+	s.m[world] = append(s.m[world], facts...)
+	return nil
+}
+
+// WorldFacts implements Store.
+func (s *MemStore) WorldFacts(_ context.Context, world string) ([]Fact, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Fact(nil), s.m[world]...), nil
+}
+
+// FileStore keeps each world's ledger in DIR/<world>.facts.jsonl, one fact
+// per line, appended and synced per batch, so a crash loses at most the
+// batch being written (a torn last line is skipped on load).
+type FileStore struct {
+	dir string
+	log *slog.Logger
+	mu  sync.Mutex
+}
+
+// NewFileStore opens (creating) a ledger directory; log may be nil.
+func NewFileStore(dir string, log *slog.Logger) (*FileStore, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("ledger dir: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &FileStore{dir: dir, log: log}, nil
+}
+
+// Path is the file holding a world's ledger.
+func (s *FileStore) Path(world string) string {
+	return filepath.Join(s.dir, fileName(world)+".facts.jsonl")
+}
+
+// fileName keeps [A-Za-z0-9._-] and escapes the rest, so any world name maps
+// to one file inside the directory.
+func fileName(world string) string {
+	var b strings.Builder
+	for _, r := range world {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			fmt.Fprintf(&b, "%%%02X", r)
+		}
+	}
+	if b.Len() == 0 {
+		return "%"
+	}
+	return b.String()
+}
+
+// AppendFacts implements Store.
+func (s *FileStore) AppendFacts(ctx context.Context, world string, facts []Fact) error {
+	if len(facts) == 0 {
+		return ctx.Err()
+	}
+	var buf []byte
+	for _, f := range facts {
+		b, err := json.Marshal(f)
+		if err != nil {
+			return err
+		}
+		buf = append(append(buf, b...), '\n')
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := os.OpenFile(s.Path(world), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("ledger %s: %w", world, err)
+	}
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return fmt.Errorf("ledger %s: %w", world, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("ledger %s: %w", world, err)
+	}
+	return f.Close()
+}
+
+// WorldFacts implements Store. A world without a ledger file has no facts.
+func (s *FileStore) WorldFacts(ctx context.Context, world string) ([]Fact, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	path := s.Path(world)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", world, err)
+	}
+	defer f.Close()
+	var out []Fact
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		if line%1024 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if len(strings.TrimSpace(sc.Text())) == 0 {
+			continue
+		}
+		var fact Fact
+		if err := json.Unmarshal(sc.Bytes(), &fact); err != nil {
+			s.log.Warn("ledger: skipping unreadable line", "file", path, "line", line, "err", err)
+			continue
+		}
+		out = append(out, fact)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s line %d: %w", path, line, err)
+	}
+	return out, nil
+}
+
+// LedgerOptions tunes a Ledger; nil means defaults.
+type LedgerOptions struct {
+	// MaxStateChars caps the state text given to a step; zero means 6000.
+	// When the ledger outgrows it the most recently updated entities are kept.
+	MaxStateChars int
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+	// Now stamps facts; nil means time.Now.
+	Now func() time.Time
+}
+
+// Ledger is the world ledger: it extracts facts from observations, stores
+// the new or changed ones per world, and renders them as state for later
+// steps of any session of that world. Safe for concurrent use.
+type Ledger struct {
+	store Store
+	opts  LedgerOptions
+
+	mu sync.Mutex
+	// current caches each world's latest value per entity.attribute, built
+	// from the store on first use.
+	current map[string]*worldState
+}
+
+type worldState struct {
+	latest map[[2]string]Fact
+	order  map[string]int // entity → first-seen rank
+	// touched ranks entities by last update for trimming.
+	touched map[string]int
+	seq     int
+}
+
+// NewLedger builds a ledger over store.
+func NewLedger(store Store, opts *LedgerOptions) *Ledger {
+	l := &Ledger{store: store, current: map[string]*worldState{}}
+	if opts != nil {
+		l.opts = *opts
+	}
+	if l.opts.MaxStateChars == 0 {
+		l.opts.MaxStateChars = 6000
+	}
+	if l.opts.Logger == nil {
+		l.opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if l.opts.Now == nil {
+		l.opts.Now = time.Now
+	}
+	return l
+}
+
+func (l *Ledger) state(ctx context.Context, world string) (*worldState, error) {
+	if ws, ok := l.current[world]; ok {
+		return ws, nil
+	}
+	facts, err := l.store.WorldFacts(ctx, world)
+	if err != nil {
+		return nil, err
+	}
+	ws := &worldState{latest: map[[2]string]Fact{}, order: map[string]int{}, touched: map[string]int{}}
+	for _, f := range facts {
+		ws.apply(f)
+	}
+	l.current[world] = ws
+	return ws, nil
+}
+
+func (ws *worldState) apply(f Fact) {
+	ws.seq++
+	if _, ok := ws.order[f.Entity]; !ok {
+		ws.order[f.Entity] = len(ws.order)
+	}
+	ws.touched[f.Entity] = ws.seq
+	ws.latest[[2]string{f.Entity, f.Attribute}] = f
+}
+
+// Observe extracts the facts of one observation and records those that are
+// new or change the current value. It returns what it recorded.
+func (l *Ledger) Observe(ctx context.Context, world, session string, turn int, observation string) ([]Fact, error) {
+	as := Extract(observation)
+	if len(as) == 0 {
+		return nil, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ws, err := l.state(ctx, world)
+	if err != nil {
+		return nil, err
+	}
+	now := l.opts.Now().UTC()
+	var add []Fact
+	for _, a := range as {
+		if cur, ok := ws.latest[[2]string{a.Entity, a.Attribute}]; ok && cur.Value == a.Value {
+			continue
+		}
+		add = append(add, Fact{World: world, Entity: a.Entity, Attribute: a.Attribute, Value: a.Value,
+			Session: session, Turn: turn, Source: SourceObservation, At: now})
+	}
+	if len(add) == 0 {
+		return nil, nil
+	}
+	if err := l.store.AppendFacts(ctx, world, add); err != nil {
+		return nil, fmt.Errorf("ledger %s session %s turn %d: %w", world, session, turn, err)
+	}
+	for _, f := range add {
+		ws.apply(f)
+	}
+	return add, nil
+}
+
+// StateHeader opens the ledger's state text.
+const StateHeader = "## World ledger\nOther sessions of this world have already established these facts. They are true here too: reuse these IDs and values and never contradict them."
+
+// StateText renders the world's current facts for a step of session,
+// leaving out facts whose latest assertion came from that session itself
+// (its own history already shows them). Empty when there is nothing to say.
+func (l *Ledger) StateText(ctx context.Context, world, session string) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ws, err := l.state(ctx, world)
+	if err != nil {
+		return "", err
+	}
+	byEntity := map[string][]Fact{}
+	for _, f := range ws.latest {
+		if session != "" && f.Session == session {
+			continue
+		}
+		byEntity[f.Entity] = append(byEntity[f.Entity], f)
+	}
+	if len(byEntity) == 0 {
+		return "", nil
+	}
+	entities := make([]string, 0, len(byEntity))
+	for e := range byEntity {
+		entities = append(entities, e)
+	}
+	// Keep the most recently touched entities within the budget, then print
+	// in first-seen order so the text changes little from step to step.
+	sort.Slice(entities, func(i, j int) bool { return ws.touched[entities[i]] > ws.touched[entities[j]] })
+	lines := map[string]string{}
+	var kept []string
+	size := len(StateHeader) + 1
+	for _, e := range entities {
+		fs := byEntity[e]
+		sort.Slice(fs, func(i, j int) bool { return fs[i].Attribute < fs[j].Attribute })
+		parts := make([]string, len(fs))
+		for i, f := range fs {
+			parts[i] = f.Attribute + ": " + f.Value
+		}
+		ln := "- " + e + " — " + strings.Join(parts, "; ")
+		if size+len(ln)+1 > l.opts.MaxStateChars {
+			continue
+		}
+		size += len(ln) + 1
+		lines[e] = ln
+		kept = append(kept, e)
+	}
+	if len(kept) == 0 {
+		return "", nil
+	}
+	sort.Slice(kept, func(i, j int) bool { return ws.order[kept[i]] < ws.order[kept[j]] })
+	var b strings.Builder
+	b.WriteString(StateHeader)
+	for _, e := range kept {
+		b.WriteString("\n" + lines[e])
+	}
+	return b.String(), nil
+}
+
+// Claim is one assertion in a contradiction.
+type Claim struct {
+	Value   string `json:"value"`
+	Session string `json:"session,omitempty"`
+	Turn    int    `json:"turn,omitempty"`
+	Source  Source `json:"source"`
+}
+
+// Contradiction is a fact that changed a value last asserted by another
+// session (or by the spec's facts). Changes within one session are state
+// transitions (an agent renaming a file) and are not reported.
+type Contradiction struct {
+	Entity    string `json:"entity"`
+	Attribute string `json:"attribute"`
+	// Was is the value in force; Now the conflicting assertion.
+	Was Claim `json:"was"`
+	Now Claim `json:"now"`
+}
+
+func (c Contradiction) String() string {
+	return fmt.Sprintf("%s.%s: %q (%s) vs %q (%s)", c.Entity, c.Attribute, c.Was.Value, c.Was.where(), c.Now.Value, c.Now.where())
+}
+
+func (c Claim) where() string {
+	if c.Source == SourceSpec {
+		return "spec facts"
+	}
+	return fmt.Sprintf("session %s turn %d", c.Session, c.Turn)
+}
+
+// Contradictions replays the world's ledger, starting from the canon of
+// facts (may be nil), and reports every cross-session change of a value.
+func (l *Ledger) Contradictions(ctx context.Context, world string, canon *Facts) ([]Contradiction, error) {
+	facts, err := l.store.WorldFacts(ctx, world)
+	if err != nil {
+		return nil, err
+	}
+	return FindContradictions(append(canon.Assertions(), facts...)), nil
+}
+
+// FindContradictions replays facts in order and reports each fact that
+// changes a value whose latest assertion came from a different session or
+// from the spec.
+func FindContradictions(facts []Fact) []Contradiction {
+	latest := map[[2]string]Fact{}
+	var out []Contradiction
+	for _, f := range facts {
+		k := [2]string{f.Entity, f.Attribute}
+		cur, ok := latest[k]
+		if ok && cur.Value != f.Value && (cur.Source == SourceSpec || f.Source == SourceSpec || cur.Session != f.Session) {
+			out = append(out, Contradiction{Entity: f.Entity, Attribute: f.Attribute,
+				Was: Claim{Value: cur.Value, Session: cur.Session, Turn: cur.Turn, Source: cur.Source},
+				Now: Claim{Value: f.Value, Session: f.Session, Turn: f.Turn, Source: f.Source}})
+		}
+		latest[k] = f
+	}
+	return out
+}
