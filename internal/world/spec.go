@@ -16,6 +16,8 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/fiction"
+	"github.com/agentworld/agentworld/internal/perturb"
 )
 
 // Spec is one environment in the unified trajectory schema.
@@ -33,6 +35,21 @@ type Spec struct {
 	// SimulationInstruction overrides the domain's default simulation rules.
 	SimulationInstruction string    `json:"simulation_instruction,omitempty"`
 	Sampling              *Sampling `json:"sampling,omitempty"`
+	// Perturbations are controllable failure rules applied step by step
+	// (overridable per session); nil means none.
+	Perturbations *perturb.Config `json:"perturbations,omitempty"`
+	// Facts define an invented world every session starts from; nil means
+	// none.
+	Facts *fiction.Facts `json:"facts,omitempty"`
+}
+
+// ToolNames lists the action space's tool names in definition order.
+func (s *Spec) ToolNames() []string {
+	names := make([]string, len(s.ActionSpace.Tools))
+	for i, t := range s.ActionSpace.Tools {
+		names[i] = t.Name
+	}
+	return names
 }
 
 // ActionSpace is what the agent may do: tool definitions (MCP, Search, SWE)
@@ -193,6 +210,12 @@ func (s *Spec) Validate() error {
 	}
 	if s.Sampling != nil && s.Sampling.MaxTokens < 0 {
 		return &FieldError{Field: "sampling.max_tokens", Msg: "negative"}
+	}
+	if err := s.Perturbations.Validate(s.ToolNames()); err != nil {
+		return &FieldError{Field: "perturbations", Msg: err.Error()}
+	}
+	if err := s.Facts.Validate(); err != nil {
+		return &FieldError{Field: "facts", Msg: err.Error()}
 	}
 	return nil
 }

@@ -1,0 +1,59 @@
+package world
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const perturbedSpec = `
+domain: mcp
+task_description: An issue tracker.
+action_space:
+  - name: create_issue
+    input_schema: {"type": "object"}
+  - name: list_issues
+perturbations:
+  seed: 3
+  rules:
+    - name: throttle
+      when: {tool: "create_*", probability: 0.2}
+      inject: {kind: rate_limit}
+facts:
+  entities:
+    - id: proj-1
+      name: Falcon
+`
+
+func TestPerturbationsAndFactsLoad(t *testing.T) {
+	s, err := Parse([]byte(perturbedSpec), "tracker.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Perturbations == nil || len(s.Perturbations.Rules) != 1 || s.Perturbations.Seed != 3 {
+		t.Fatalf("perturbations not loaded: %+v", s.Perturbations)
+	}
+	if s.Facts == nil || s.Facts.Entities[0].Name != "Falcon" {
+		t.Fatalf("facts not loaded: %+v", s.Facts)
+	}
+}
+
+func TestPerturbationsAndFactsBadInput(t *testing.T) {
+	tests := []struct{ name, from, to, want string }{
+		{"unknown tool", `tool: "create_*"`, `tool: "delete_repo"`, `perturbations: invalid perturbation rule: rules[0] (throttle): when.tool: unknown tool "delete_repo"`},
+		{"bad probability", `probability: 0.2`, `probability: 2`, "rules[0] (throttle): when.probability"},
+		{"misspelt field", `probability: 0.2`, `probabilty: 0.2`, `unknown field "probabilty"`},
+		{"malformed fact", `name: Falcon`, `type: project`, "facts: invalid fact: entities[0] (proj-1): entity has neither a name nor attributes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(strings.Replace(perturbedSpec, tc.from, tc.to, 1)), "tracker.yaml")
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "tracker.yaml") {
+				t.Fatalf("got %v, want an error naming tracker.yaml and containing %q", err, tc.want)
+			}
+			if tc.name != "misspelt field" && !errors.Is(err, ErrInvalid) {
+				t.Errorf("%v does not match ErrInvalid", err)
+			}
+		})
+	}
+}
