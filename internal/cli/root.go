@@ -20,6 +20,7 @@ func New() *cobra.Command {
 	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn, error")
 	root.AddCommand(
 		newVersionCmd(),
+		newWorldCmd(),
 	)
 	return root
 }

@@ -1,0 +1,176 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentworld/agentworld/internal/fiction"
+	"github.com/agentworld/agentworld/internal/mcpworld"
+	"github.com/agentworld/agentworld/internal/world"
+)
+
+// defaultLedgerDir is where `agentworld serve` keeps world ledgers unless
+// told otherwise.
+const defaultLedgerDir = "agentworld-data/ledger"
+
+func newWorldCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "world",
+		Short: "Build and inspect world specs: import from a real MCP server, check a fictional world's ledger",
+	}
+	cmd.AddCommand(newWorldFromMCPCmd(), newWorldCheckCmd())
+	return cmd
+}
+
+func newWorldFromMCPCmd() *cobra.Command {
+	var (
+		out, name string
+		calls     []string
+		env       []string
+	)
+	cmd := &cobra.Command{
+		Use:   "from-mcp [flags] -- CMD [ARGS...]",
+		Short: "Write a world spec for a real MCP server: its tools, and optionally a few recorded calls as demonstrations",
+		Example: `  agentworld world from-mcp -o memory.yaml -- npx @modelcontextprotocol/server-memory
+  agentworld world from-mcp --call 'echo {"message":"hi"}' -- node server.js stdio`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := &mcpworld.ImportOptions{Name: name, Env: env, Stderr: cmd.ErrOrStderr(), Logger: logger(cmd)}
+			for _, c := range calls {
+				call, err := mcpworld.ParseCall(c)
+				if err != nil {
+					return fmt.Errorf("--call %q: %w", c, err)
+				}
+				opts.Calls = append(opts.Calls, call)
+			}
+			spec, err := mcpworld.Import(cmd.Context(), args, opts)
+			if err != nil {
+				return err
+			}
+			y, err := mcpworld.MarshalSpecYAML(spec)
+			if err != nil {
+				return err
+			}
+			if out == "" || out == "-" {
+				_, err = cmd.OutOrStdout().Write(y)
+				return err
+			}
+			if err := writeWorldFile(out, y); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: world %q, %d tools, %d demonstrations\n", out, spec.Name, len(spec.ActionSpace.Tools), len(spec.Demonstrations))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "spec file to write (default stdout)")
+	cmd.Flags().StringVar(&name, "name", "", "world name (default: the server's name)")
+	cmd.Flags().StringArrayVar(&calls, "call", nil, "record a real call as a demonstration: 'TOOL {\"arg\": 1}' (repeatable)")
+	cmd.Flags().StringArrayVar(&env, "env", nil, "KEY=VALUE added to the server's environment (repeatable)")
+	return cmd
+}
+
+// errContradictions makes `world check` exit non-zero when it finds any.
+var errContradictions = errors.New("contradictions found")
+
+func newWorldCheckCmd() *cobra.Command {
+	var (
+		ledgerDir, worldsDir string
+		asJSON               bool
+	)
+	cmd := &cobra.Command{
+		Use:   "check WORLD",
+		Short: "Report contradictions in a world's ledger: an entity attribute one session or the spec's facts set and another session changed",
+		Long: `WORLD is a spec file or the name of a world in --worlds. The ledger holds the
+facts the simulator asserted in observations of that world; a value that one
+session (or the spec's facts section) established and another session then
+contradicted is reported. Exits with status 1 when any is found.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, canon, err := resolveWorldFacts(args[0], worldsDir)
+			if err != nil {
+				return err
+			}
+			store, err := fiction.NewFileStore(ledgerDir, logger(cmd))
+			if err != nil {
+				return err
+			}
+			cs, err := fiction.NewLedger(store, nil).Contradictions(cmd.Context(), name, canon)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				for _, c := range cs {
+					if err := enc.Encode(c); err != nil {
+						return err
+					}
+				}
+			} else {
+				for _, c := range cs {
+					fmt.Fprintln(w, c.String())
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "world %s: %d contradictions\n", name, len(cs))
+			}
+			if len(cs) > 0 {
+				return fmt.Errorf("world %s: %w (%d)", name, errContradictions, len(cs))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&ledgerDir, "ledger", defaultLedgerDir, "directory of world ledgers (serve's --data dir + /ledger)")
+	cmd.Flags().StringVar(&worldsDir, "worlds", "", "directory of world specs, to find WORLD by name and read its facts")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per contradiction")
+	return cmd
+}
+
+// resolveWorldFacts finds the world's name and canonical facts: WORLD as a
+// spec file, else as a name in worldsDir, else a bare name without canon.
+func resolveWorldFacts(arg, worldsDir string) (string, *fiction.Facts, error) {
+	if st, err := os.Stat(arg); err == nil && !st.IsDir() {
+		s, err := world.Load(arg)
+		if err != nil {
+			return "", nil, err
+		}
+		return s.Name, s.Facts, nil
+	}
+	if worldsDir != "" {
+		specs, err := world.LoadDir(worldsDir)
+		if err != nil {
+			return "", nil, err
+		}
+		if s, ok := specs[arg]; ok {
+			return s.Name, s.Facts, nil
+		}
+		return "", nil, fmt.Errorf("world %q: no spec of that name in %s", arg, worldsDir)
+	}
+	return arg, nil, nil
+}
+
+// writeWorldFile writes data to path via a synced temporary file and a
+// rename, so a killed run never leaves a half-written file.
+func writeWorldFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

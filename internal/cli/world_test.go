@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentworld/agentworld/internal/fiction"
+	"github.com/agentworld/agentworld/internal/world"
+)
+
+func runCLI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	root := New()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), errb.String(), err
+}
+
+// TestWorldCheckFindsPlantedContradiction plants a value in session A's
+// ledger facts, contradicts it from session B and against the spec's facts,
+// and expects `world check` to report both and fail.
+func TestWorldCheckFindsPlantedContradiction(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "acme.yaml")
+	if err := os.WriteFile(spec, []byte(`
+domain: search
+task_description: Search the web of the invented company Acme.
+action_space: "search(query), open_page(url)"
+facts:
+  entities:
+    - id: acme
+      name: Acme Rotors
+      attributes: {founded: "2009"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(dir, "ledger")
+	store, _ := fiction.NewFileStore(ledger, nil)
+	l := fiction.NewLedger(store, nil)
+	ctx := context.Background()
+	mustObserve := func(session string, turn int, obs string) {
+		if _, err := l.Observe(ctx, "acme", session, turn, obs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustObserve("A", 1, `{"id":"emp-1","name":"Rhea Okafor","role":"CFO"}`)
+	mustObserve("B", 1, "Employee ID: emp-1\nRole: Intern")
+	mustObserve("B", 2, `{"id":"acme","founded":"1990"}`)
+
+	out, stderr, err := runCLI(t, "world", "check", spec, "--ledger", ledger)
+	if !errors.Is(err, errContradictions) {
+		t.Fatalf("want errContradictions, got %v (stderr %s)", err, stderr)
+	}
+	for _, want := range []string{`emp-1.role: "CFO" (session A turn 1) vs "Intern" (session B turn 1)`, `acme.founded: "2009" (spec facts) vs "1990" (session B turn 2)`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// A clean world passes.
+	if _, _, err := runCLI(t, "world", "check", "empty-world", "--ledger", ledger); err != nil {
+		t.Errorf("clean world: %v", err)
+	}
+	// A name resolved through --worlds.
+	if _, _, err := runCLI(t, "world", "check", "acme", "--ledger", ledger, "--worlds", dir); !errors.Is(err, errContradictions) {
+		t.Errorf("by name: %v", err)
+	}
+}
+
+// TestWorldFromMCP imports the real npm memory server through the CLI.
+func TestWorldFromMCP(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skipf("node is not installed (%v); .ci/setup.d/40-mcp-npm.sh installs it", err)
+	}
+	server, _ := filepath.Abs("../../tools/npm/node_modules/@modelcontextprotocol/server-memory/dist/index.js")
+	if _, err := os.Stat(server); err != nil {
+		t.Fatalf("memory server not installed (%v): run `bash .ci/setup.d/40-mcp-npm.sh`", err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "memory.yaml")
+	_, stderr, err := runCLI(t, "world", "from-mcp", "-o", out, "--name", "memory",
+		"--env", "MEMORY_FILE_PATH="+filepath.Join(dir, "m.jsonl"),
+		"--call", `create_entities {"entities":[{"name":"Ivo","entityType":"person","observations":["rides a tandem"]}]}`,
+		"--", "node", server)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	s, err := world.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "memory" || len(s.Demonstrations) != 1 || !strings.Contains(s.Demonstrations[0].Observation, "tandem") {
+		t.Errorf("spec %+v", s)
+	}
+	if _, _, err := runCLI(t, "world", "from-mcp", "--call", "{bad", "--", "node", server); err == nil {
+		t.Error("bad --call accepted")
+	}
+}

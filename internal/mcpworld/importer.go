@@ -1,0 +1,196 @@
+package mcpworld
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/world"
+)
+
+// Call is one tool call to record as a demonstration.
+type Call struct {
+	Tool      string
+	Arguments json.RawMessage
+}
+
+// ParseCall reads the command-line form `TOOL` or `TOOL {json arguments}`.
+func ParseCall(s string) (Call, error) {
+	s = strings.TrimSpace(s)
+	name, rest, _ := strings.Cut(s, " ")
+	if name == "" {
+		return Call{}, errors.New("call: missing tool name (want `TOOL {\"arg\": …}`)")
+	}
+	c := Call{Tool: name}
+	rest = strings.TrimSpace(rest)
+	if rest == "" {
+		return c, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(rest), &obj); err != nil {
+		return Call{}, fmt.Errorf("call %s: arguments must be one JSON object: %w", name, err)
+	}
+	c.Arguments = json.RawMessage(rest)
+	return c, nil
+}
+
+// ImportOptions tunes Import; nil means defaults.
+type ImportOptions struct {
+	// Name is the world's name; "" means the server's reported name.
+	Name string
+	// Calls are made against the real server after listing its tools and
+	// recorded as demonstrations, in order; nil records none.
+	Calls []Call
+	// Env is added to the server's environment (KEY=VALUE).
+	Env []string
+	// Dir is the server's working directory; "" means the current one.
+	Dir string
+	// Timeout bounds the whole import; zero means 60 seconds.
+	Timeout time.Duration
+	// Stderr receives the server's stderr; nil discards it.
+	Stderr io.Writer
+	// Logger receives progress; nil discards it.
+	Logger *slog.Logger
+}
+
+// Import starts the MCP server argv over stdio with the official Go SDK
+// client, lists its tools, makes the requested calls and returns a world
+// spec of the MCP domain describing it.
+func Import(ctx context.Context, argv []string, opts *ImportOptions) (*world.Spec, error) {
+	var o ImportOptions
+	if opts != nil {
+		o = *opts
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, errors.New("from-mcp: no server command given (usage: from-mcp -- CMD ARGS…)")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 60 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), o.Env...)
+	cmd.Dir = o.Dir
+	var stderr bytes.Buffer
+	if o.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(o.Stderr, &stderr)
+	} else {
+		cmd.Stderr = &stderr
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentworld-import", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect to MCP server %q: %w%s", strings.Join(argv, " "), err, stderrTail(&stderr))
+	}
+	defer cs.Close()
+
+	spec := &world.Spec{Domain: domain.MCP, Name: o.Name}
+	server, instructions := strings.Join(argv, " "), ""
+	if ir := cs.InitializeResult(); ir != nil {
+		if ir.ServerInfo != nil && ir.ServerInfo.Name != "" {
+			server = strings.TrimSpace(ir.ServerInfo.Name + " " + ir.ServerInfo.Version)
+			if spec.Name == "" {
+				spec.Name = ir.ServerInfo.Name
+			}
+		}
+		instructions = strings.TrimSpace(ir.Instructions)
+	}
+	if spec.Name == "" {
+		spec.Name = "imported-mcp"
+	}
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("tools/list on %s: %w%s", server, err, stderrTail(&stderr))
+		}
+		wt, err := ToolFromMCP(t)
+		if err != nil {
+			return nil, err
+		}
+		spec.ActionSpace.Tools = append(spec.ActionSpace.Tools, wt)
+	}
+	o.Logger.Info("listed tools", "server", server, "tools", len(spec.ActionSpace.Tools))
+	if len(spec.ActionSpace.Tools) == 0 {
+		return nil, fmt.Errorf("MCP server %s lists no tools: nothing to simulate", server)
+	}
+	spec.Description = "Simulation of the MCP server " + server + " (imported from the real server)."
+	spec.TaskDescription = fmt.Sprintf("The environment is the MCP server %s. An agent calls its tools; each call's result "+
+		"is returned in MCP's wire shape (a JSON object with a content list, structuredContent when the tool declares an "+
+		"output schema, and isError for failed calls).", server)
+	if instructions != "" {
+		spec.TaskDescription += "\n\nThe server describes itself as follows:\n" + instructions
+	}
+	for i, c := range o.Calls {
+		if _, ok := spec.ActionSpace.Tool(c.Tool); !ok {
+			return nil, fmt.Errorf("call %d: server %s has no tool %q", i+1, server, c.Tool)
+		}
+		action, err := RenderCall(c.Tool, c.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("call %d: %w", i+1, err)
+		}
+		params := &mcp.CallToolParams{Name: c.Tool}
+		if len(c.Arguments) > 0 {
+			params.Arguments = c.Arguments
+		}
+		res, err := cs.CallTool(ctx, params)
+		var obs string
+		var rpcErr *jsonrpc.Error
+		switch {
+		case errors.As(err, &rpcErr):
+			obs = RenderRPCError(rpcErr.Code, rpcErr.Message)
+		case err != nil:
+			return nil, fmt.Errorf("call %d (%s) on %s: %w%s", i+1, c.Tool, server, err, stderrTail(&stderr))
+		default:
+			if obs, err = RenderResult(res); err != nil {
+				return nil, fmt.Errorf("call %d (%s): encode result: %w", i+1, c.Tool, err)
+			}
+		}
+		o.Logger.Info("recorded call", "n", i+1, "tool", c.Tool, "bytes", len(obs))
+		spec.Demonstrations = append(spec.Demonstrations, world.Demonstration{Action: action, Observation: obs})
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("imported spec: %w", err)
+	}
+	return spec, nil
+}
+
+func stderrTail(b *bytes.Buffer) string {
+	s := strings.TrimSpace(b.String())
+	if s == "" {
+		return ""
+	}
+	if len(s) > 2000 {
+		s = "…" + s[len(s)-2000:]
+	}
+	return "; server stderr: " + s
+}
+
+// MarshalSpecYAML writes a spec as YAML in field order, multi-line strings
+// in literal style, readable by world.Parse.
+func MarshalSpecYAML(s *world.Spec) ([]byte, error) {
+	js, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	if err := yaml.UnmarshalWithOptions(js, &v, yaml.UseOrderedMap()); err != nil {
+		return nil, err
+	}
+	return yaml.MarshalWithOptions(v, yaml.UseLiteralStyleIfMultiline(true))
+}
