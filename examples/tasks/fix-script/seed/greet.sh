@@ -1,0 +1,3 @@
+#!/bin/bash
+# Prints a greeting for the name given as the first argument.
+echo "Hello, $name!"

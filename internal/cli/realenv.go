@@ -1,0 +1,251 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/realenv"
+	"github.com/agentworld/agentworld/internal/trajectory"
+)
+
+func newRealenvCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "realenv",
+		Short: "Real environments: a sandboxed terminal and MCP servers, recorded as trajectories",
+	}
+	cmd.AddCommand(newRealTerminalCmd(), newRealMCPCmd(), newRealTaskCmd(), newRealExportCmd())
+	return cmd
+}
+
+func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+}
+
+// readActionsFlag reads actions from a file, or stdin for "-".
+func readActionsFlag(path string, d domain.Domain) ([]string, error) {
+	if path == "" || path == "-" {
+		return realenv.ReadActions(os.Stdin, "stdin", d)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return realenv.ReadActions(f, path, d)
+}
+
+func newRealTerminalCmd() *cobra.Command {
+	var seed, setupFile, actions, record, id string
+	var width, height int
+	cmd := &cobra.Command{
+		Use:   "terminal",
+		Short: "Run a sandboxed bash terminal, perform actions (one per line) and record the session",
+		Long: `Starts bash in tmux inside a bubblewrap sandbox (no network, read-only system,
+private work dir at /app), performs the actions read from --actions (or stdin),
+one per line, prints every screen, and records the session as a trajectory.
+A line that is not a JSON array of {keystrokes, duration} is typed as a command.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			opts := &realenv.TerminalOptions{Seed: seed, Width: width, Height: height, Logger: logger(cmd)}
+			if setupFile != "" {
+				b, err := os.ReadFile(setupFile)
+				if err != nil {
+					return err
+				}
+				opts.Setup = string(b)
+			}
+			acts, err := readActionsFlag(actions, domain.Terminal)
+			if err != nil {
+				return err
+			}
+			rec := realenv.NewRecorded(realenv.NewTerminal(opts), &realenv.RecordOptions{ID: id, Dir: record, Logger: logger(cmd)})
+			defer rec.Close()
+			_, err = realenv.Drive(ctx, rec, acts, cmd.OutOrStdout())
+			if rec.Path() != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "recorded %s\n", rec.Path())
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&seed, "seed", "", "directory copied into the work dir before the shell starts")
+	f.StringVar(&setupFile, "setup", "", "bash script run in the sandbox before the first screen")
+	f.StringVar(&actions, "actions", "-", "file of actions, one per line (- for stdin)")
+	f.StringVar(&record, "record", "", "directory to write the recorded trajectory to (<id>.json)")
+	f.StringVar(&id, "id", "", "session id (default random)")
+	f.IntVar(&width, "width", 160, "pane width")
+	f.IntVar(&height, "height", 40, "pane height")
+	return cmd
+}
+
+func newRealMCPCmd() *cobra.Command {
+	var actions, record, id string
+	var env []string
+	cmd := &cobra.Command{
+		Use:   "mcp [flags] -- SERVER-COMMAND [ARGS...]",
+		Short: "Launch an MCP server over stdio, call its tools (one JSON call per line) and record the session",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			m, err := realenv.NewMCP(&realenv.MCPOptions{Command: args, Env: env, Logger: logger(cmd)})
+			if err != nil {
+				return err
+			}
+			acts, err := readActionsFlag(actions, domain.MCP)
+			if err != nil {
+				return err
+			}
+			rec := realenv.NewRecorded(m, &realenv.RecordOptions{ID: id, Dir: record, Logger: logger(cmd)})
+			defer rec.Close()
+			_, err = realenv.Drive(ctx, rec, acts, cmd.OutOrStdout())
+			if rec.Path() != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "recorded %s\n", rec.Path())
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&actions, "actions", "-", `file of tool calls, one {"name", "arguments"} per line (- for stdin)`)
+	f.StringVar(&record, "record", "", "directory to write the recorded trajectory to (<id>.json)")
+	f.StringVar(&id, "id", "", "session id (default random)")
+	f.StringArrayVar(&env, "env", nil, "KEY=VALUE added to the server's environment (repeatable)")
+	return cmd
+}
+
+func newRealTaskCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "task", Short: "Terminal tasks: setup, instruction, check, oracle"}
+	var actions, traj, record string
+	var oracle bool
+	run := &cobra.Command{
+		Use:   "run TASK-DIR",
+		Short: "Run a task in the real terminal with its oracle, an action file or a trajectory's actions, then its check",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			task, err := realenv.LoadTask(args[0])
+			if err != nil {
+				return err
+			}
+			acts, script, err := taskActions(task, oracle, actions, traj)
+			if err != nil {
+				return err
+			}
+			res, err := realenv.RunTask(ctx, task, acts, &realenv.RunOptions{Record: &realenv.RecordOptions{Dir: record}, Script: script, Logger: logger(cmd)})
+			if err != nil {
+				return err
+			}
+			return printCheck(cmd, task.Name, res)
+		},
+	}
+	run.Flags().BoolVar(&oracle, "oracle", false, "run the task's oracle solution")
+	run.Flags().StringVar(&actions, "actions", "", "file of actions, one per line")
+	run.Flags().StringVar(&traj, "trajectory", "", "replay the actions of a recorded trajectory (.json or .jsonl, first one)")
+	run.Flags().StringVar(&record, "record", "", "directory to write the recorded trajectory to")
+
+	oracles := &cobra.Command{
+		Use:   "oracles TASKS-DIR",
+		Short: "Run every task's oracle and report whether each passes its check",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			tasks, err := realenv.LoadTasks(args[0])
+			if err != nil {
+				return err
+			}
+			failed := 0
+			for _, t := range tasks {
+				acts, script, err := taskActions(t, true, "", "")
+				if err != nil {
+					return err
+				}
+				res, err := realenv.RunTask(ctx, t, acts, &realenv.RunOptions{Script: script, Logger: logger(cmd)})
+				if err != nil {
+					return err
+				}
+				if perr := printCheck(cmd, t.Name, res); perr != nil {
+					failed++
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d of %d oracles fail their check", failed, len(tasks))
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(run, oracles)
+	return cmd
+}
+
+// taskActions picks the actions (and script) a task run replays.
+func taskActions(t *realenv.Task, oracle bool, actions, traj string) ([]string, string, error) {
+	switch {
+	case oracle:
+		if t.Oracle == nil {
+			return nil, "", fmt.Errorf("task %s has no oracle", t.Name)
+		}
+		acts, err := t.Oracle.ActionStrings()
+		return acts, t.Oracle.Script, err
+	case traj != "":
+		acts, err := realenv.TrajectoryActions(traj)
+		return acts, "", err
+	case actions != "":
+		acts, err := readActionsFlag(actions, domain.Terminal)
+		return acts, "", err
+	}
+	return nil, "", errors.New("give --oracle, --actions or --trajectory")
+}
+
+func printCheck(cmd *cobra.Command, name string, res *realenv.TaskRun) error {
+	out := map[string]any{"task": name, "steps": res.Steps, "check": res.Check}
+	if p := res.Recording.Path(); p != "" {
+		out["recording"] = p
+	}
+	b, _ := trajectory.Marshal(out)
+	fmt.Fprintln(cmd.OutOrStdout(), string(b))
+	if !res.Check.Passed {
+		return fmt.Errorf("task %s: check failed (exit %d)", name, res.Check.ExitCode)
+	}
+	return nil
+}
+
+func newRealExportCmd() *cobra.Command {
+	var out string
+	var firstID int64
+	cmd := &cobra.Command{
+		Use:   "export --out DIR RECORDING...",
+		Short: "Turn recorded trajectories into AgentWorldBench records ({domain}_test.jsonl) for agentworld bench",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			trajs, err := realenv.ReadTrajectories(args...)
+			if err != nil {
+				return err
+			}
+			stats, err := realenv.ExportRecords(trajs, out, &realenv.ExportOptions{FirstID: firstID})
+			if err != nil {
+				return err
+			}
+			for _, s := range stats.Skipped {
+				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s\n", s)
+			}
+			b, _ := json.MarshalIndent(stats, "", "  ")
+			fmt.Fprintln(cmd.OutOrStdout(), string(b))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "output directory (required)")
+	cmd.Flags().Int64Var(&firstID, "first-id", 1, "id of the first exported trajectory")
+	_ = cmd.MarkFlagRequired("out")
+	return cmd
+}
