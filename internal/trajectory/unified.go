@@ -2,6 +2,7 @@ package trajectory
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -68,4 +69,52 @@ func (t *Trajectory) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Sentinel errors of the stricter training-data checks of Check.
+var (
+	// ErrMissingObservation means a turn has an action but no observation.
+	ErrMissingObservation = errors.New("turn has an action but no observation")
+	// ErrEmptyTurn means a turn has neither action nor observation.
+	ErrEmptyTurn = errors.New("empty turn")
+)
+
+// FieldError names the field of a trajectory that breaks a rule.
+type FieldError struct {
+	// Field is a JSON path such as "turns[3].observation".
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Check lists every problem that makes a trajectory unfit for training data,
+// one per field: everything Validate requires, and in addition every turn
+// needs an observation (an action left unanswered teaches nothing) and no
+// turn may be empty. Whitespace-only text counts as empty.
+func (t *Trajectory) Check() []*FieldError {
+	var out []*FieldError
+	add := func(field string, err error) { out = append(out, &FieldError{Field: field, Err: err}) }
+	if strings.TrimSpace(t.Domain) == "" {
+		add("domain", ErrMissingField)
+	}
+	if len(t.Turns) == 0 {
+		add("turns", fmt.Errorf("%w (empty trajectory)", ErrMissingField))
+	}
+	if t.Components == nil && strings.TrimSpace(t.SystemPrompt) == "" {
+		add("system_prompt", fmt.Errorf("%w: system_prompt or components", ErrMissingField))
+	}
+	for i, tu := range t.Turns {
+		act, obs := strings.TrimSpace(tu.Action) != "", strings.TrimSpace(tu.Observation) != ""
+		switch {
+		case !act && !obs:
+			add(fmt.Sprintf("turns[%d]", i), ErrEmptyTurn)
+		case !obs:
+			add(fmt.Sprintf("turns[%d].observation", i), ErrMissingObservation)
+		case !act:
+			add(fmt.Sprintf("turns[%d].action", i), ErrMissingField)
+		}
+	}
+	return out
 }

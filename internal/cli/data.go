@@ -1,0 +1,426 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+
+	"github.com/goccy/go-yaml"
+	"github.com/spf13/cobra"
+
+	"github.com/agentworld/agentworld/internal/dataset"
+)
+
+// newDataCmd wires `agentworld data`, the training-data pipeline.
+func newDataCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "data",
+		Short: "Training data: schema, validation, conversion, turn expansion, loss masking, statistics, export",
+	}
+	cmd.AddCommand(newDataSchemaCmd(), newDataValidateCmd(), newDataConvertCmd(), newDataExpandCmd(),
+		newDataExportCmd(), newDataMaskCmd(), newDataStatsCmd())
+	return cmd
+}
+
+// pipelineFlags are the flags every streaming data command shares.
+type pipelineFlags struct {
+	workers  int
+	onError  string
+	maxLine  int
+	progress bool
+}
+
+func (p *pipelineFlags) add(cmd *cobra.Command) {
+	cmd.Flags().IntVar(&p.workers, "workers", 1, "goroutines processing records")
+	cmd.Flags().StringVar(&p.onError, "on-error", "skip", "bad records: skip (report, count, go on) or fatal (stop)")
+	cmd.Flags().IntVar(&p.maxLine, "max-line", dataset.DefaultMaxLine, "longest accepted input line in bytes")
+	cmd.Flags().BoolVar(&p.progress, "progress", true, "show a progress bar on stderr")
+}
+
+func (p *pipelineFlags) options(cmd *cobra.Command) (*dataset.Options, error) {
+	oe, err := dataset.ParseOnError(p.onError)
+	if err != nil {
+		return nil, err
+	}
+	o := &dataset.Options{Workers: p.workers, OnError: oe, MaxLine: p.maxLine, Logger: logger(cmd)}
+	if p.progress {
+		o.Progress = cmd.ErrOrStderr()
+	}
+	return o, nil
+}
+
+// dataSignalContext stops a run on Ctrl-C; outputs written so far stay valid.
+func dataSignalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(cmd.Context(), os.Interrupt)
+}
+
+// outputFile opens the output: stdout for "" or "-", else a temporary file
+// beside path that commit renames into place, so a killed run never leaves
+// a half-written file under the final name.
+func outputFile(cmd *cobra.Command, path string) (w *bufio.Writer, commit func() error, abort func(), err error) {
+	if path == "" || path == "-" {
+		w = bufio.NewWriterSize(cmd.OutOrStdout(), 1<<20)
+		return w, w.Flush, func() {}, nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	w = bufio.NewWriterSize(f, 1<<20)
+	commit = func() error {
+		if err := w.Flush(); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return err
+		}
+		if err := f.Close(); err != nil {
+			os.Remove(f.Name())
+			return err
+		}
+		return os.Rename(f.Name(), path)
+	}
+	abort = func() { f.Close(); os.Remove(f.Name()) }
+	return w, commit, abort, nil
+}
+
+func printSummary(cmd *cobra.Command, s *dataset.Summary) {
+	if s != nil {
+		fmt.Fprintln(cmd.ErrOrStderr(), s.String())
+	}
+}
+
+func newDataSchemaCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of the unified trajectory format",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := cmd.OutOrStdout().Write(dataset.TrajectorySchema())
+			return err
+		},
+	}
+}
+
+func newDataValidateCmd() *cobra.Command {
+	var pf pipelineFlags
+	cmd := &cobra.Command{
+		Use:   "validate FILES...",
+		Short: "Check unified trajectory JSONL files; print file:line: field: problem for every invalid line",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts, err := pf.options(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := dataSignalContext(cmd)
+			defer stop()
+			sum, err := dataset.Validate(ctx, args, cmd.OutOrStdout(), opts)
+			printSummary(cmd, sum)
+			if err != nil {
+				return err
+			}
+			if sum.Skipped > 0 {
+				return fmt.Errorf("%d invalid line(s)", sum.Skipped)
+			}
+			return nil
+		},
+	}
+	pf.add(cmd)
+	return cmd
+}
+
+func newDataMaskCmd() *cobra.Command {
+	var pf pipelineFlags
+	var out, config, printConfig string
+	cmd := &cobra.Command{
+		Use:   "mask FILES...",
+		Short: "Write each turn's statistics (OL, Nov, Jac, R), masking category and loss weight as JSONL",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if printConfig != "" {
+				return writeConfig(cmd.OutOrStdout(), config, printConfig)
+			}
+			if len(args) == 0 {
+				return fmt.Errorf("mask: no input files")
+			}
+			cfg, err := dataset.LoadMaskingConfig(config)
+			if err != nil {
+				return err
+			}
+			opts, err := pf.options(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := dataSignalContext(cmd)
+			defer stop()
+			w, commit, abort, err := outputFile(cmd, out)
+			if err != nil {
+				return err
+			}
+			sum, err := dataset.Mask(ctx, args, w, cfg, opts)
+			printSummary(cmd, sum)
+			if err != nil {
+				abort()
+				return err
+			}
+			return commit()
+		},
+	}
+	pf.add(cmd)
+	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout)")
+	cmd.Flags().StringVar(&config, "config", "", "masking config YAML (default: the built-in seven categories)")
+	cmd.Flags().StringVar(&printConfig, "print-config", "", "print the masking config as yaml or json and exit")
+	return cmd
+}
+
+// writeConfig prints the effective masking config.
+func writeConfig(w io.Writer, path, format string) error {
+	if format == "yaml" && path == "" {
+		_, err := w.Write(dataset.DefaultMaskingConfig())
+		return err
+	}
+	cfg, err := dataset.LoadMaskingConfig(path)
+	if err != nil {
+		return err
+	}
+	var b []byte
+	switch format {
+	case "json":
+		b, err = json.MarshalIndent(cfg, "", "  ")
+	case "yaml":
+		b, err = yaml.Marshal(cfg)
+	default:
+		return fmt.Errorf("--print-config %q: want yaml or json", format)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+// expandFlags are the flags of commands that expand trajectories.
+type expandFlags struct {
+	mode, policy, templates, config string
+	seed                            uint64
+}
+
+func (e *expandFlags) add(cmd *cobra.Command, defaultMode string) {
+	cmd.Flags().StringVar(&e.mode, "mode", defaultMode, "sft: every turn; rl: exactly one turn per trajectory")
+	cmd.Flags().StringVar(&e.policy, "policy", "uniform", "rl turn choice: uniform, or weighted by the masking category weight")
+	cmd.Flags().Uint64Var(&e.seed, "seed", 0, "seed of the rl turn choice and template draws")
+	cmd.Flags().StringVar(&e.templates, "templates", "", "YAML file of weighted system-prompt template versions")
+	cmd.Flags().StringVar(&e.config, "config", "", "masking config YAML (default: the built-in seven categories)")
+}
+
+func (e *expandFlags) options() (*dataset.ExpandOptions, error) {
+	mode, err := dataset.ParseMode(e.mode)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := dataset.ParsePolicy(e.policy)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := dataset.LoadMaskingConfig(e.config)
+	if err != nil {
+		return nil, err
+	}
+	xo := &dataset.ExpandOptions{Mode: mode, Policy: pol, Seed: e.seed, Masking: cfg}
+	if e.templates != "" {
+		if xo.Templates, err = dataset.LoadTemplates(e.templates); err != nil {
+			return nil, err
+		}
+	}
+	return xo, nil
+}
+
+// runToOutput runs fn writing to --out (atomically) and prints the summary.
+func runToOutput(cmd *cobra.Command, out string, fn func(ctx context.Context, w io.Writer) (*dataset.Summary, error)) error {
+	ctx, stop := dataSignalContext(cmd)
+	defer stop()
+	w, commit, abort, err := outputFile(cmd, out)
+	if err != nil {
+		return err
+	}
+	sum, err := fn(ctx, w)
+	printSummary(cmd, sum)
+	if err != nil {
+		abort()
+		return err
+	}
+	return commit()
+}
+
+func newDataExpandCmd() *cobra.Command {
+	var pf pipelineFlags
+	var ef expandFlags
+	var out string
+	var keepDup bool
+	cmd := &cobra.Command{
+		Use:   "expand FILES...",
+		Short: "Expand trajectories into turn samples (sft: every turn; rl: one per trajectory) as JSONL",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts, err := pf.options(cmd)
+			if err != nil {
+				return err
+			}
+			xo, err := ef.options()
+			if err != nil {
+				return err
+			}
+			return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
+				return dataset.Export(ctx, args, w, xo, &dataset.ExportOptions{Format: dataset.FormatSamples, KeepDuplicates: keepDup}, opts)
+			})
+		},
+	}
+	pf.add(cmd)
+	ef.add(cmd, "sft")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout)")
+	cmd.Flags().BoolVar(&keepDup, "keep-duplicates", false, "keep exact duplicate samples (dedup memory grows ~16 B per sample)")
+	return cmd
+}
+
+func newDataExportCmd() *cobra.Command {
+	var pf pipelineFlags
+	var ef expandFlags
+	var out, split, style string
+	var keepDup bool
+	cmd := &cobra.Command{
+		Use:   "export FILES...",
+		Short: "Export training files: --mode sft → chat JSONL (ms-swift, LLaMA-Factory); --mode rl → verl Parquet",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts, err := pf.options(cmd)
+			if err != nil {
+				return err
+			}
+			xo, err := ef.options()
+			if err != nil {
+				return err
+			}
+			eo := &dataset.ExportOptions{Format: dataset.FormatChat, KeepDuplicates: keepDup, Split: split, RewardStyle: style}
+			if xo.Mode == dataset.RL {
+				eo.Format = dataset.FormatVerl
+				if out == "" || out == "-" {
+					return fmt.Errorf("export --mode rl writes Parquet: give --out FILE.parquet")
+				}
+			}
+			return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
+				return dataset.Export(ctx, args, w, xo, eo, opts)
+			})
+		},
+	}
+	pf.add(cmd)
+	ef.add(cmd, "sft")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout; required for rl Parquet)")
+	cmd.Flags().StringVar(&split, "split", "train", "extra_info.split of rl rows")
+	cmd.Flags().StringVar(&style, "reward-style", "model", "reward_model.style of rl rows")
+	cmd.Flags().BoolVar(&keepDup, "keep-duplicates", false, "keep exact duplicate samples (dedup memory grows ~16 B per sample)")
+	return cmd
+}
+
+func newDataConvertCmd() *cobra.Command {
+	var pf pipelineFlags
+	var from, to, out, dom string
+	cmd := &cobra.Command{
+		Use:   "convert FILES...",
+		Short: "Convert AgentWorldBench records, OpenAI chat tool-calling logs or session recordings into trajectories, or trajectories into records",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts, err := pf.options(cmd)
+			if err != nil {
+				return err
+			}
+			switch to {
+			case "bench":
+				return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
+					return dataset.ToBench(ctx, args, w, opts)
+				})
+			case "trajectories":
+				src, err := dataset.ParseSource(from)
+				if err != nil {
+					return err
+				}
+				return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
+					return dataset.ToTrajectories(ctx, args, w, src, &dataset.ConvertOptions{Domain: dom}, opts)
+				})
+			}
+			return fmt.Errorf("--to %q: want trajectories or bench", to)
+		},
+	}
+	pf.add(cmd)
+	cmd.Flags().StringVar(&from, "from", "bench", "input format when --to trajectories: bench, openai or session")
+	cmd.Flags().StringVar(&to, "to", "trajectories", "output format: trajectories, or bench (input must be trajectories)")
+	cmd.Flags().StringVar(&dom, "domain", "mcp", "domain of OpenAI chat logs")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout)")
+	return cmd
+}
+
+func newDataStatsCmd() *cobra.Command {
+	var pf pipelineFlags
+	var asJSON bool
+	var plotPath, config string
+	cmd := &cobra.Command{
+		Use:   "stats FILES...",
+		Short: "Per-domain distributions (turns, lengths, category shares, statistic histograms) as a table, JSON or a plot",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts, err := pf.options(cmd)
+			if err != nil {
+				return err
+			}
+			cfg, err := dataset.LoadMaskingConfig(config)
+			if err != nil {
+				return err
+			}
+			var format string
+			if plotPath != "" {
+				if format, err = dataset.PlotFormat(plotPath); err != nil {
+					return err
+				}
+			}
+			ctx, stop := dataSignalContext(cmd)
+			defer stop()
+			st, sum, err := dataset.CollectStats(ctx, args, cfg, opts)
+			printSummary(cmd, sum)
+			if err != nil {
+				return err
+			}
+			if plotPath != "" {
+				w, commit, abort, err := outputFile(cmd, plotPath)
+				if err != nil {
+					return err
+				}
+				if err := st.WritePlot(w, format); err != nil {
+					abort()
+					return err
+				}
+				if err := commit(); err != nil {
+					return err
+				}
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			return st.WriteTable(cmd.OutOrStdout())
+		},
+	}
+	pf.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of tables")
+	cmd.Flags().StringVar(&plotPath, "plot", "", "also render the distributions to FILE.png or FILE.svg")
+	cmd.Flags().StringVar(&config, "config", "", "masking config YAML (default: the built-in seven categories)")
+	return cmd
+}

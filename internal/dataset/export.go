@@ -1,0 +1,240 @@
+package dataset
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
+)
+
+// Format is an output layout of Export.
+type Format int
+
+const (
+	// FormatSamples writes Sample JSON lines (`agentworld data expand`).
+	FormatSamples Format = iota
+	// FormatChat writes SFT JSON lines in the chat "messages" layout that
+	// ms-swift and LLaMA-Factory read; see ChatLine.
+	FormatChat
+	// FormatVerl writes RL prompts as Parquet in verl's layout; see RLRow.
+	FormatVerl
+)
+
+// ChatMessage is a message of a ChatLine. Loss is set on assistant
+// messages only: false on history observations (context, not targets) and
+// true on the target unless its loss weight is 0. ms-swift honours the
+// per-message "loss" key; LLaMA-Factory ignores it (train it with
+// mask_history: true, which has the same effect).
+type ChatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	Loss    *bool  `json:"loss,omitempty"`
+}
+
+// ChatLine is one SFT sample. LossWeight is the masking weight of the
+// target turn, for trainers that scale the loss per sample; the other
+// fields let a user trace and filter samples.
+type ChatLine struct {
+	Messages   []ChatMessage `json:"messages"`
+	LossWeight float64       `json:"loss_weight"`
+	Category   string        `json:"category"`
+	ID         string        `json:"id"`
+	Domain     string        `json:"domain"`
+	Turn       int           `json:"turn"`
+	Template   string        `json:"template,omitempty"`
+}
+
+// ChatLineOf builds the SFT line of a sample.
+func ChatLineOf(s *Sample) ChatLine {
+	no, yes := false, s.Weight > 0
+	msgs := make([]ChatMessage, 0, 2*len(s.History)+3)
+	for _, m := range s.Prompt() {
+		cm := ChatMessage{Role: m.Role, Content: m.Content}
+		if m.Role == "assistant" {
+			cm.Loss = &no
+		}
+		msgs = append(msgs, cm)
+	}
+	msgs = append(msgs, ChatMessage{Role: "assistant", Content: s.Observation, Loss: &yes})
+	return ChatLine{Messages: msgs, LossWeight: s.Weight, Category: s.Category, ID: s.ID, Domain: s.Domain, Turn: s.Turn, Template: s.Template}
+}
+
+// RLRow is one RL prompt in the layout verl's RLHF dataset reads: the chat
+// prompt, a data_source naming the reward function, and reward_model with
+// the real observation as ground truth.
+type RLRow struct {
+	DataSource  string      `parquet:"data_source" json:"data_source"`
+	Prompt      []Message   `parquet:"prompt,list" json:"prompt"`
+	Ability     string      `parquet:"ability" json:"ability"`
+	RewardModel RewardModel `parquet:"reward_model" json:"reward_model"`
+	ExtraInfo   ExtraInfo   `parquet:"extra_info" json:"extra_info"`
+}
+
+// RewardModel says how a rollout is scored and against what.
+type RewardModel struct {
+	// Style is "model" by default: the hybrid reward is mostly an LLM judge.
+	Style       string `parquet:"style" json:"style"`
+	GroundTruth string `parquet:"ground_truth" json:"ground_truth"`
+}
+
+// ExtraInfo carries what the reward function and analyses need besides the
+// ground truth.
+type ExtraInfo struct {
+	Index        int64   `parquet:"index" json:"index"`
+	Split        string  `parquet:"split" json:"split"`
+	ID           string  `parquet:"id" json:"id"`
+	TrajectoryID string  `parquet:"trajectory_id" json:"trajectory_id"`
+	Domain       string  `parquet:"domain" json:"domain"`
+	Turn         int64   `parquet:"turn" json:"turn"`
+	TotalTurns   int64   `parquet:"total_turns" json:"total_turns"`
+	Category     string  `parquet:"category" json:"category"`
+	LossWeight   float64 `parquet:"loss_weight" json:"loss_weight"`
+	Template     string  `parquet:"template" json:"template"`
+	OL           float64 `parquet:"ol" json:"ol"`
+	Nov          float64 `parquet:"nov" json:"nov"`
+	Jac          float64 `parquet:"jac" json:"jac"`
+	R            float64 `parquet:"r" json:"r"`
+}
+
+// RLRowOf builds the verl row of a sample; the index is set by the writer.
+func RLRowOf(s *Sample, split, style string) RLRow {
+	return RLRow{
+		DataSource:  "agentworld/" + s.Domain,
+		Prompt:      s.Prompt(),
+		Ability:     "world_model",
+		RewardModel: RewardModel{Style: style, GroundTruth: s.Observation},
+		ExtraInfo: ExtraInfo{
+			Split: split, ID: s.ID, TrajectoryID: s.TrajectoryID, Domain: s.Domain,
+			Turn: int64(s.Turn), TotalTurns: int64(s.TotalTurns), Category: s.Category,
+			LossWeight: s.Weight, Template: s.Template,
+			OL: s.Stats.OL, Nov: s.Stats.Nov, Jac: s.Stats.Jac, R: s.Stats.R,
+		},
+	}
+}
+
+// ExportOptions configure Export; nil means FormatSamples with dedup on.
+type ExportOptions struct {
+	// Format is the output layout; the zero value is FormatSamples.
+	Format Format
+	// KeepDuplicates turns off exact dedup. Dedup keeps 16 bytes per
+	// distinct sample (plus map overhead), the one part of a run whose
+	// memory grows with the output; false (the zero value) dedups.
+	KeepDuplicates bool
+	// Split is extra_info.split of Parquet rows; "" means "train".
+	Split string
+	// RewardStyle is reward_model.style of Parquet rows; "" means "model".
+	RewardStyle string
+	// RowGroup is the number of Parquet rows buffered before a row group
+	// is flushed; 0 means 2048.
+	RowGroup int
+}
+
+type outItem struct {
+	hash [16]byte
+	line []byte
+	row  *RLRow
+}
+
+// Export streams trajectories from files through expansion (and masking)
+// and writes the samples to out in the chosen format, in input order,
+// dropping exact duplicates by content hash.
+func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOptions, eo *ExportOptions, opts *Options) (*Summary, error) {
+	var e ExportOptions
+	if eo != nil {
+		e = *eo
+	}
+	if e.Split == "" {
+		e.Split = "train"
+	}
+	if e.RewardStyle == "" {
+		e.RewardStyle = "model"
+	}
+	if e.RowGroup <= 0 {
+		e.RowGroup = 2048
+	}
+	o := opts.norm()
+	exps := make([]*Expander, o.Workers)
+	for i := range exps {
+		x, err := NewExpander(xo)
+		if err != nil {
+			return nil, err
+		}
+		exps[i] = x
+	}
+	var pw *parquet.GenericWriter[RLRow]
+	if e.Format == FormatVerl {
+		pw = parquet.NewGenericWriter[RLRow](out, parquet.Compression(&parquet.Zstd))
+	}
+	seen := map[[16]byte]struct{}{}
+	sum := &Summary{}
+	pending := 0
+	err := run(ctx, files, o, sum, func(w int, batch []inLine) ([]outItem, []*RecordError, int64, error) {
+		var items []outItem
+		var errs []*RecordError
+		var ok int64
+		for _, l := range batch {
+			t, es := DecodeTrajectory(l.data, l.file, l.n)
+			if len(es) > 0 {
+				errs = append(errs, es...)
+				continue
+			}
+			err := exps[w].Expand(t, func(s *Sample) error {
+				it := outItem{hash: s.ContentHash()}
+				var err error
+				switch e.Format {
+				case FormatVerl:
+					row := RLRowOf(s, e.Split, e.RewardStyle)
+					it.row = &row
+				case FormatChat:
+					it.line, err = trajectory.Marshal(ChatLineOf(s))
+				default:
+					it.line, err = trajectory.Marshal(s)
+				}
+				items = append(items, it)
+				return err
+			})
+			if err != nil {
+				return nil, nil, 0, fmt.Errorf("%s:%d: %w", l.file, l.n, err)
+			}
+			ok++
+		}
+		return items, errs, ok, nil
+	}, func(items []outItem) error {
+		for _, it := range items {
+			if !e.KeepDuplicates {
+				if _, dup := seen[it.hash]; dup {
+					sum.Duplicates++
+					continue
+				}
+				seen[it.hash] = struct{}{}
+			}
+			if it.row != nil {
+				it.row.ExtraInfo.Index = sum.Written
+				if _, err := pw.Write([]RLRow{*it.row}); err != nil {
+					return err
+				}
+				if pending++; pending >= e.RowGroup {
+					if err := pw.Flush(); err != nil {
+						return err
+					}
+					pending = 0
+				}
+			} else {
+				if _, err := out.Write(append(it.line, '\n')); err != nil {
+					return err
+				}
+			}
+			sum.Written++
+		}
+		return nil
+	})
+	if pw != nil {
+		if cerr := pw.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return sum, err
+}

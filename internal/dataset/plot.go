@@ -1,0 +1,128 @@
+package dataset
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// domainColors gives each domain line a stable colour.
+var domainColors = []color.Color{
+	color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
+	color.RGBA{214, 39, 40, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255},
+	color.RGBA{227, 119, 194, 255}, color.RGBA{127, 127, 127, 255}, color.RGBA{188, 189, 34, 255},
+	color.RGBA{23, 190, 207, 255},
+}
+
+// WritePlot renders the statistics as a 3×2 grid of charts (OL, Nov, Jac, R
+// histograms, turns per trajectory, category shares), one line per domain,
+// each as a share of that domain's turns. format is "png" or "svg".
+func (c *CorpusStats) WritePlot(w io.Writer, format string) error {
+	names := c.DomainNames()
+	type panel struct {
+		title, xlabel string
+		labels        []string
+		values        func(*DomainStats) []float64
+	}
+	share := func(d *Dist) []float64 {
+		out := make([]float64, len(d.Hist))
+		for i, n := range d.Hist {
+			out[i] = pct(n, d.N)
+		}
+		return out
+	}
+	turnLabels := make([]string, 8)
+	for i := range turnLabels {
+		if i == 0 {
+			turnLabels[i] = "0"
+		} else {
+			turnLabels[i] = fmt.Sprintf("%d+", 1<<(i-1))
+		}
+	}
+	panels := []panel{
+		{"OL (echo of the action)", "OL", FracBinLabels(), func(d *DomainStats) []float64 { return share(d.OL) }},
+		{"Nov (new information)", "Nov", FracBinLabels(), func(d *DomainStats) []float64 { return share(d.Nov) }},
+		{"Jac (Jaccard)", "Jac", FracBinLabels(), func(d *DomainStats) []float64 { return share(d.Jac) }},
+		{"R (length ratio, log2 bins)", "R", RBinLabels(), func(d *DomainStats) []float64 { return share(d.R) }},
+		{"turns per trajectory", "turns", turnLabels, func(d *DomainStats) []float64 { return share(d.Turns)[:len(turnLabels)] }},
+		{"category shares", "category", c.Categories, func(d *DomainStats) []float64 {
+			out := make([]float64, len(c.Categories))
+			for i, cat := range c.Categories {
+				out[i] = pct(d.Categories[cat], d.OL.N)
+			}
+			return out
+		}},
+	}
+	const cols, rows = 2, 3
+	grid := make([][]*plot.Plot, rows)
+	for i, p := range panels {
+		pl := plot.New()
+		pl.Title.Text = p.title
+		pl.Y.Label.Text = "% of turns"
+		if p.xlabel == "turns" {
+			pl.Y.Label.Text = "% of trajectories"
+		}
+		pl.NominalX(p.labels...)
+		pl.X.Tick.Label.Rotation = 0.6
+		pl.X.Tick.Label.XAlign = draw.XRight
+		pl.Legend.Top = true
+		for j, n := range names {
+			vals := p.values(c.Domains[n])
+			pts := make(plotter.XYs, len(vals))
+			for k, v := range vals {
+				pts[k].X, pts[k].Y = float64(k), v
+			}
+			line, err := plotter.NewLine(pts)
+			if err != nil {
+				return err
+			}
+			line.Color = domainColors[j%len(domainColors)]
+			line.Width = vg.Points(1.5)
+			pl.Add(line)
+			if i == 0 {
+				pl.Legend.Add(n, line)
+			}
+		}
+		grid[i/cols] = append(grid[i/cols], pl)
+	}
+	width, height := 12*vg.Inch, 14*vg.Inch
+	var vc vg.CanvasWriterTo
+	switch strings.ToLower(format) {
+	case "png":
+		vc = vgimg.PngCanvas{Canvas: vgimg.New(width, height)}
+	case "svg":
+		vc = vgsvg.New(width, height)
+	default:
+		return fmt.Errorf("plot format %q: want png or svg", format)
+	}
+	dc := draw.New(vc)
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter * 8, PadY: vg.Millimeter * 8,
+		PadTop: vg.Millimeter * 4, PadBottom: vg.Millimeter * 4, PadLeft: vg.Millimeter * 4, PadRight: vg.Millimeter * 4}
+	canvases := plot.Align(grid, tiles, dc)
+	for r := range grid {
+		for c2, pl := range grid[r] {
+			pl.Draw(canvases[r][c2])
+		}
+	}
+	_, err := vc.WriteTo(w)
+	return err
+}
+
+// PlotFormat picks png or svg from a file name.
+func PlotFormat(path string) (string, error) {
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".png", ".svg":
+		return ext[1:], nil
+	default:
+		return "", fmt.Errorf("plot file %s: use a .png or .svg name", path)
+	}
+}
