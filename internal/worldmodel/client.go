@@ -5,12 +5,14 @@
 package worldmodel
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -20,7 +22,6 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/respjson"
 	"golang.org/x/time/rate"
 )
 
@@ -158,7 +159,11 @@ func New(baseURL, model string, opts *Options) *Client {
 		option.WithAPIKey(o.APIKey),
 		option.WithMaxRetries(o.MaxRetries),
 		option.WithMaxRetryDelay(o.MaxRetryDelay),
-		option.WithRequestTimeout(o.Timeout),
+		// The per-attempt timeout lives in a middleware rather than
+		// option.WithRequestTimeout: the SDK gives up without retrying when its
+		// own attempt deadline fires, and a slow attempt is exactly what a
+		// retry is for.
+		option.WithMiddleware(attemptTimeout(o.Timeout)),
 	}
 	if o.HTTPClient != nil {
 		ro = append(ro, option.WithHTTPClient(o.HTTPClient))
@@ -233,7 +238,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	ch := out.Choices[0]
 	resp := &Response{
 		Content:          ch.Message.Content,
-		Reasoning:        reasoningOf(ch.Message.JSON.ExtraFields),
+		Reasoning:        reasoningOf(ch.Message.RawJSON()),
 		FinishReason:     ch.FinishReason,
 		Model:            out.Model,
 		PromptTokens:     int(out.Usage.PromptTokens),
@@ -245,15 +250,47 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	return resp, nil
 }
 
-func reasoningOf(extra map[string]respjson.Field) string {
-	for _, k := range []string{"reasoning_content", "reasoning"} {
-		f, ok := extra[k]
-		if !ok || !f.Valid() {
-			continue
+// attemptTimeout bounds one HTTP attempt, the response body included. It
+// reads the body inside the deadline so that a timed-out or cut-off attempt
+// surfaces as a transport error, which the SDK retries with backoff.
+func attemptTimeout(d time.Duration) option.Middleware {
+	return func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		resp, err := next(r.WithContext(ctx))
+		if err != nil {
+			if r.Context().Err() == nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("attempt timed out after %s: %w", d, err)
+			}
+			return nil, err
 		}
-		var s string
-		if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
-			return s
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			if r.Context().Err() == nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("attempt timed out after %s reading the answer: %w", d, err)
+			}
+			return nil, fmt.Errorf("reading the answer: %w", err)
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		return resp, nil
+	}
+}
+
+// reasoningOf reads the server-separated thinking from the raw message JSON
+// (vLLM and SGLang call it reasoning_content, some servers reasoning); the
+// SDK's typed view does not carry it.
+func reasoningOf(rawMessage string) string {
+	var m struct {
+		ReasoningContent *string `json:"reasoning_content"`
+		Reasoning        *string `json:"reasoning"`
+	}
+	if json.Unmarshal([]byte(rawMessage), &m) != nil {
+		return ""
+	}
+	for _, s := range []*string{m.ReasoningContent, m.Reasoning} {
+		if s != nil && *s != "" {
+			return *s
 		}
 	}
 	return ""

@@ -1,0 +1,178 @@
+// Package fakellm is an in-process OpenAI-compatible chat server for tests:
+// it answers /v1/chat/completions with whatever a test decides, and can
+// delay, fail with any status, drop the connection, return reasoning_content
+// and stop with finish_reason=length, counting every request it sees. Only
+// test files import it, so it never ships in the agentworld binary.
+package fakellm
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+)
+
+// Message is one chat message as the server received it.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Request is a decoded chat completion request.
+type Request struct {
+	Model    string
+	Messages []Message
+	// Body is the whole request body, for checking the parameters a client
+	// sent (max_tokens, temperature, extra fields, …).
+	Body map[string]any
+	// Seq numbers requests from 1 in arrival order.
+	Seq int
+}
+
+// Reply is what the server does with one request. The zero value answers
+// 200 with empty content and finish_reason "stop".
+type Reply struct {
+	Content      string
+	Reasoning    string
+	FinishReason string
+	// Delay is waited before answering (cut short when the client goes away).
+	Delay time.Duration
+	// Status, when not 0 or 200, answers with that HTTP status and an
+	// OpenAI-style error body.
+	Status int
+	// Drop hijacks the connection and closes it without an answer.
+	Drop bool
+	// PromptTokens and CompletionTokens fill usage.
+	PromptTokens, CompletionTokens int
+}
+
+// Handler decides the reply to one request; it runs concurrently.
+type Handler func(*Request) Reply
+
+// Server is a running fake endpoint.
+type Server struct {
+	// URL is the base URL to give a client, ending in /v1.
+	URL string
+
+	srv     *httptest.Server
+	handler Handler
+
+	mu   sync.Mutex
+	seq  int
+	reqs []*Request
+}
+
+// New starts a server on 127.0.0.1 answering with h. Close it when done.
+func New(h Handler) *Server {
+	s := &Server{handler: h}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.srv.URL + "/v1"
+	return s
+}
+
+// Close stops the server, cutting open requests.
+func (s *Server) Close() {
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+}
+
+// Requests returns every request received so far, in arrival order.
+func (s *Server) Requests() []*Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Request(nil), s.reqs...)
+}
+
+// Count is the number of requests received so far.
+func (s *Server) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.reqs)
+}
+
+// Reset forgets the requests received so far.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = nil
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	var body map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeError(w, http.StatusBadRequest, "bad json: "+err.Error())
+		return
+	}
+	raw, _ := json.Marshal(body)
+	var typed struct {
+		Model    string    `json:"model"`
+		Messages []Message `json:"messages"`
+	}
+	_ = json.Unmarshal(raw, &typed)
+	req := &Request{Model: typed.Model, Messages: typed.Messages, Body: body}
+	s.mu.Lock()
+	s.seq++
+	req.Seq = s.seq
+	s.reqs = append(s.reqs, req)
+	s.mu.Unlock()
+
+	rep := s.handler(req)
+	if rep.Delay > 0 {
+		t := time.NewTimer(rep.Delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	if rep.Drop {
+		hj, ok := w.(http.Hijacker)
+		if !ok {
+			panic("fakellm: connection cannot be hijacked")
+		}
+		conn, _, err := hj.Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	}
+	if rep.Status != 0 && rep.Status != http.StatusOK {
+		writeError(w, rep.Status, fmt.Sprintf("fake failure %d", rep.Status))
+		return
+	}
+	finish := rep.FinishReason
+	if finish == "" {
+		finish = "stop"
+	}
+	msg := map[string]any{"role": "assistant", "content": rep.Content}
+	if rep.Reasoning != "" {
+		msg["reasoning_content"] = rep.Reasoning
+	}
+	out := map[string]any{
+		"id":      fmt.Sprintf("chatcmpl-%d", req.Seq),
+		"object":  "chat.completion",
+		"created": 1,
+		"model":   typed.Model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
+		"usage": map[string]any{
+			"prompt_tokens":     rep.PromptTokens,
+			"completion_tokens": rep.CompletionTokens,
+			"total_tokens":      rep.PromptTokens + rep.CompletionTokens,
+		},
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "fake", "code": status}})
+}
