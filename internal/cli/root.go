@@ -23,6 +23,7 @@ func New() *cobra.Command {
 		newWorldCmd(),
 		newRealenvCmd(),
 		newDataCmd(),
+		newBenchCmd(),
 	)
 	return root
 }

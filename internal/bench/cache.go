@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// Cache keeps model and judge responses on disk, keyed by the content hash
+// of the request (worldmodel.Request.Hash: messages, model and parameters),
+// so that re-running with the same settings costs no calls. It is a
+// directory of small JSON files, <dir>/<first two hex digits>/<hash>.json,
+// each written atomically; any number of processes may share one. Only
+// complete answers are stored: truncated generations, failures and judge
+// outputs that did not parse never are.
+//
+// A nil *Cache is valid and caches nothing (--no-cache).
+type Cache struct {
+	dir          string
+	hits, misses atomic.Int64
+}
+
+// OpenCache opens (creating if needed) a cache directory.
+func OpenCache(dir string) (*Cache, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cache %s: %w", dir, err)
+	}
+	return &Cache{dir: dir}, nil
+}
+
+func (c *Cache) path(key string) string {
+	return filepath.Join(c.dir, key[:2], key+".json")
+}
+
+// Get returns the cached response for key. A missing or unreadable entry is
+// a miss.
+func (c *Cache) Get(key string) (*worldmodel.Response, bool) {
+	if c == nil || len(key) < 2 {
+		return nil, false
+	}
+	b, err := os.ReadFile(c.path(key))
+	if err != nil {
+		c.misses.Add(1)
+		return nil, false
+	}
+	var r worldmodel.Response
+	if json.Unmarshal(b, &r) != nil {
+		c.misses.Add(1)
+		return nil, false
+	}
+	c.hits.Add(1)
+	// A cached answer cost no attempt in this run.
+	r.Attempts = 0
+	return &r, true
+}
+
+// Put stores a response under key. Errors are ignored: a cache that cannot
+// be written only costs calls later.
+func (c *Cache) Put(key string, r *worldmodel.Response) {
+	if c == nil || len(key) < 2 {
+		return
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return
+	}
+	// No fsync: a torn entry after a power loss fails to decode and is a
+	// miss, and the rename already keeps a killed process from leaving one.
+	_ = writeFileAtomic(c.path(key), b, false)
+}
+
+// Hits and Misses count lookups since the cache was opened.
+func (c *Cache) Hits() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.hits.Load()
+}
+
+// Misses counts lookups that found nothing.
+func (c *Cache) Misses() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.misses.Load()
+}
+
+// writeFileAtomic writes b to path through a temporary file in the same
+// directory, renamed over path (fsynced first when sync is set), so readers
+// see the old or the new content and never a torn file.
+func writeFileAtomic(path string, b []byte, sync bool) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := syncIf(f, sync); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+func syncIf(f *os.File, sync bool) error {
+	if !sync {
+		return nil
+	}
+	return f.Sync()
+}

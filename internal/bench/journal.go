@@ -1,0 +1,279 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
+)
+
+// SyncInterval is how often a journal is fsynced while a run goes on.
+//
+// Durability policy: every row is one write(2) of one whole line to a file
+// opened with O_APPEND, made as soon as the row is known, so a process killed
+// at any instant (kill -9 included) leaves only complete lines behind, and
+// nothing already finished is lost. The file is fsynced at most every
+// SyncInterval and when closed, so a power loss or kernel crash can lose at
+// most the last interval's rows (and leave a torn last line, which the
+// reader drops); resume recomputes them.
+const SyncInterval = time.Second
+
+// journal appends JSON rows to a JSONL file, one line per write.
+type journal struct {
+	mu       sync.Mutex
+	f        *os.File
+	path     string
+	lastSync time.Time
+	err      error
+}
+
+// openJournal opens path for appending, first cutting a torn last line (left
+// by a power loss) so new rows start on a line of their own.
+func openJournal(path string) (*journal, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if err := cutTornTail(path); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &journal{f: f, path: path, lastSync: time.Now()}, nil
+}
+
+// cutTornTail truncates a file after its last newline.
+func cutTornTail(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return err
+	}
+	size := st.Size()
+	buf := make([]byte, 64<<10)
+	for end := size; end > 0; {
+		start := max(end-int64(len(buf)), 0)
+		n, err := f.ReadAt(buf[:end-start], start)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			if cut := start + int64(i) + 1; cut != size {
+				return f.Truncate(cut)
+			}
+			return nil
+		}
+		end = start
+	}
+	return f.Truncate(0)
+}
+
+// append writes v as one line.
+func (j *journal) append(v any) error {
+	b, err := trajectory.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return j.err
+	}
+	if _, err := j.f.Write(b); err != nil {
+		j.err = fmt.Errorf("append %s: %w", j.path, err)
+		return j.err
+	}
+	if time.Since(j.lastSync) >= SyncInterval {
+		j.lastSync = time.Now()
+		if err := j.f.Sync(); err != nil {
+			j.err = fmt.Errorf("sync %s: %w", j.path, err)
+			return j.err
+		}
+	}
+	return nil
+}
+
+func (j *journal) close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	serr := j.f.Sync()
+	cerr := j.f.Close()
+	return errors.Join(j.err, serr, cerr)
+}
+
+// rowKey is what resume and compaction read of any row.
+type rowKey struct {
+	Sample  string `json:"sample"`
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Failure string `json:"failure"`
+}
+
+// retryable reports a row whose sample a rerun should compute again: the
+// endpoint failed, which says nothing about the sample.
+func (k rowKey) retryable() bool { return k.Failure == FailTransport }
+
+// scanRows calls fn for every complete row of a JSONL file with its decoded
+// key and raw bytes; a missing file has no rows. A line that does not decode
+// is an error naming file:line, except a torn last line, which is ignored.
+func scanRows(path string, fn func(k rowKey, raw []byte) error) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	lr := trajectory.NewLineReader(f, path, 0)
+	for {
+		line, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var k rowKey
+		if err := json.Unmarshal(line, &k); err != nil || k.Sample == "" {
+			if lastLine(f, lr) {
+				return nil
+			}
+			if err == nil {
+				err = errors.New("row without a sample key")
+			}
+			return &trajectory.LineError{File: path, Line: n, Err: err}
+		}
+		if err := fn(k, line); err != nil {
+			return err
+		}
+	}
+}
+
+// lastLine reports whether the line reader has nothing after its last line.
+func lastLine(_ *os.File, lr *trajectory.LineReader) bool {
+	_, _, err := lr.Next()
+	return errors.Is(err, io.EOF)
+}
+
+// compact rewrites a journal as its final file: one row per sample (the
+// last written wins), sorted by data file and line, written to a temporary
+// file, fsynced and renamed over the journal. Only an index of offsets is
+// held in memory, never the rows.
+func compact(path string) error {
+	type entry struct {
+		rowKey
+		off int64
+		n   int
+	}
+	idx := make(map[string]entry)
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var off int64
+	lineNo := 0
+	for {
+		line, err := readLine(br)
+		if len(line) > 0 {
+			lineNo++
+			var k rowKey
+			body := bytes.TrimRight(line, "\r\n")
+			if len(bytes.TrimSpace(body)) > 0 {
+				if jerr := json.Unmarshal(body, &k); jerr != nil || k.Sample == "" {
+					if err == nil {
+						return &trajectory.LineError{File: path, Line: lineNo, Err: fmt.Errorf("cannot compact: %v", jerr)}
+					}
+				} else {
+					idx[k.Sample] = entry{rowKey: k, off: off, n: len(body)}
+				}
+			}
+			off += int64(len(line))
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	entries := make([]entry, 0, len(idx))
+	for _, e := range idx {
+		entries = append(entries, e)
+	}
+	sort.Slice(entries, func(a, b int) bool {
+		x, y := entries[a], entries[b]
+		if x.File != y.File {
+			return x.File < y.File
+		}
+		if x.Line != y.Line {
+			return x.Line < y.Line
+		}
+		return x.Sample < y.Sample
+	})
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".compact-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	var buf []byte
+	for _, e := range entries {
+		if cap(buf) < e.n {
+			buf = make([]byte, e.n)
+		}
+		if _, err := f.ReadAt(buf[:e.n], e.off); err != nil {
+			tmp.Close()
+			return err
+		}
+		bw.Write(buf[:e.n])
+		bw.WriteByte('\n')
+	}
+	if err := bw.Flush(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// readLine reads one whole line of any length, newline included.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var out []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		out = append(out, frag...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return out, err
+		}
+	}
+}

@@ -1,0 +1,462 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// Files of a run's output directory.
+//
+//	OUT/run.json           settings of the run's stages (checked on resume)
+//	OUT/predictions.jsonl  one Prediction per sample
+//	OUT/judged.jsonl       one Judged row per sample
+//	OUT/scores.json        the score report (what `bench score --json` prints)
+//	OUT/cache/             cached model and judge responses (see Cache)
+const (
+	RunFile         = "run.json"
+	PredictionsFile = "predictions.jsonl"
+	JudgedFile      = "judged.jsonl"
+	ScoresFile      = "scores.json"
+	CacheDir        = "cache"
+)
+
+// DefaultConcurrency is the number of samples in flight by default.
+const DefaultConcurrency = 32
+
+// ErrSettingsChanged means an output directory already holds results made
+// with different settings; resuming into it would mix two runs.
+var ErrSettingsChanged = errors.New("output directory holds a run with different settings")
+
+// Options configure a pipeline run. Which stages run follows from what is
+// set: Model runs inference; Rubric (with JudgeModel) or Rules runs judging.
+type Options struct {
+	// Data is a data dir (every *_test.jsonl) or one JSONL file. Required.
+	Data string
+	// Out is the output directory. Required.
+	Out string
+	// SkipBad passes over malformed lines, counting them; false stops at the
+	// first one with an error naming file:line.
+	SkipBad bool
+	// Concurrency is the number of samples in flight; 0 means
+	// DefaultConcurrency.
+	Concurrency int
+
+	// Model is the world model under test; nil skips inference and judges
+	// the rows of Predictions.
+	Model worldmodel.Completer
+	// ModelName names the model in rows and cache keys; ModelURL is only
+	// recorded in run.json.
+	ModelName, ModelURL string
+	// Infer are the generation parameters (zero value: published defaults).
+	Infer InferSettings
+	// Predictions is the file judged when Model is nil; "" means
+	// Out/predictions.jsonl.
+	Predictions string
+
+	// JudgeModel with Rubric is the LLM judge; Rules replaces both with the
+	// offline scorer. Neither set: inference only.
+	JudgeModel worldmodel.Completer
+	Rubric     Rubric
+	Rules      RuleJudge
+	// JudgeName names the judge model in rows and cache keys; JudgeURL is
+	// only recorded in run.json.
+	JudgeName, JudgeURL string
+	// Judge are the judge's generation parameters (zero value: none sent).
+	Judge JudgeSettings
+	// JudgeAttempts per sample; 0 means DefaultJudgeAttempts.
+	JudgeAttempts int
+	// JudgeRetryWait is the wait before a judge attempt that follows a
+	// transport failure (times the attempt number); 0 means 2 seconds.
+	JudgeRetryWait time.Duration
+
+	// Cache stores responses; nil calls the endpoints every time.
+	Cache *Cache
+	// Progress receives the progress display; nil shows none.
+	Progress io.Writer
+	// ProgressInterval is how often a non-terminal progress line is written;
+	// 0 means 10 seconds.
+	ProgressInterval time.Duration
+	// Logger receives per-sample failures; nil discards them.
+	Logger *slog.Logger
+}
+
+// Summary is what a run did.
+type Summary struct {
+	// Total is the number of samples of the run; Done counts those finished,
+	// Resumed those already finished by an earlier run.
+	Total, Done, Resumed int
+	// Failed counts failed samples by reason.
+	Failed map[string]int
+	// Truncated counts generations cut by the token budget (failed or not).
+	Truncated int
+	// Unpredicted counts data rows with no prediction when only judging.
+	Unpredicted int
+	// GenericJudge counts samples of unknown domains judged generically.
+	GenericJudge int
+	// Source is what reading the data met (malformed lines skipped, …).
+	Source SourceStats
+	// CacheHits and CacheMisses count response-cache lookups.
+	CacheHits, CacheMisses int64
+	Elapsed                time.Duration
+	// PredictionsPath and JudgedPath are the final files ("" when the stage
+	// did not run).
+	PredictionsPath, JudgedPath string
+	// Errors holds the first few per-sample failure messages.
+	Errors []string
+}
+
+// stageMeta is one stage's settings as recorded in run.json.
+type stageMeta struct {
+	Name     string `json:"name"`
+	URL      string `json:"url,omitempty"`
+	Settings any    `json:"settings,omitempty"`
+}
+
+type runMeta struct {
+	Data  string     `json:"data"`
+	Model *stageMeta `json:"model,omitempty"`
+	Judge *stageMeta `json:"judge,omitempty"`
+}
+
+// sameStage compares the settings that decide results; the URL is not one
+// of them (a server may move).
+func sameStage(a, b *stageMeta) bool {
+	if a == nil || b == nil {
+		return true
+	}
+	ja, _ := json.Marshal(stageMeta{Name: a.Name, Settings: a.Settings})
+	jb, _ := json.Marshal(stageMeta{Name: b.Name, Settings: b.Settings})
+	var va, vb any
+	_ = json.Unmarshal(ja, &va)
+	_ = json.Unmarshal(jb, &vb)
+	return reflect.DeepEqual(va, vb)
+}
+
+type pipeline struct {
+	o        *Options
+	log      *slog.Logger
+	inf      *inferer
+	jd       *judger
+	preds    *journal
+	judged   *journal
+	progress *progress
+
+	mu  sync.Mutex
+	sum Summary
+
+	truncated, generic atomic.Int64
+}
+
+// Run runs the configured stages over the data as one streaming pipeline:
+// each sample is judged as soon as its prediction arrives, results are
+// appended line by line as they come, samples finished by an earlier run
+// into the same Out are skipped, and at the end the result files are
+// rewritten sorted by data file and line. A failed sample never stops the
+// run; it is written with its reason. Run returns an error for bad input
+// (without SkipBad), unusable options or cancellation; everything finished
+// before it is kept.
+func Run(ctx context.Context, o *Options) (*Summary, error) {
+	start := time.Now()
+	if o.Data == "" || o.Out == "" {
+		return nil, errors.New("bench: data and out are required")
+	}
+	p := &pipeline{o: o, log: o.Logger}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	p.sum.Failed = map[string]int{}
+	conc := o.Concurrency
+	if conc <= 0 {
+		conc = DefaultConcurrency
+	}
+	if o.Model != nil {
+		p.inf = &inferer{model: o.Model, name: o.ModelName, settings: o.Infer, cache: o.Cache}
+	}
+	if o.Rules != nil || o.Rubric != nil {
+		jd := &judger{name: o.JudgeName, model: o.JudgeModel, rubric: o.Rubric, rules: o.Rules, settings: o.Judge, cache: o.Cache,
+			attempts: o.JudgeAttempts, retryWait: o.JudgeRetryWait}
+		if o.Rules != nil {
+			jd.name, jd.model, jd.rubric = RulesJudgeName, nil, nil
+		} else if o.JudgeModel == nil {
+			return nil, errors.New("bench: a rubric judge needs a judge model")
+		}
+		if jd.attempts <= 0 {
+			jd.attempts = DefaultJudgeAttempts
+		}
+		if jd.retryWait <= 0 {
+			jd.retryWait = 2 * time.Second
+		}
+		p.jd = jd
+	}
+	if p.inf == nil && p.jd == nil {
+		return nil, errors.New("bench: nothing to do: no model and no judge")
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	if err := p.checkMeta(); err != nil {
+		return nil, err
+	}
+
+	// What earlier runs finished.
+	predPath := filepath.Join(o.Out, PredictionsFile)
+	judgedPath := filepath.Join(o.Out, JudgedFile)
+	judgedDone := map[string]bool{}
+	if p.jd != nil {
+		if err := scanRows(judgedPath, func(k rowKey, _ []byte) error {
+			judgedDone[k.Sample] = !k.retryable()
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+	}
+	srcPreds := predPath
+	if p.inf == nil && o.Predictions != "" {
+		srcPreds = o.Predictions
+	}
+	predDone := map[string]bool{}
+	pending := map[string]*Prediction{}
+	if err := scanRows(srcPreds, func(k rowKey, raw []byte) error {
+		if k.retryable() && p.inf != nil {
+			delete(pending, k.Sample)
+			predDone[k.Sample] = false
+			return nil
+		}
+		predDone[k.Sample] = true
+		if p.jd != nil && !judgedDone[k.Sample] {
+			var pr Prediction
+			if err := json.Unmarshal(raw, &pr); err != nil {
+				return fmt.Errorf("%s: sample %s: %w", srcPreds, k.Sample, err)
+			}
+			pending[k.Sample] = &pr
+		} else {
+			delete(pending, k.Sample)
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	if p.inf == nil {
+		if _, err := os.Stat(srcPreds); err != nil {
+			return nil, fmt.Errorf("bench: predictions: %w", err)
+		}
+	}
+
+	var total int
+	if p.inf != nil {
+		n, err := CountRows(o.Data)
+		if err != nil {
+			return nil, err
+		}
+		total = n
+	} else {
+		total = len(predDone)
+	}
+
+	var err error
+	if p.inf != nil {
+		if p.preds, err = openJournal(predPath); err != nil {
+			return nil, err
+		}
+	}
+	if p.jd != nil {
+		if p.judged, err = openJournal(judgedPath); err != nil {
+			if p.preds != nil {
+				p.preds.close()
+			}
+			return nil, err
+		}
+	}
+	p.progress = newProgress(o.Progress, total, o.ProgressInterval)
+	p.progress.start()
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(conc)
+	src, rerr := ReadData(o.Data, o.SkipBad, func(it *Item) error {
+		if err := gctx.Err(); err != nil {
+			return err
+		}
+		done := predDone[it.Sample]
+		if p.jd != nil {
+			done = judgedDone[it.Sample]
+		}
+		if done {
+			p.resumed()
+			return nil
+		}
+		pred := pending[it.Sample]
+		delete(pending, it.Sample)
+		if p.inf == nil && pred == nil {
+			p.mu.Lock()
+			p.sum.Unpredicted++
+			p.mu.Unlock()
+			return nil
+		}
+		g.Go(func() error { return p.process(gctx, it, pred) })
+		return nil
+	})
+	werr := g.Wait()
+	p.progress.stop()
+	var cerr error
+	if p.preds != nil {
+		cerr = errors.Join(cerr, p.preds.close())
+	}
+	if p.judged != nil {
+		cerr = errors.Join(cerr, p.judged.close())
+	}
+	p.sum.Source = src
+	p.sum.Total = total
+	p.sum.Truncated = int(p.truncated.Load())
+	p.sum.GenericJudge = int(p.generic.Load())
+	p.sum.CacheHits, p.sum.CacheMisses = o.Cache.Hits(), o.Cache.Misses()
+	if err := errors.Join(rerr, werr, cerr); err != nil {
+		p.sum.Elapsed = time.Since(start)
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return &p.sum, fmt.Errorf("bench run interrupted (finished samples are kept; rerun to resume): %w", ctxErr)
+		}
+		return &p.sum, err
+	}
+	if p.inf != nil {
+		if err := compact(predPath); err != nil {
+			return &p.sum, fmt.Errorf("finish %s: %w", predPath, err)
+		}
+		p.sum.PredictionsPath = predPath
+	}
+	if p.jd != nil {
+		if err := compact(judgedPath); err != nil {
+			return &p.sum, fmt.Errorf("finish %s: %w", judgedPath, err)
+		}
+		p.sum.JudgedPath = judgedPath
+	}
+	p.sum.Elapsed = time.Since(start)
+	return &p.sum, nil
+}
+
+func (p *pipeline) resumed() {
+	p.mu.Lock()
+	p.sum.Resumed++
+	p.sum.Done++
+	p.mu.Unlock()
+	p.progress.add(1, false, true)
+}
+
+// process carries one sample through the stages.
+func (p *pipeline) process(ctx context.Context, it *Item, pred *Prediction) error {
+	if pred == nil {
+		pr, err := p.inf.infer(ctx, it)
+		if err != nil {
+			return err
+		}
+		if pr.Truncated {
+			p.truncated.Add(1)
+		}
+		if err := p.preds.append(pr); err != nil {
+			return err
+		}
+		pred = &pr
+	}
+	failure, msg := pred.Failure, pred.Error
+	if p.jd != nil {
+		j, err := p.jd.judge(ctx, it.Record, *pred)
+		if err != nil {
+			return err
+		}
+		if j.GenericJudge {
+			p.generic.Add(1)
+		}
+		if err := p.judged.append(j); err != nil {
+			return err
+		}
+		failure, msg = j.Failure, j.Error
+	}
+	p.mu.Lock()
+	p.sum.Done++
+	if failure != "" {
+		p.sum.Failed[failure]++
+		if len(p.sum.Errors) < 20 {
+			p.sum.Errors = append(p.sum.Errors, msg)
+		}
+	}
+	p.mu.Unlock()
+	if failure != "" {
+		p.log.Warn("sample failed", "sample", it.Sample, "file", it.File, "line", it.Line, "reason", failure, "error", msg)
+	}
+	p.progress.add(1, failure != "", false)
+	return nil
+}
+
+// checkMeta refuses to resume into a directory made with other settings,
+// then records this run's settings in run.json.
+func (p *pipeline) checkMeta() error {
+	o := p.o
+	path := filepath.Join(o.Out, RunFile)
+	var old runMeta
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &old); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	meta := old
+	if abs, err := filepath.Abs(o.Data); err == nil {
+		meta.Data = abs
+	} else {
+		meta.Data = o.Data
+	}
+	if p.inf != nil {
+		st := &stageMeta{Name: o.ModelName, URL: o.ModelURL, Settings: o.Infer}
+		if !sameStage(old.Model, st) {
+			return fmt.Errorf("%w: %s has predictions of model %q with settings %s; use another --out", ErrSettingsChanged, o.Out, old.Model.Name, jsonText(old.Model.Settings))
+		}
+		meta.Model = st
+	}
+	if p.jd != nil {
+		st := &stageMeta{Name: p.jd.name, URL: o.JudgeURL, Settings: o.Judge}
+		if p.jd.rules != nil {
+			st.URL, st.Settings = "", nil
+		}
+		if !sameStage(old.Judge, st) {
+			return fmt.Errorf("%w: %s was judged by %q with settings %s; use another --out", ErrSettingsChanged, o.Out, old.Judge.Name, jsonText(old.Judge.Settings))
+		}
+		meta.Judge = st
+	}
+	b, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(b, '\n'), true)
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// RunData returns the data dir recorded in a run directory's run.json, so
+// that judging a run's predictions needs no --data.
+func RunData(out string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(out, RunFile))
+	if err != nil {
+		return "", err
+	}
+	var m runMeta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return "", fmt.Errorf("%s: %w", filepath.Join(out, RunFile), err)
+	}
+	return m.Data, nil
+}

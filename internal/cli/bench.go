@@ -1,0 +1,256 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/time/rate"
+
+	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "AgentWorldBench: infer, judge and score a world model",
+		Long: `AgentWorldBench measures how faithfully a world model predicts real
+environment observations in seven domains.
+
+  bench run      infer → judge → score as one streaming pipeline
+  bench infer    only generate predictions
+  bench judge    only judge predictions (an LLM judge, or --judge rules offline)
+  bench score    score judged rows
+  bench compare  compare runs side by side
+  bench report   one self-contained HTML page for a run
+
+A run directory (--out) holds:
+  run.json           the settings of the run (a rerun with other settings is refused)
+  predictions.jsonl  one row per sample: generation, prediction, reasoning, usage, failure
+  judged.jsonl       one row per sample: the prediction with its judge scores
+  scores.json        the score report (bench score --json)
+  cache/             model and judge responses keyed by request content hash
+
+Rows are appended as they arrive, so a killed run loses nothing: rerun the same
+command and finished samples are skipped.`,
+	}
+	cmd.AddCommand(newBenchInferCmd())
+	return cmd
+}
+
+// transportFlags are the endpoint flags shared by the model and the judge.
+type transportFlags struct {
+	url, model, apiKey string
+	rps                float64
+	timeout            time.Duration
+	retries            int
+}
+
+func (t *transportFlags) register(cmd *cobra.Command, prefix, what string) {
+	f := cmd.Flags()
+	f.StringVar(&t.url, prefix+"url", "", "OpenAI-compatible base URL of the "+what+" (e.g. http://localhost:8000/v1)")
+	f.StringVar(&t.apiKey, prefix+"api-key", "", "API key of the "+what+" (default from the environment)")
+	f.Float64Var(&t.rps, prefix+"rps", 0, "requests per second to the "+what+" (0: unlimited)")
+	f.DurationVar(&t.timeout, prefix+"timeout", 10*time.Minute, "timeout of one request attempt to the "+what)
+	f.IntVar(&t.retries, prefix+"retries", 4, "retries of a failed request to the "+what+" (429, 5xx, timeouts, dropped connections), with exponential backoff and jitter")
+}
+
+func (t *transportFlags) client(cmd *cobra.Command, envKeys ...string) *worldmodel.Client {
+	key := t.apiKey
+	for _, e := range envKeys {
+		if key != "" {
+			break
+		}
+		key = os.Getenv(e)
+	}
+	o := &worldmodel.Options{APIKey: key, Timeout: t.timeout, MaxRetries: t.retries, Logger: logger(cmd)}
+	if t.retries == 0 {
+		o.MaxRetries = -1
+	}
+	if t.rps > 0 {
+		o.Limiter = rate.NewLimiter(rate.Limit(t.rps), 1)
+	}
+	return worldmodel.New(t.url, t.model, o)
+}
+
+// genFlags are generation parameters; only those set are sent (beyond the
+// published defaults of inference).
+type genFlags struct {
+	maxTokens           int
+	maxCompletionTokens bool
+	temperature, topP   float64
+	seed                int64
+	extraBody           string
+}
+
+func (g *genFlags) register(cmd *cobra.Command, prefix string, defMax int, defTemp float64, what string) {
+	f := cmd.Flags()
+	f.IntVar(&g.maxTokens, prefix+"max-tokens", defMax, "token budget of the "+what+" (0: none sent)")
+	f.BoolVar(&g.maxCompletionTokens, prefix+"max-completion-tokens", false, "send the budget as max_completion_tokens (for APIs that reject max_tokens)")
+	f.Float64Var(&g.temperature, prefix+"temperature", defTemp, "sampling temperature of the "+what)
+	f.Float64Var(&g.topP, prefix+"top-p", 1, "top_p of the "+what+" (sent only when given)")
+	f.Int64Var(&g.seed, prefix+"seed", 0, "seed of the "+what+" (sent only when given)")
+	f.StringVar(&g.extraBody, prefix+"extra-body", "", `JSON object merged into every request to the `+what+` (e.g. '{"top_k":20}')`)
+}
+
+func (g *genFlags) parse(cmd *cobra.Command, prefix string) (maxTokens int, temp, topP *float64, seed *int64, extra map[string]any, err error) {
+	f := cmd.Flags()
+	maxTokens = g.maxTokens
+	if maxTokens == 0 {
+		maxTokens = -1
+	}
+	if f.Changed(prefix+"temperature") || prefix == "" {
+		t := g.temperature
+		temp = &t
+	}
+	if f.Changed(prefix + "top-p") {
+		v := g.topP
+		topP = &v
+	}
+	if f.Changed(prefix + "seed") {
+		v := g.seed
+		seed = &v
+	}
+	if g.extraBody != "" {
+		if err = json.Unmarshal([]byte(g.extraBody), &extra); err != nil {
+			return 0, nil, nil, nil, nil, fmt.Errorf("--%sextra-body: not a JSON object: %w", prefix, err)
+		}
+	}
+	return maxTokens, temp, topP, seed, extra, nil
+}
+
+func (g *genFlags) inferSettings(cmd *cobra.Command) (bench.InferSettings, error) {
+	mt, temp, topP, seed, extra, err := g.parse(cmd, "")
+	return bench.InferSettings{MaxTokens: mt, MaxCompletionTokens: g.maxCompletionTokens, Temperature: temp, TopP: topP, Seed: seed, Extra: extra}, err
+}
+
+// runFlags are the pipeline flags every stage command has.
+type runFlags struct {
+	data, out, cacheDir string
+	concurrency         int
+	skipBad, noCache    bool
+}
+
+func (r *runFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&r.data, "data", "", "data dir (every *_test.jsonl in it) or one JSONL file")
+	f.StringVar(&r.out, "out", "", "run directory for results (rerun the same command to resume)")
+	f.StringVar(&r.cacheDir, "cache", "", "response cache directory (default OUT/cache)")
+	f.IntVar(&r.concurrency, "concurrency", bench.DefaultConcurrency, "samples in flight")
+	f.BoolVar(&r.skipBad, "skip-bad", false, "skip malformed lines (counted and reported) instead of stopping")
+	f.BoolVar(&r.noCache, "no-cache", false, "call the endpoints even when a cached response exists")
+}
+
+func (r *runFlags) options(cmd *cobra.Command) (*bench.Options, error) {
+	o := &bench.Options{Data: r.data, Out: r.out, SkipBad: r.skipBad, Concurrency: r.concurrency,
+		Progress: cmd.ErrOrStderr(), Logger: logger(cmd)}
+	if !r.noCache && r.out != "" {
+		dir := r.cacheDir
+		if dir == "" {
+			dir = filepath.Join(r.out, bench.CacheDir)
+		}
+		c, err := bench.OpenCache(dir)
+		if err != nil {
+			return nil, err
+		}
+		o.Cache = c
+	}
+	return o, nil
+}
+
+func newBenchInferCmd() *cobra.Command {
+	var (
+		rf runFlags
+		tf transportFlags
+		gf genFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "infer --data DIR --model-url URL --model NAME --out DIR",
+		Short: "Generate the world model's predictions for every sample",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := need(map[string]string{"--data": rf.data, "--out": rf.out, "--model-url": tf.url, "--model": tf.model}); err != nil {
+				return err
+			}
+			o, err := rf.options(cmd)
+			if err != nil {
+				return err
+			}
+			if o.Infer, err = gf.inferSettings(cmd); err != nil {
+				return err
+			}
+			o.Model, o.ModelName, o.ModelURL = tf.client(cmd, "AGENTWORLD_MODEL_API_KEY", "OPENAI_API_KEY"), tf.model, tf.url
+			sum, err := bench.Run(cmd.Context(), o)
+			printSummary(cmd.ErrOrStderr(), sum)
+			return err
+		},
+	}
+	rf.register(cmd)
+	tf.register(cmd, "model-", "model under test")
+	cmd.Flags().StringVar(&tf.model, "model", "", "model name of the world model under test")
+	gf.register(cmd, "", bench.DefaultMaxTokens, bench.DefaultTemperature, "model under test")
+	return cmd
+}
+
+// need reports the first required flag left empty.
+func need(flags map[string]string) error {
+	var missing []string
+	for name, v := range flags {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("missing required flag(s): %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// printSummary writes what a run did, failures first, to w.
+func printSummary(w io.Writer, s *bench.Summary) {
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(w, "samples: %d done of %d (%d resumed from an earlier run) in %s\n", s.Done, s.Total, s.Resumed, s.Elapsed.Round(time.Millisecond))
+	if s.CacheHits+s.CacheMisses > 0 {
+		fmt.Fprintf(w, "cache: %d hits, %d misses\n", s.CacheHits, s.CacheMisses)
+	}
+	if s.Truncated > 0 {
+		fmt.Fprintf(w, "cut by the token budget (finish_reason=length): %d generations — raise --max-tokens (thinking models need 8K+)\n", s.Truncated)
+	}
+	if s.GenericJudge > 0 {
+		fmt.Fprintf(w, "unknown domain, judged with the generic prompt: %d samples\n", s.GenericJudge)
+	}
+	if s.Unpredicted > 0 {
+		fmt.Fprintf(w, "data rows without a prediction (not judged): %d\n", s.Unpredicted)
+	}
+	if s.Source.Invalid > 0 {
+		fmt.Fprintf(w, "invalid records: %d\n", s.Source.Invalid)
+	}
+	if s.Source.Skipped > 0 {
+		fmt.Fprintf(w, "malformed lines skipped: %d\n", s.Source.Skipped)
+		for _, e := range s.Source.SkippedErrors {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+	if len(s.Failed) > 0 {
+		var parts []string
+		for _, k := range []string{bench.FailNoGeneration, bench.FailLength, bench.FailJudgeUnparsable, bench.FailTransport, bench.FailInvalidRecord} {
+			if n := s.Failed[k]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", k, n))
+			}
+		}
+		fmt.Fprintf(w, "failed samples (this run): %s\n", strings.Join(parts, ", "))
+		for _, e := range s.Errors {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+}
