@@ -188,7 +188,7 @@ func newBenchInferCmd() *cobra.Command {
 			}
 			o.Model, o.ModelName, o.ModelURL = tf.client(cmd, "AGENTWORLD_MODEL_API_KEY", "OPENAI_API_KEY"), tf.model, tf.url
 			sum, err := bench.Run(cmd.Context(), o)
-			printSummary(cmd.ErrOrStderr(), sum)
+			printBenchSummary(cmd.ErrOrStderr(), sum)
 			return err
 		},
 	}
@@ -214,8 +214,8 @@ func need(flags map[string]string) error {
 	return nil
 }
 
-// printSummary writes what a run did, failures first, to w.
-func printSummary(w io.Writer, s *bench.Summary) {
+// printBenchSummary writes what a run did, failures first, to w.
+func printBenchSummary(w io.Writer, s *bench.Summary) {
 	if s == nil {
 		return
 	}
