@@ -1,11 +1,26 @@
 package bench
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"html/template"
+	"image/color"
 	"io"
+	"math"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 )
 
 // WriteText renders the report as a table: one line per domain with counts,
@@ -98,3 +113,326 @@ func (e *errWriter) Write(p []byte) (int, error) {
 }
 
 func (e *errWriter) printf(format string, args ...any) { fmt.Fprintf(e, format, args...) }
+
+// HTMLOptions tunes WriteHTML; nil means defaults.
+type HTMLOptions struct {
+	// Worst is how many of the lowest-scoring valid samples to show. Zero:
+	// 20; negative: none.
+	Worst int
+	// Records maps Judged.Sample to its input record, used for the context
+	// and ground truth of the worst samples. Zero: records are read from
+	// DataDir.
+	Records map[string]*trajectory.Record
+	// DataDir is the data dir the run read; a shown sample missing from
+	// Records is loaded from the file named by its File field (base name
+	// under DataDir) at its Line. Zero: File is used as a path as is.
+	DataDir string
+	// Excerpt caps each shown text (context, prediction, ground truth) in
+	// bytes. Zero: 4000.
+	Excerpt int
+}
+
+// WriteHTML writes one self-contained HTML page for a run: the score table
+// with both overall figures, a per-domain bar chart with 95% intervals
+// (rendered with gonum/plot, embedded as a base64 PNG), the failure counts,
+// and the worst valid samples with context, prediction against ground truth
+// and the judge's weaknesses. Records are only read for the samples shown.
+func WriteHTML(r *Report, rows []*Judged, w io.Writer, opts *HTMLOptions) error {
+	var o HTMLOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Worst == 0 {
+		o.Worst = 20
+	}
+	if o.Excerpt <= 0 {
+		o.Excerpt = 4000
+	}
+	chart, err := barChartPNG(r)
+	if err != nil {
+		return fmt.Errorf("render chart: %w", err)
+	}
+	worst := worstRows(rows, o.Worst)
+	recs := o.Records
+	var missing []*Judged
+	for _, j := range worst {
+		if recs[j.Sample] == nil {
+			missing = append(missing, j)
+		}
+	}
+	if len(missing) > 0 {
+		loaded, err := LoadRecords(o.DataDir, missing)
+		if err != nil {
+			return err
+		}
+		merged := make(map[string]*trajectory.Record, len(recs)+len(loaded))
+		for k, v := range recs {
+			merged[k] = v
+		}
+		for k, v := range loaded {
+			merged[k] = v
+		}
+		recs = merged
+	}
+	page := htmlPage{
+		Title:  "AgentWorldBench report",
+		Label:  r.Label,
+		Report: r,
+		Chart:  template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(chart)),
+	}
+	for _, d := range r.Order {
+		page.Domains = append(page.Domains, htmlDomain{Name: d, S: r.Domains[d], Failures: reasonsText(r.Failures[d])})
+	}
+	for _, j := range worst {
+		s := htmlSample{J: j, Total: fmt.Sprintf("%.2f", j.Scores.Total()), Prediction: excerpt(j.Prediction.Prediction, o.Excerpt)}
+		if rec := recs[j.Sample]; rec != nil && rec.Validate() == nil {
+			s.Context = excerpt(contextOf(rec), o.Excerpt)
+			s.Truth = excerpt(rec.GroundTruth(), o.Excerpt)
+		} else {
+			s.Truth = "(record not available)"
+		}
+		page.Worst = append(page.Worst, s)
+	}
+	return reportTemplate.Execute(w, page)
+}
+
+// LoadRecords reads the input records of rows by their File and Line,
+// streaming each file once and decoding only the wanted lines. dataDir, when
+// set, replaces the directory part of File.
+func LoadRecords(dataDir string, rows []*Judged) (map[string]*trajectory.Record, error) {
+	want := map[string]map[int][]string{} // path → line → samples
+	for _, j := range rows {
+		if j.File == "" || j.Line <= 0 {
+			continue
+		}
+		p := j.File
+		if dataDir != "" {
+			p = filepath.Join(dataDir, filepath.Base(j.File))
+		}
+		if want[p] == nil {
+			want[p] = map[int][]string{}
+		}
+		want[p][j.Line] = append(want[p][j.Line], j.Sample)
+	}
+	out := map[string]*trajectory.Record{}
+	paths := make([]string, 0, len(want))
+	for p := range want {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		if err := loadLines(p, want[p], out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func loadLines(path string, lines map[int][]string, out map[string]*trajectory.Record) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	lr := trajectory.NewLineReader(f, path, 0)
+	left := len(lines)
+	for left > 0 {
+		line, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		samples, ok := lines[n]
+		if !ok {
+			continue
+		}
+		rec := new(trajectory.Record)
+		if err := json.Unmarshal(line, rec); err != nil {
+			return &trajectory.LineError{File: path, Line: n, Err: err}
+		}
+		for _, s := range samples {
+			out[s] = rec
+		}
+		left--
+	}
+	return nil
+}
+
+// worstRows returns the n valid rows with the lowest totals (ties broken by
+// domain then sample, so the page is stable).
+func worstRows(rows []*Judged, n int) []*Judged {
+	if n <= 0 {
+		return nil
+	}
+	var valid []*Judged
+	for _, j := range rows {
+		if j.Valid() {
+			valid = append(valid, j)
+		}
+	}
+	sort.SliceStable(valid, func(a, b int) bool {
+		ta, tb := valid[a].Scores.Total(), valid[b].Scores.Total()
+		if ta != tb {
+			return ta < tb
+		}
+		if DomainOf(valid[a]) != DomainOf(valid[b]) {
+			return DomainOf(valid[a]) < DomainOf(valid[b])
+		}
+		return valid[a].Sample < valid[b].Sample
+	})
+	return valid[:min(n, len(valid))]
+}
+
+// contextOf is the end of the history a judge saw: the previous turn and
+// the current action.
+func contextOf(rec *trajectory.Record) string {
+	var b strings.Builder
+	if i := rec.TurnIdx - 2; i >= 0 {
+		fmt.Fprintf(&b, "… %d earlier turn(s)\n\n%s\n%s\n\n", rec.TurnIdx-1, rec.Prompt[i], rec.Response[i])
+	}
+	cur := rec.CurrentPrompt
+	if cur == "" {
+		cur = rec.Prompt[rec.TurnIdx-1]
+	}
+	b.WriteString(cur)
+	return b.String()
+}
+
+// excerpt keeps the first n bytes of s (on a rune boundary) and says how
+// much was cut.
+func excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n… (%d more bytes)", len(s)-cut)
+}
+
+// ciBars feeds the intervals to plotter.YErrorBars.
+type ciBars struct{ y, lo, hi []float64 }
+
+func (c ciBars) Len() int                    { return len(c.y) }
+func (c ciBars) XY(i int) (float64, float64) { return float64(i), c.y[i] }
+func (c ciBars) YError(i int) (float64, float64) {
+	return c.y[i] - c.lo[i], c.hi[i] - c.y[i]
+}
+
+// barChartPNG draws the domain totals with their intervals.
+func barChartPNG(r *Report) ([]byte, error) {
+	p := plot.New()
+	p.Title.Text = "AgentWorldBench score by domain (0-100)"
+	p.Y.Label.Text = "score"
+	p.Y.Min, p.Y.Max = 0, 100
+	var vals plotter.Values
+	var names []string
+	ci := ciBars{}
+	for _, d := range r.Order {
+		ds := r.Domains[d]
+		v := float64(ds.Total)
+		if math.IsNaN(v) {
+			v = 0
+		}
+		vals = append(vals, v)
+		names = append(names, d)
+		lo, hi := float64(ds.CI95[0]), float64(ds.CI95[1])
+		if math.IsNaN(lo) || math.IsNaN(hi) {
+			lo, hi = v, v
+		}
+		ci.y, ci.lo, ci.hi = append(ci.y, v), append(ci.lo, lo), append(ci.hi, hi)
+	}
+	if len(vals) == 0 {
+		vals, names = plotter.Values{0}, []string{"(no samples)"}
+		ci = ciBars{y: []float64{0}, lo: []float64{0}, hi: []float64{0}}
+	}
+	bars, err := plotter.NewBarChart(vals, vg.Points(28))
+	if err != nil {
+		return nil, err
+	}
+	bars.Color = color.RGBA{R: 0x3b, G: 0x6e, B: 0xa8, A: 0xff}
+	bars.LineStyle.Width = 0
+	errs, err := plotter.NewYErrorBars(ci)
+	if err != nil {
+		return nil, err
+	}
+	p.Add(bars, errs, plotter.NewGrid())
+	p.NominalX(names...)
+	if mean := float64(r.OverallDomainMean); !math.IsNaN(mean) {
+		line, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: mean}, {X: float64(len(vals)) - 0.5, Y: mean}})
+		if err != nil {
+			return nil, err
+		}
+		line.Color = color.RGBA{R: 0xc0, G: 0x39, B: 0x2b, A: 0xff}
+		line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(line)
+		p.Legend.Add(fmt.Sprintf("overall (domain mean) %.2f", mean), line)
+		p.Legend.Top = true
+	}
+	wt, err := p.WriterTo(vg.Points(float64(120+60*len(vals))), vg.Points(300), "png")
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+type htmlDomain struct {
+	Name     string
+	S        *DomainScore
+	Failures string
+}
+
+type htmlSample struct {
+	J                          *Judged
+	Total                      string
+	Context, Prediction, Truth string
+}
+
+type htmlPage struct {
+	Title, Label string
+	Report       *Report
+	Chart        template.URL
+	Domains      []htmlDomain
+	Worst        []htmlSample
+}
+
+var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{"ci": ciText}).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>{{.Title}}{{if .Label}}: {{.Label}}{{end}}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}
+th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}
+.headline{font-size:1.4em;font-weight:600}.note{color:#a33}
+pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;border:1px solid #ddd;padding:.6em;font-size:.85em;max-height:30em;overflow:auto;margin:.3em 0}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:1em}.sample{border-top:2px solid #3b6ea8;margin-top:2em;padding-top:.5em}
+.weak li{color:#a33}
+</style></head><body>
+<h1>{{.Title}}{{if .Label}}: {{.Label}}{{end}}</h1>
+<p class="headline">Overall (mean of domain scores, leaderboard headline): {{.Report.OverallDomainMean}} <small>95% CI {{ci .Report.OverallCI95}}</small></p>
+<p>Overall (all samples pooled, the published script's figure): {{.Report.OverallSampleMean}}</p>
+{{if .Report.Strict}}<p class="note">Strict: failed samples are scored 1 on every dimension.</p>{{else}}<p>Failed samples are excluded from the means (published convention); their counts are shown beside each score.</p>{{end}}
+{{if .Report.RulesOnly}}<p class="note">Scored by the offline rules scorer, not the rubric judge: not comparable with published scores.</p>{{end}}
+<img alt="score by domain" src="{{.Chart}}">
+<table><tr><th>domain</th><th>n</th><th>valid</th><th>failed</th><th>format</th><th>factuality</th><th>consistency</th><th>realism</th><th>quality</th><th>total</th><th>95% CI</th><th>failure reasons</th></tr>
+{{range .Domains}}<tr><td>{{.Name}}</td><td>{{.S.N}}</td><td>{{.S.Valid}}</td><td>{{.S.Failed}}</td><td>{{.S.Format}}</td><td>{{.S.Factuality}}</td><td>{{.S.Consistency}}</td><td>{{.S.Realism}}</td><td>{{.S.Quality}}</td><td><b>{{.S.Total}}</b></td><td>{{ci .S.CI95}}</td><td>{{.Failures}}</td></tr>
+{{end}}</table>
+<p><small>Scores are (mean − 1) / 4 × 100 of the 1–5 judge scores. Intervals: bootstrap over trajectories ((task, id) clusters), {{.Report.Resamples}} resamples, seed {{.Report.Seed}}.</small></p>
+<h2>Worst samples</h2>
+{{if not .Worst}}<p>No valid samples.</p>{{end}}
+{{range .Worst}}<div class="sample">
+<h3>{{.J.Domain}} · id {{.J.ID}} · turn {{.J.TurnIdx}} · total {{.Total}}</h3>
+<p>format {{.J.Scores.Format}} · factuality {{.J.Scores.Factuality}} · consistency {{.J.Scores.Consistency}} · realism {{.J.Scores.Realism}} · quality {{.J.Scores.Quality}}{{if .J.Judge}} · judge {{.J.Judge}}{{end}}</p>
+{{if .J.Weaknesses}}<ul class="weak">{{range .J.Weaknesses}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if .Context}}<details><summary>context (end of history and current action)</summary><pre>{{.Context}}</pre></details>{{end}}
+<div class="pair"><div><b>prediction</b><pre>{{.Prediction}}</pre></div><div><b>ground truth</b><pre>{{.Truth}}</pre></div></div>
+</div>{{end}}
+</body></html>
+`))

@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+
+	"github.com/agentworld/agentworld/internal/domain"
+)
+
+// Comparison sets several runs side by side, the first one as baseline.
+type Comparison struct {
+	Labels []string     `json:"labels"`
+	Rows   []CompareRow `json:"rows"`
+}
+
+// CompareRow is one (domain, metric) line: each run's value, its delta
+// from the baseline and whether the two 95% intervals are disjoint.
+// Domain "overall" holds the headline (metric "domain_mean") and the pooled
+// figure (metric "sample_mean", no interval).
+type CompareRow struct {
+	Domain string `json:"domain"`
+	Metric string `json:"metric"`
+	Values []Num  `json:"values"`
+	// Deltas[i] is Values[i] − Values[0]; Deltas[0] is 0.
+	Deltas []Num `json:"deltas"`
+	// Separated[i] says that run i's interval and the baseline's do not
+	// overlap; false when either interval is unknown.
+	Separated []bool `json:"separated"`
+}
+
+// Compare builds the domain × dimension comparison of reports (made by
+// Score, which fills the per-dimension intervals; reports decoded from JSON
+// only carry the total's). Reports without a Label are named run1, run2, …
+func Compare(reports ...*Report) *Comparison {
+	c := &Comparison{}
+	for i, r := range reports {
+		l := r.Label
+		if l == "" {
+			l = fmt.Sprintf("run%d", i+1)
+		}
+		c.Labels = append(c.Labels, l)
+	}
+	metrics := append(append([]string(nil), Dimensions...), "total")
+	for _, d := range unionOrder(reports) {
+		for mi, m := range metrics {
+			vals := make([]Num, len(reports))
+			cis := make([][2]Num, len(reports))
+			for i, r := range reports {
+				nan := Num(math.NaN())
+				vals[i], cis[i] = nan, [2]Num{nan, nan}
+				ds := r.Domains[d]
+				if ds == nil {
+					continue
+				}
+				if mi < 5 {
+					vals[i], cis[i] = ds.Dims()[mi], ds.DimCI95[mi]
+					if ds.DimCI95 == ([5][2]Num{}) {
+						cis[i] = [2]Num{nan, nan}
+					}
+				} else {
+					vals[i], cis[i] = ds.Total, ds.CI95
+				}
+			}
+			c.Rows = append(c.Rows, newRow(d, m, vals, cis))
+		}
+	}
+	mean := make([]Num, len(reports))
+	meanCI := make([][2]Num, len(reports))
+	pooled := make([]Num, len(reports))
+	noCI := make([][2]Num, len(reports))
+	for i, r := range reports {
+		mean[i], meanCI[i], pooled[i] = r.OverallDomainMean, r.OverallCI95, r.OverallSampleMean
+		noCI[i] = [2]Num{Num(math.NaN()), Num(math.NaN())}
+		if r.OverallCI95 == ([2]Num{}) {
+			meanCI[i] = noCI[i]
+		}
+	}
+	c.Rows = append(c.Rows, newRow("overall", "domain_mean", mean, meanCI), newRow("overall", "sample_mean", pooled, noCI))
+	return c
+}
+
+func newRow(d, m string, vals []Num, cis [][2]Num) CompareRow {
+	row := CompareRow{Domain: d, Metric: m, Values: vals, Deltas: make([]Num, len(vals)), Separated: make([]bool, len(vals))}
+	for i := range vals {
+		row.Deltas[i] = vals[i] - vals[0]
+		if i > 0 {
+			row.Separated[i] = separated(cis[0], cis[i])
+		}
+	}
+	return row
+}
+
+// separated reports whether two intervals are known and disjoint.
+func separated(a, b [2]Num) bool {
+	for _, x := range []Num{a[0], a[1], b[0], b[1]} {
+		if math.IsNaN(float64(x)) {
+			return false
+		}
+	}
+	return a[1] < b[0] || b[1] < a[0]
+}
+
+func unionOrder(reports []*Report) []string {
+	seen := map[string]bool{}
+	var rest []string
+	for _, r := range reports {
+		for d := range r.Domains {
+			seen[d] = true
+		}
+	}
+	var out []string
+	for _, d := range domain.All {
+		if seen[string(d)] {
+			out = append(out, string(d))
+			delete(seen, string(d))
+		}
+	}
+	for _, r := range reports {
+		for _, d := range domainOrder(r.Domains) {
+			if seen[d] {
+				rest = append(rest, d)
+				delete(seen, d)
+			}
+		}
+	}
+	return append(out, rest...)
+}
+
+// WriteText renders the comparison: one line per domain and metric, each
+// run's value with its delta from the first run; '*' marks a delta whose
+// 95% intervals do not overlap.
+func (c *Comparison) WriteText(w io.Writer) error {
+	ew := &errWriter{w: w}
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "domain\tmetric\t")
+	for i, l := range c.Labels {
+		if i == 0 {
+			fmt.Fprintf(tw, "%s\t", l)
+		} else {
+			fmt.Fprintf(tw, "%s\tΔ\t", l)
+		}
+	}
+	fmt.Fprintln(tw)
+	prev := ""
+	for _, r := range c.Rows {
+		d := r.Domain
+		if d == prev {
+			d = ""
+		}
+		prev = r.Domain
+		fmt.Fprintf(tw, "%s\t%s\t", d, r.Metric)
+		for i, v := range r.Values {
+			if i == 0 {
+				fmt.Fprintf(tw, "%s\t", v)
+				continue
+			}
+			mark := ""
+			if r.Separated[i] {
+				mark = "*"
+			}
+			fmt.Fprintf(tw, "%s\t%s%s\t", v, signed(r.Deltas[i]), mark)
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	ew.printf("\n* = the 95%% intervals (bootstrap over trajectories) of this run and %s do not overlap\n", c.Labels[0])
+	return ew.err
+}
+
+func signed(n Num) string {
+	if math.IsNaN(float64(n)) {
+		return "-"
+	}
+	return fmt.Sprintf("%+.2f", float64(n))
+}
