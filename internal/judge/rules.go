@@ -15,7 +15,7 @@ import (
 )
 
 // RulesJudge is the judge name recorded on rows scored by Rules.
-const RulesJudge = "rules"
+const RulesJudge = bench.RulesJudgeName
 
 // Rules scores a prediction against the record's ground truth with
 // deterministic checks only, for iterating without an LLM judge. It is NOT

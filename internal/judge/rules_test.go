@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -122,5 +123,28 @@ func TestRulesDeterministic(t *testing.T) {
 		if s != first || strings.Join(v.Weaknesses, "|") != strings.Join(fv.Weaknesses, "|") {
 			t.Fatal("Rules is not deterministic")
 		}
+	}
+}
+
+func TestAdapters(t *testing.T) {
+	rec := exampleRecords(t, "web")[1]
+	msgs, generic := Rubric{}.Messages(rec, "x")
+	if generic || len(msgs) != 2 {
+		t.Errorf("generic=%v, %d messages", generic, len(msgs))
+	}
+	custom := *rec
+	custom.Task = "lab/spreadsheet"
+	if _, generic := (Rubric{}).Messages(&custom, "x"); !generic {
+		t.Error("unknown domain must report the generic prompt")
+	}
+	v, err := Rubric{}.Parse(`{"weaknesses": ["w"], "scores": {"format": 2}}`)
+	if err != nil || v.Scores.Format != 2 || len(v.Weaknesses) != 1 {
+		t.Errorf("%+v %v", v, err)
+	}
+	if _, err := (Rubric{}).Parse("no json"); !errors.Is(err, ErrUnparseable) {
+		t.Errorf("error %v", err)
+	}
+	if got := (RuleScorer{}).Rules(rec, rec.GroundTruth()); got.Scores != uniform(5) {
+		t.Errorf("rules on the ground truth: %+v", got.Scores)
 	}
 }
