@@ -200,6 +200,9 @@ type RunOptions struct {
 	// Script, when set, runs in the sandbox after the actions (an oracle
 	// script).
 	Script string
+	// CheckBefore also runs the check right after start, before any action,
+	// into TaskRun.Before: a well-formed task's check fails there.
+	CheckBefore bool
 	// CheckTimeout bounds the check script; 0 means 2 minutes.
 	CheckTimeout time.Duration
 	// Logger receives progress; nil means slog.Default().
@@ -210,6 +213,8 @@ type RunOptions struct {
 type TaskRun struct {
 	Recording *Recorded
 	Check     CheckResult
+	// Before is the check's result before any action (RunOptions.CheckBefore).
+	Before *CheckResult
 	// Steps is how many actions ran before the episode ended.
 	Steps int
 }
@@ -246,6 +251,13 @@ func RunTask(ctx context.Context, t *Task, actions []string, opts *RunOptions) (
 	if _, err := rec.Start(ctx); err != nil {
 		return run, fmt.Errorf("task %s: %w", t.Name, err)
 	}
+	if o.CheckBefore {
+		before, err := runCheck(ctx, term, t, o.CheckTimeout)
+		if err != nil {
+			return run, err
+		}
+		run.Before = &before
+	}
 	for i, a := range actions {
 		res, err := rec.Step(ctx, a)
 		if err != nil {
@@ -265,15 +277,23 @@ func RunTask(ctx context.Context, t *Task, actions []string, opts *RunOptions) (
 			o.Logger.Warn("task script failed", "task", t.Name, "exit", code, "output", tail(out, 500))
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, o.CheckTimeout)
-	out, code, err := term.Exec(cctx, t.Check)
-	cancel()
+	check, err := runCheck(ctx, term, t, o.CheckTimeout)
 	if err != nil {
-		return run, fmt.Errorf("task %s check: %w", t.Name, err)
+		return run, err
 	}
-	run.Check = CheckResult{Passed: code == 0, ExitCode: code, Output: tail(out, 4000)}
+	run.Check = check
 	if err := rec.SetMeta("check", run.Check); err != nil {
 		return run, err
 	}
 	return run, nil
+}
+
+func runCheck(ctx context.Context, term *Terminal, t *Task, timeout time.Duration) (CheckResult, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, code, err := term.Exec(cctx, t.Check)
+	if err != nil {
+		return CheckResult{}, fmt.Errorf("task %s check: %w", t.Name, err)
+	}
+	return CheckResult{Passed: code == 0, ExitCode: code, Output: tail(out, 4000)}, nil
 }

@@ -43,9 +43,10 @@ func TestExampleTaskOracles(t *testing.T) {
 			defer cancel()
 			recDir := t.TempDir()
 			run, err := RunTask(ctx, task, actions, &RunOptions{
-				Terminal: &TerminalOptions{TempDir: t.TempDir()},
-				Record:   &RecordOptions{Dir: recDir, ID: task.Name},
-				Script:   task.Oracle.Script,
+				Terminal:    &TerminalOptions{TempDir: t.TempDir()},
+				Record:      &RecordOptions{Dir: recDir, ID: task.Name},
+				Script:      task.Oracle.Script,
+				CheckBefore: true,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -65,13 +66,8 @@ func TestExampleTaskOracles(t *testing.T) {
 			if err != nil || !strings.Contains(string(b), `"passed": true`) {
 				t.Fatalf("recording lacks the check result: %v", err)
 			}
-
-			idle, err := RunTask(ctx, task, nil, &RunOptions{Terminal: &TerminalOptions{TempDir: t.TempDir()}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if idle.Check.Passed {
-				t.Fatal("the check passes without any action")
+			if run.Before == nil || run.Before.Passed {
+				t.Fatalf("the check passes before any action: %+v", run.Before)
 			}
 		})
 	}
