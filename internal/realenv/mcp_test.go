@@ -14,7 +14,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/worldmodel"
+	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // repoRoot finds the module root from the test's directory.
@@ -206,6 +210,54 @@ func TestMCPRecordExportAndCrash(t *testing.T) {
 		}
 		if diff := cmp.Diff(tr.Turns[i-1].Observation, strings.TrimPrefix(rec.GroundTruth(), "**Environment Observation:**\n")); diff != "" {
 			t.Fatalf("record %d ground truth differs from the recording: %s", i, diff)
+		}
+	}
+	benchExported(t, outDir)
+}
+
+type rulesJudge struct{}
+
+func (rulesJudge) Rules(rec *trajectory.Record, prediction string) bench.Verdict {
+	s, v := judge.Rules(rec, prediction)
+	return bench.Verdict{Scores: s, Strengths: v.Strengths, Weaknesses: v.Weaknesses}
+}
+
+// benchExported runs the AgentWorldBench pipeline over exported records:
+// a fake world model that echoes the real observation for even turns and
+// invents one for odd turns, judged by the offline rules scorer.
+func benchExported(t *testing.T, data string) {
+	t.Helper()
+	fake := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		last := r.Messages[len(r.Messages)-1].Content
+		if strings.HasPrefix(last, "### Turn 2") || strings.HasPrefix(last, "### Turn 4") {
+			return fakellm.Reply{Content: "<predicted_observation>{\"content\":[]}</predicted_observation>"}
+		}
+		return fakellm.Reply{Content: "<think>easy</think><predicted_observation>made up</predicted_observation>"}
+	})
+	defer fake.Close()
+	out := t.TempDir()
+	sum, err := bench.Run(context.Background(), &bench.Options{
+		Data: data, Out: out,
+		Model: worldmodel.New(fake.URL, "fake", nil), ModelName: "fake",
+		Rules: rulesJudge{}, JudgeName: bench.RulesJudgeName,
+	})
+	if err != nil {
+		t.Fatalf("bench over exported records: %v", err)
+	}
+	if sum.Total != 4 || sum.Done != 4 || len(sum.Failed) != 0 {
+		t.Fatalf("bench summary %+v", sum)
+	}
+	rows, err := bench.ReadJudged(sum.JudgedPath)
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("judged rows: %d, %v", len(rows), err)
+	}
+	rep := bench.Score(rows, nil)
+	if rep == nil {
+		t.Fatal("no score report")
+	}
+	for _, r := range rows {
+		if !r.Valid() || r.Domain != "mcp" {
+			t.Fatalf("judged row %+v", r)
 		}
 	}
 }
