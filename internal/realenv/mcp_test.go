@@ -215,13 +215,6 @@ func TestMCPRecordExportAndCrash(t *testing.T) {
 	benchExported(t, outDir)
 }
 
-type rulesJudge struct{}
-
-func (rulesJudge) Rules(rec *trajectory.Record, prediction string) bench.Verdict {
-	s, v := judge.Rules(rec, prediction)
-	return bench.Verdict{Scores: s, Strengths: v.Strengths, Weaknesses: v.Weaknesses}
-}
-
 // benchExported runs the AgentWorldBench pipeline over exported records:
 // a fake world model that echoes the real observation for even turns and
 // invents one for odd turns, judged by the offline rules scorer.
@@ -239,7 +232,7 @@ func benchExported(t *testing.T, data string) {
 	sum, err := bench.Run(context.Background(), &bench.Options{
 		Data: data, Out: out,
 		Model: worldmodel.New(fake.URL, "fake", nil), ModelName: "fake",
-		Rules: rulesJudge{}, JudgeName: bench.RulesJudgeName,
+		Rules: judge.RuleScorer{}, JudgeName: bench.RulesJudgeName,
 	})
 	if err != nil {
 		t.Fatalf("bench over exported records: %v", err)
