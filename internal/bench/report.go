@@ -359,7 +359,7 @@ func barChartPNG(r *Report) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Add(bars, errs, plotter.NewGrid())
+	p.Add(plotter.NewGrid(), bars, errs)
 	p.NominalX(names...)
 	if mean := float64(r.OverallDomainMean); !math.IsNaN(mean) {
 		line, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: mean}, {X: float64(len(vals)) - 0.5, Y: mean}})

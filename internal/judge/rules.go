@@ -133,7 +133,7 @@ func addScore(v *Verdict, x float64, good, bad string) {
 }
 
 var (
-	manipulation = regexp.MustCompile(`(?i)(</?final_evaluation>|"scores"\s*:|\b(evaluator|grader|judge)\b|\b(give|award|rate)\b[^.\n]{0,40}\b(score|5/5|full marks)\b)`)
+	manipulation = regexp.MustCompile(`(?i)(</?final_evaluation>|"scores"\s*:\s*\{|\bto the (evaluator|grader|judge)\b|\b(dear|attention|hey) (evaluator|grader|judge)\b|\b(give|award|assign|rate)\b[^.\n]{0,40}(5/5|full marks|perfect score|maximum score|highest score|full score)|\bignore (all |the )?(previous|above|prior) instructions\b)`)
 
 	// runtime metadata: masked before any comparison.
 	metaPatterns = []*regexp.Regexp{
