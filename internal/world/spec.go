@@ -41,6 +41,14 @@ type Spec struct {
 	// Facts define an invented world every session starts from; nil means
 	// none.
 	Facts *fiction.Facts `json:"facts,omitempty"`
+	// Backend names what produces observations for sessions of this world:
+	// "" means the server's default (the world model, or replay when no
+	// model is configured); other names are registered by environment
+	// packages (e.g. "replay", "real:terminal").
+	Backend string `json:"backend,omitempty"`
+	// MaxTurns ends an episode as truncated after this many steps; 0 means
+	// the server's limit.
+	MaxTurns int `json:"max_turns,omitempty"`
 }
 
 // ToolNames lists the action space's tool names in definition order.
@@ -207,6 +215,9 @@ func (s *Spec) Validate() error {
 		if strings.TrimSpace(d.Action) == "" {
 			return &FieldError{Field: fmt.Sprintf("demonstrations[%d].action", i), Msg: "missing"}
 		}
+	}
+	if s.MaxTurns < 0 {
+		return &FieldError{Field: "max_turns", Msg: "negative"}
 	}
 	if s.Sampling != nil && s.Sampling.MaxTokens < 0 {
 		return &FieldError{Field: "sampling.max_tokens", Msg: "negative"}

@@ -75,6 +75,8 @@ type Response struct {
 	LatencyMS        int64  `json:"latency_ms"`
 	// Attempts counts HTTP attempts, retries included.
 	Attempts int `json:"attempts"`
+	// ServedBy names the replica that answered, when a router chose one.
+	ServedBy string `json:"served_by,omitempty"`
 }
 
 // Truncated reports a generation cut by the token budget, the most common

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentworld/agentworld/internal/sim"
+)
+
+// Metrics are the simulator's Prometheus series. It implements
+// sim.Observer: give it to the Manager so every step is counted.
+type Metrics struct {
+	steps        *prometheus.CounterVec
+	stepLatency  *prometheus.HistogramVec
+	tokens       *prometheus.CounterVec
+	prefixBreaks prometheus.Counter
+	historyCuts  prometheus.Counter
+	retries      prometheus.Counter
+	requests     *prometheus.CounterVec
+	reqLatency   *prometheus.HistogramVec
+
+	once sync.Once
+}
+
+// NewMetrics registers the series on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentworld_steps_total", Help: "Session steps by domain, backend (what answered) and outcome.",
+		}, []string{"domain", "backend", "outcome"}),
+		stepLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "agentworld_step_seconds", Help: "Step latency by backend.",
+			Buckets: []float64{.0005, .001, .005, .01, .05, .1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"backend"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentworld_tokens_total", Help: "World-model tokens by kind (prompt, completion, cached).",
+		}, []string{"kind"}),
+		prefixBreaks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentworld_prefix_breaks_total", Help: "Requests that did not extend the previous request of their session without a truncation cut.",
+		}),
+		historyCuts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentworld_history_truncated_steps_total", Help: "Steps whose prompt left out early turns to fit the context budget.",
+		}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentworld_answer_retries_total", Help: "Extra generations after empty or length-cut answers.",
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentworld_http_requests_total", Help: "HTTP requests by route and status code.",
+		}, []string{"route", "code"}),
+		reqLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "agentworld_http_request_seconds", Help: "HTTP request latency by route.",
+			Buckets: []float64{.0005, .001, .005, .01, .05, .1, .5, 1, 5, 30, 120},
+		}, []string{"route"}),
+	}
+	reg.MustRegister(m.steps, m.stepLatency, m.tokens, m.prefixBreaks, m.historyCuts, m.retries, m.requests, m.reqLatency)
+	return m
+}
+
+// ObserveStep implements sim.Observer.
+func (m *Metrics) ObserveStep(ev sim.StepEvent) {
+	if ev.Err != nil {
+		m.steps.WithLabelValues(ev.Domain, ev.Backend, outcomeOf(ev.Err)).Inc()
+		return
+	}
+	r := ev.Result
+	outcome := "ok"
+	switch {
+	case r.Info.Error != "":
+		outcome = "answer_error"
+	case r.Terminated:
+		outcome = "terminated"
+	case r.Truncated:
+		outcome = "truncated"
+	}
+	b := r.Info.Backend
+	m.steps.WithLabelValues(ev.Domain, b, outcome).Inc()
+	m.stepLatency.WithLabelValues(b).Observe(ev.Duration.Seconds())
+	if r.Info.PromptTokens > 0 {
+		m.tokens.WithLabelValues("prompt").Add(float64(r.Info.PromptTokens))
+	}
+	if r.Info.CompletionTokens > 0 {
+		m.tokens.WithLabelValues("completion").Add(float64(r.Info.CompletionTokens))
+	}
+	if r.Info.CachedTokens > 0 {
+		m.tokens.WithLabelValues("cached").Add(float64(r.Info.CachedTokens))
+	}
+	if r.Info.PrefixBreak {
+		m.prefixBreaks.Inc()
+	}
+	if r.Info.HistoryCut > 0 {
+		m.historyCuts.Inc()
+	}
+	if r.Info.Retries > 0 {
+		m.retries.Add(float64(r.Info.Retries))
+	}
+}
+
+func outcomeOf(err error) string {
+	switch {
+	case sim.IsUnavailable(err):
+		return "unavailable"
+	case errors.Is(err, sim.ErrBadRequest):
+		return "bad_request"
+	}
+	return "error"
+}
+
+func (m *Metrics) observeRequest(route string, code int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.reqLatency.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// trackSessions exports the number of open sessions, once per Metrics.
+func (m *Metrics) trackSessions(reg prometheus.Registerer, mgr *sim.Manager) {
+	m.once.Do(func() {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "agentworld_sessions_open", Help: "Sessions held open.",
+		}, func() float64 { return float64(mgr.Len()) }))
+	})
+}

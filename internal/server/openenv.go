@@ -1,0 +1,306 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
+
+	"github.com/agentworld/agentworld/internal/sim"
+)
+
+// OpenEnv surface; the wire shapes and their provenance are described on
+// the OpenEnv types in wire.go.
+
+func (s *Server) defaultWorld() string {
+	if s.opts.DefaultWorld != "" {
+		return s.opts.DefaultWorld
+	}
+	if ws := s.m.Worlds(); len(ws) > 0 {
+		return ws[0].Name
+	}
+	return ""
+}
+
+// resetCreate turns an OpenEnv reset into a session creation.
+func (s *Server) resetCreate(ctx context.Context, req OpenEnvResetRequest) (*sim.Reply, error) {
+	c, err := toCreate(CreateSessionRequest{World: req.World, WorldID: req.WorldID, Seed: req.Seed, Model: req.Model, Backend: req.Backend})
+	if err != nil {
+		return nil, err
+	}
+	if c.World == nil && c.WorldID == "" {
+		c.WorldID = s.defaultWorld()
+		if c.WorldID == "" {
+			return nil, badRequest("world_id", "missing and the server has no worlds loaded")
+		}
+	}
+	if req.EpisodeID != "" {
+		c.Labels = map[string]string{"episode_id": req.EpisodeID}
+	}
+	return s.m.Create(ctx, c)
+}
+
+func (s *Server) openEnvReset(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req OpenEnvResetRequest
+	if err := decodeStrict(body, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.SessionID != "" {
+		s.writeError(w, r, badRequest("session_id", "HTTP /reset always starts a new session; step an existing one with /step {session_id}"))
+		return
+	}
+	rep, err := s.resetCreate(r.Context(), req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.mu.Lock()
+	s.current = rep.SessionID
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, openEnvReply(rep))
+}
+
+func (s *Server) sessionOr(id, episode string) (string, error) {
+	if id == "" {
+		id = episode
+	}
+	if id != "" {
+		return id, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.current == "" {
+		return "", badRequest("session_id", "missing and no /reset has started a session yet")
+	}
+	return s.current, nil
+}
+
+func (s *Server) openEnvStep(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req OpenEnvStepRequest
+	if err := decodeStrict(body, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id, err := s.sessionOr(req.SessionID, req.EpisodeID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	act, err := openEnvAction(req.Action)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	if req.TimeoutS != nil && *req.TimeoutS > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(*req.TimeoutS*float64(time.Second)))
+		defer cancel()
+	}
+	res, err := s.m.Step(ctx, id, sim.StepRequest{Action: act, Turn: req.Turn})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, openEnvResult(id, res))
+}
+
+func (s *Server) openEnvState(w http.ResponseWriter, r *http.Request) {
+	id, err := s.sessionOr(r.URL.Query().Get("session_id"), r.URL.Query().Get("episode_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st, err := s.m.State(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) openEnvSchema(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, openEnvSchema())
+}
+
+func (s *Server) openEnvMetadata(w http.ResponseWriter, r *http.Request) {
+	names := []string{}
+	for _, spec := range s.m.Worlds() {
+		names = append(names, spec.Name)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"name":        "agentworld",
+		"description": "Environments simulated by a language world model; /reset {world_id} picks one of: the worlds listed here.",
+		"worlds":      names,
+	})
+}
+
+// wsReadLimit bounds one WebSocket message like MaxBodyBytes bounds a body.
+func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept has written the HTTP error
+	}
+	s.wsMu.Lock()
+	select {
+	case <-s.wsStop:
+		s.wsMu.Unlock()
+		c.Close(websocket.StatusGoingAway, "server shutting down")
+		return
+	default:
+	}
+	s.wsConns.Add(1)
+	s.wsMu.Unlock()
+	defer s.wsConns.Done()
+	c.SetReadLimit(s.opts.MaxBodyBytes)
+
+	// Reads stop when the server shuts down; a message already read is
+	// answered first (its step runs on a context detached from the stop).
+	readCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.wsStop:
+			cancel()
+		case <-readCtx.Done():
+		}
+	}()
+	stepCtx := context.WithoutCancel(r.Context())
+
+	var current string
+	var owned []string // sessions this connection created; closed at the end
+	defer func() {
+		for _, id := range owned {
+			if err := s.m.Delete(context.Background(), id); err != nil && !errors.Is(err, sim.ErrShuttingDown) {
+				s.log.Debug("close websocket session", "session", id, "err", err)
+			}
+		}
+	}()
+	send := func(typ string, data any) error {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return err
+		}
+		return wsjson.Write(stepCtx, c, OpenEnvWSMessage{Type: typ, Data: b})
+	}
+	sendErr := func(err error) error {
+		e := toError(err)
+		d := map[string]any{"message": e.Public, "code": wsCode(e), "status": e.Status}
+		if e.Field != "" {
+			d["field"] = e.Field
+		}
+		return send("error", d)
+	}
+	for {
+		var msg OpenEnvWSMessage
+		if err := wsjson.Read(readCtx, c, &msg); err != nil {
+			var ce websocket.CloseError
+			switch {
+			case errors.As(err, &ce):
+			case readCtx.Err() != nil:
+				c.Close(websocket.StatusGoingAway, "server shutting down")
+			default:
+				var se *json.SyntaxError
+				if errors.As(err, &se) {
+					_ = sendErr(badRequest("body", "invalid JSON: %v", err))
+					continue
+				}
+				c.Close(websocket.StatusPolicyViolation, "bad message")
+			}
+			return
+		}
+		var err error
+		switch msg.Type {
+		case "reset":
+			var req OpenEnvResetRequest
+			if len(msg.Data) > 0 {
+				if derr := decodeStrict(msg.Data, &req, true); derr != nil {
+					err = sendErr(derr)
+					break
+				}
+			}
+			if req.SessionID != "" { // attach to an existing session
+				st, serr := s.m.State(stepCtx, req.SessionID)
+				if serr != nil {
+					err = sendErr(serr)
+					break
+				}
+				current = req.SessionID
+				err = send("observation", OpenEnvResult{
+					Observation: OpenEnvObservation{Text: st.LastObservation, Turn: st.StepCount, SessionID: st.EpisodeID, Truncated: st.Status == sim.StatusTruncated},
+					Done:        st.Status == sim.StatusTerminated || st.Status == sim.StatusTruncated,
+					Metadata:    map[string]any{"attached": true, "world": st.World, "domain": st.Domain, "backend": st.Backend},
+				})
+				break
+			}
+			rep, cerr := s.resetCreate(stepCtx, req)
+			if cerr != nil {
+				err = sendErr(cerr)
+				break
+			}
+			current = rep.SessionID
+			owned = append(owned, rep.SessionID)
+			err = send("observation", openEnvReply(rep))
+		case "step":
+			if current == "" {
+				err = sendErr(badRequest("type", "send a reset before the first step"))
+				break
+			}
+			act, aerr := openEnvAction(msg.Data)
+			if aerr != nil {
+				err = sendErr(aerr)
+				break
+			}
+			res, serr := s.m.Step(stepCtx, current, sim.StepRequest{Action: act})
+			if serr != nil {
+				err = sendErr(serr)
+				break
+			}
+			err = send("observation", openEnvResult(current, res))
+		case "state":
+			if current == "" {
+				err = sendErr(badRequest("type", "send a reset before asking for state"))
+				break
+			}
+			st, serr := s.m.State(stepCtx, current)
+			if serr != nil {
+				err = sendErr(serr)
+				break
+			}
+			err = send("state", st)
+		case "close":
+			c.Close(websocket.StatusNormalClosure, "")
+			return
+		default:
+			err = sendErr(badRequest("type", "unknown message type %q (want reset, step, state or close)", msg.Type))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func wsCode(e *Error) string {
+	switch {
+	case e.Code == "capacity":
+		return "CAPACITY_REACHED"
+	case e.Status == http.StatusBadRequest || e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusNotFound:
+		return "VALIDATION_ERROR"
+	}
+	return "EXECUTION_ERROR"
+}

@@ -1,0 +1,340 @@
+// Package server exposes simulator sessions over HTTP: the native session
+// API (/v1/sessions…), OpenEnv's HTTP and WebSocket protocol (/reset,
+// /step, /state, /health, /schema, /ws), Prometheus /metrics, optional
+// bearer-token auth, request size limits and graceful shutdown. Other
+// surfaces (an MCP facade) mount their handlers with Server.Handle.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentworld/agentworld/internal/sim"
+)
+
+// Options configures a Server. The zero value of each field is a usable
+// default.
+type Options struct {
+	// APIKey, when set, is required as "Authorization: Bearer KEY" on every
+	// route except /health and /healthz.
+	APIKey string
+	// MaxBodyBytes bounds a request body; 0 means 8 MiB.
+	MaxBodyBytes int64
+	// DefaultWorld is the world OpenEnv /reset uses when the request names
+	// none; "" means the first loaded world by name.
+	DefaultWorld string
+	// Registry receives the server's metrics; nil makes a new one.
+	Registry *prometheus.Registry
+	// Metrics, when set, is used instead of a new Metrics on Registry (pass
+	// the one given to the Manager as its Observer).
+	Metrics *Metrics
+	// DrainTimeout bounds graceful shutdown; 0 means 30 seconds.
+	DrainTimeout time.Duration
+	// Logger receives request logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server serves a Manager's sessions.
+type Server struct {
+	m       *sim.Manager
+	opts    Options
+	log     *slog.Logger
+	mux     *http.ServeMux
+	reg     *prometheus.Registry
+	metrics *Metrics
+
+	mu      sync.Mutex
+	current string // session of the latest OpenEnv HTTP /reset
+
+	wsMu    sync.Mutex
+	wsStop  chan struct{}
+	wsConns sync.WaitGroup
+}
+
+// New builds a Server over m.
+func New(m *sim.Manager, opts *Options) *Server {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = 8 << 20
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = 30 * time.Second
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	met := o.Metrics
+	if met == nil {
+		met = NewMetrics(o.Registry)
+	}
+	met.trackSessions(o.Registry, m)
+	s := &Server{m: m, opts: o, log: log, mux: http.NewServeMux(), reg: o.Registry, metrics: met, wsStop: make(chan struct{})}
+	s.routes()
+	return s
+}
+
+// Registry is the Prometheus registry /metrics serves; other packages
+// register their collectors (router loads) on it.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Handle mounts another surface (e.g. the MCP facade under /mcp/) behind
+// the server's auth and size limits.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, s.guard(pattern, h))
+}
+
+// Handler is the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /health", s.health)
+	s.mux.HandleFunc("GET /healthz", s.health)
+	s.handleFunc("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP)
+
+	s.handleFunc("GET /v1/worlds", s.listWorlds)
+	s.handleFunc("GET /v1/worlds/{name}", s.getWorld)
+	s.handleFunc("POST /v1/sessions", s.createSession)
+	s.handleFunc("GET /v1/sessions/{id}", s.getSession)
+	s.handleFunc("DELETE /v1/sessions/{id}", s.deleteSession)
+	s.handleFunc("POST /v1/sessions/{id}/step", s.stepSession)
+	s.handleFunc("POST /v1/sessions/{id}/fork", s.forkSession)
+
+	s.handleFunc("POST /reset", s.openEnvReset)
+	s.handleFunc("POST /step", s.openEnvStep)
+	s.handleFunc("GET /state", s.openEnvState)
+	s.handleFunc("GET /schema", s.openEnvSchema)
+	s.handleFunc("GET /metadata", s.openEnvMetadata)
+	s.handleFunc("GET /ws", s.openEnvWS)
+}
+
+func (s *Server) handleFunc(pattern string, f http.HandlerFunc) {
+	s.mux.Handle(pattern, s.guard(pattern, f))
+}
+
+// guard applies auth, the body limit and request metrics.
+func (s *Server) guard(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: 200}
+		defer func() { s.metrics.observeRequest(route, sw.status, time.Since(start)) }()
+		if s.opts.APIKey != "" && !s.authorized(r) {
+			sw.Header().Set("WWW-Authenticate", `Bearer realm="agentworld"`)
+			s.writeError(sw, r, &Error{Status: http.StatusUnauthorized, Public: "missing or wrong bearer token", Field: "Authorization", Code: "unauthorized"})
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(sw, r.Body, s.opts.MaxBodyBytes)
+		}
+		h.ServeHTTP(sw, r)
+	})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.opts.APIKey)) == 1
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController and websocket.Accept reach the
+// underlying writer (hijacking).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "healthy", "sessions": s.m.Len()})
+}
+
+func (s *Server) listWorlds(w http.ResponseWriter, r *http.Request) {
+	out := []map[string]any{}
+	for _, spec := range s.m.Worlds() {
+		out = append(out, describeWorld(spec))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"worlds": out})
+}
+
+func (s *Server) getWorld(w http.ResponseWriter, r *http.Request) {
+	spec, ok := s.m.World(r.PathValue("name"))
+	if !ok {
+		s.writeError(w, r, &Error{Status: http.StatusNotFound, Public: fmt.Sprintf("no world named %q", r.PathValue("name")), Field: "name", Code: "not_found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, spec)
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req CreateSessionRequest
+	if err := decodeStrict(body, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c, err := toCreate(req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rep, err := s.m.Create(r.Context(), c)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, rep)
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	t, err := s.m.Trajectory(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if err := s.m.Delete(r.Context(), r.PathValue("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"session_id": r.PathValue("id"), "closed": true})
+}
+
+func (s *Server) stepSession(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req StepSessionRequest
+	if err := decodeStrict(body, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.m.Step(r.Context(), r.PathValue("id"), sim.StepRequest{
+		Action: req.Action, Turn: req.Turn, Control: req.Control, WorldState: req.WorldState, Labels: req.Labels,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req ForkSessionRequest
+	if err := decodeStrict(body, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rep, err := s.m.Fork(r.Context(), r.PathValue("id"), sim.ForkRequest{AtTurn: req.AtTurn, Seed: req.Seed, Labels: req.Labels})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, rep)
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: it stops
+// accepting connections, lets in-flight steps finish (up to DrainTimeout),
+// ends WebSocket loops after their current message, and closes the
+// Manager (and with it the store).
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		cctx, cancel := context.WithTimeout(context.Background(), s.opts.DrainTimeout)
+		defer cancel()
+		_ = s.m.Close(cctx)
+		return err
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down: draining in-flight steps")
+	dctx, cancel := context.WithTimeout(context.Background(), s.opts.DrainTimeout)
+	defer cancel()
+	s.stopWebSockets()
+	err := srv.Shutdown(dctx)
+	wsDone := make(chan struct{})
+	go func() { s.wsConns.Wait(); close(wsDone) }()
+	select {
+	case <-wsDone:
+	case <-dctx.Done():
+	}
+	if cerr := s.m.Close(dctx); err == nil {
+		err = cerr
+	}
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+func (s *Server) stopWebSockets() {
+	s.wsMu.Lock()
+	defer s.wsMu.Unlock()
+	select {
+	case <-s.wsStop:
+	default:
+		close(s.wsStop)
+	}
+}

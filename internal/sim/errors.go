@@ -1,0 +1,60 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors, matched with errors.Is; the HTTP layer maps each to a
+// status code.
+var (
+	// ErrUnknownSession: no session with that id exists (404).
+	ErrUnknownSession = errors.New("unknown session")
+	// ErrUnknownWorld: no world with that name is loaded (404).
+	ErrUnknownWorld = errors.New("unknown world")
+	// ErrUnknownBackend: the spec or request names a backend nobody
+	// registered (400).
+	ErrUnknownBackend = errors.New("unknown backend")
+	// ErrBadRequest wraps every malformed request; a *FieldError says which
+	// field (400).
+	ErrBadRequest = errors.New("bad request")
+	// ErrTooLarge: a field exceeds its size limit (413).
+	ErrTooLarge = errors.New("too large")
+	// ErrCapacity: the server holds its maximum number of sessions (429).
+	ErrCapacity = errors.New("session capacity reached")
+	// ErrEpisodeOver: the session's episode has ended; fork or start anew
+	// (409).
+	ErrEpisodeOver = errors.New("episode is over")
+	// ErrSessionClosed: the session was deleted or expired (410).
+	ErrSessionClosed = errors.New("session closed")
+	// ErrTurnConflict: a step names a turn that is neither the next one nor
+	// a recorded one with the same action (409).
+	ErrTurnConflict = errors.New("turn conflict")
+	// ErrNotResumable: the backend cannot rebuild the session's environment
+	// from its history (after a restart or for a fork) (409).
+	ErrNotResumable = errors.New("environment cannot be resumed from history")
+	// ErrShuttingDown: the manager is draining (503).
+	ErrShuttingDown = errors.New("shutting down")
+)
+
+// FieldError names the request field that is wrong.
+type FieldError struct {
+	Field string
+	Msg   string
+	// Kind is the sentinel this error unwraps to (ErrBadRequest when nil).
+	Kind error
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("field %s: %s", e.Field, e.Msg) }
+
+// Unwrap makes errors.Is match the error's kind.
+func (e *FieldError) Unwrap() error {
+	if e.Kind == nil {
+		return ErrBadRequest
+	}
+	return e.Kind
+}
+
+func badField(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}

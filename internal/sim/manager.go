@@ -1,0 +1,389 @@
+package sim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/world"
+)
+
+// Options configures a Manager. The zero value of each field is a usable
+// default.
+type Options struct {
+	// Store persists sessions; nil keeps them in memory only.
+	Store Store
+	// Worlds are the specs sessions can name by world_id.
+	Worlds map[string]*world.Spec
+	// Backends maps backend names to factories; more can be added with
+	// RegisterBackend.
+	Backends map[string]BackendFactory
+	// DefaultBackend is used when neither the request nor the spec names
+	// one; "" means BackendModel.
+	DefaultBackend string
+	// MaxSessions bounds the sessions held open at once; 0 means 10000.
+	// Ended sessions do not count; idle ones are reclaimed after IdleTTL.
+	MaxSessions int
+	// IdleTTL expires a session nobody touched for this long; 0 means 30
+	// minutes, negative never.
+	IdleTTL time.Duration
+	// MaxTurns truncates an episode after this many steps when its spec
+	// sets no limit; 0 means 200.
+	MaxTurns int
+	// MaxActionBytes bounds one action; 0 means 1 MiB.
+	MaxActionBytes int
+	// Hooks run around every step, in order.
+	Hooks []StepHook
+	// Observer receives every step's outcome (metrics); nil means none.
+	Observer Observer
+	// Logger receives session lifecycle logs; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Observer is told about every step, for metrics.
+type Observer interface {
+	ObserveStep(StepEvent)
+}
+
+// StepEvent is one step's outcome.
+type StepEvent struct {
+	Domain   string
+	Backend  string
+	Duration time.Duration
+	// Result is nil when the step failed with Err.
+	Result *StepResult
+	Err    error
+}
+
+// Manager holds the sessions of a server.
+type Manager struct {
+	opts  Options
+	store Store
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	worlds   map[string]*world.Spec
+	backends map[string]BackendFactory
+	sessions map[string]*session
+	reserved int
+	closing  bool
+	inflight sync.WaitGroup
+
+	stopReaper chan struct{}
+	reaperDone chan struct{}
+}
+
+type session struct {
+	// sem serializes the steps, forks and deletes of the session.
+	sem chan struct{}
+
+	mu       sync.Mutex // guards the fields below
+	rec      SessionRecord
+	spec     *world.Spec
+	turns    []TurnRecord
+	env      Environment
+	lastUsed time.Time
+	users    int
+	resident bool // held in Manager.sessions
+}
+
+// New makes a Manager and starts its idle-session reaper; Close stops it.
+func New(opts *Options) *Manager {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Store == nil {
+		o.Store = NewMemStore()
+	}
+	if o.DefaultBackend == "" {
+		o.DefaultBackend = BackendModel
+	}
+	if o.MaxSessions == 0 {
+		o.MaxSessions = 10000
+	}
+	if o.IdleTTL == 0 {
+		o.IdleTTL = 30 * time.Minute
+	}
+	if o.MaxTurns == 0 {
+		o.MaxTurns = 200
+	}
+	if o.MaxActionBytes == 0 {
+		o.MaxActionBytes = 1 << 20
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Manager{
+		opts: o, store: o.Store, log: log,
+		worlds:   map[string]*world.Spec{},
+		backends: map[string]BackendFactory{},
+		sessions: map[string]*session{},
+	}
+	maps.Copy(m.worlds, o.Worlds)
+	maps.Copy(m.backends, o.Backends)
+	if o.IdleTTL > 0 {
+		m.stopReaper, m.reaperDone = make(chan struct{}), make(chan struct{})
+		go m.reap(min(o.IdleTTL/4, time.Minute))
+	}
+	return m
+}
+
+// RegisterBackend adds or replaces a backend by name (e.g. realenv's
+// "real:terminal").
+func (m *Manager) RegisterBackend(name string, f BackendFactory) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.backends[name] = f
+}
+
+// AddWorld makes a spec available by its name.
+func (m *Manager) AddWorld(s *world.Spec) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.worlds[s.Name] = s
+}
+
+// World returns a loaded spec by name.
+func (m *Manager) World(name string) (*world.Spec, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.worlds[name]
+	return s, ok
+}
+
+// Worlds lists the loaded specs by name.
+func (m *Manager) Worlds() []*world.Spec {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*world.Spec, 0, len(m.worlds))
+	for _, s := range m.worlds {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Len is the number of sessions held open.
+func (m *Manager) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sessions)
+}
+
+// CreateRequest starts a session.
+type CreateRequest struct {
+	// World is an inline spec; WorldID names a loaded one. Exactly one is
+	// needed.
+	World   *world.Spec
+	WorldID string
+	Seed    *int64
+	// Model overrides the world model's name.
+	Model string
+	// Backend overrides the spec's backend.
+	Backend string
+	Params  map[string]json.RawMessage
+	Labels  map[string]string
+}
+
+// Reply answers a create or a fork.
+type Reply struct {
+	SessionID   string    `json:"session_id"`
+	Observation string    `json:"observation"`
+	Info        ReplyInfo `json:"info"`
+}
+
+// ReplyInfo describes a new session.
+type ReplyInfo struct {
+	// Turn is the number of recorded turns (0 for a new session).
+	Turn    int    `json:"turn"`
+	World   string `json:"world"`
+	Domain  string `json:"domain"`
+	Backend string `json:"backend"`
+	// Source says what produced the observation ("spec" for a world's
+	// initial state).
+	Source     string `json:"source,omitempty"`
+	Parent     string `json:"parent,omitempty"`
+	Terminated bool   `json:"terminated,omitempty"`
+	Truncated  bool   `json:"truncated,omitempty"`
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "s_" + hex.EncodeToString(b[:])
+}
+
+// Create starts a session and returns its first observation.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error) {
+	spec, err := m.resolveWorld(req)
+	if err != nil {
+		return nil, err
+	}
+	backend := req.Backend
+	if backend == "" {
+		backend = spec.Backend
+	}
+	if backend == "" {
+		backend = m.opts.DefaultBackend
+	}
+	factory, err := m.backend(backend)
+	if err != nil {
+		return nil, err
+	}
+	sys, err := SystemPrompt(spec)
+	if err != nil {
+		return nil, &FieldError{Field: "world.domain", Msg: err.Error()}
+	}
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode world spec: %w", err)
+	}
+	if err := m.enter(); err != nil {
+		return nil, err
+	}
+	defer m.inflight.Done()
+	if err := m.reserve(); err != nil {
+		return nil, err
+	}
+	now := m.opts.Now().UTC()
+	id := newID()
+	rec := SessionRecord{
+		ID: id, Root: id, World: spec.Name, Domain: string(spec.Domain), Backend: backend,
+		Model: req.Model, Seed: req.Seed, Spec: specJSON, SystemPrompt: sys,
+		Params: req.Params, Labels: req.Labels, Status: StatusActive, CreatedAt: now, UpdatedAt: now,
+	}
+	s := &session{sem: make(chan struct{}, 1), rec: rec, spec: spec, lastUsed: now}
+	env, err := factory(ctx, s.infoLocked())
+	if err != nil {
+		m.unreserve()
+		return nil, fmt.Errorf("start %s environment for world %s: %w", backend, spec.Name, err)
+	}
+	first, err := env.Reset(ctx)
+	if err != nil {
+		_ = env.Close()
+		m.unreserve()
+		return nil, fmt.Errorf("reset %s environment for world %s: %w", backend, spec.Name, err)
+	}
+	s.env = env
+	s.rec.InitialObservation = first.Text
+	if err := m.store.CreateSession(context.WithoutCancel(ctx), s.rec, nil); err != nil {
+		_ = env.Close()
+		m.unreserve()
+		return nil, fmt.Errorf("store session %s: %w", id, err)
+	}
+	m.adopt(s)
+	m.log.Info("session created", "session", id, "world", spec.Name, "backend", backend)
+	src := first.Info.Backend
+	if src == "" {
+		src = backend
+	}
+	return &Reply{SessionID: id, Observation: first.Text, Info: ReplyInfo{
+		World: spec.Name, Domain: string(spec.Domain), Backend: backend, Source: src, Terminated: first.Terminated,
+	}}, nil
+}
+
+func (m *Manager) resolveWorld(req CreateRequest) (*world.Spec, error) {
+	switch {
+	case req.World != nil && req.WorldID != "":
+		return nil, badField("world", "give either world or world_id, not both")
+	case req.World != nil:
+		if req.World.Name == "" {
+			req.World.Name = "inline"
+		}
+		if err := req.World.Validate(); err != nil {
+			var fe *world.FieldError
+			if errors.As(err, &fe) {
+				return nil, badField("world."+fe.Field, "%s", fe.Msg)
+			}
+			return nil, badField("world", "%v", err)
+		}
+		return req.World, nil
+	case req.WorldID != "":
+		s, ok := m.World(req.WorldID)
+		if !ok {
+			return nil, &FieldError{Field: "world_id", Msg: fmt.Sprintf("no world named %q is loaded", req.WorldID), Kind: ErrUnknownWorld}
+		}
+		return s, nil
+	}
+	return nil, badField("world", "missing: give world (an inline spec) or world_id")
+}
+
+func (m *Manager) backend(name string) (BackendFactory, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, ok := m.backends[name]
+	if !ok {
+		names := make([]string, 0, len(m.backends))
+		for n := range m.backends {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, &FieldError{Field: "backend", Msg: fmt.Sprintf("no backend %q (have %v)", name, names), Kind: ErrUnknownBackend}
+	}
+	return f, nil
+}
+
+// enter registers an in-flight call unless the manager is draining.
+func (m *Manager) enter() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing {
+		return ErrShuttingDown
+	}
+	m.inflight.Add(1)
+	return nil
+}
+
+// reserve takes a session slot; it becomes the session's in adopt, or is
+// given back with unreserve.
+func (m *Manager) reserve() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.sessions)+m.reserved >= m.opts.MaxSessions {
+		return fmt.Errorf("%w: %d sessions open", ErrCapacity, len(m.sessions)+m.reserved)
+	}
+	m.reserved++
+	return nil
+}
+
+func (m *Manager) unreserve() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reserved--
+}
+
+// adopt turns a reserved slot into a resident session.
+func (m *Manager) adopt(s *session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reserved--
+	s.resident = true
+	m.sessions[s.rec.ID] = s
+}
+
+func (s *session) infoLocked() SessionInfo {
+	hist := make([]HistoryTurn, len(s.turns))
+	for i, t := range s.turns {
+		hist[i] = t.HistoryTurn
+	}
+	return SessionInfo{
+		ID: s.rec.ID, Root: s.rec.Root, Parent: s.rec.Parent, Spec: s.spec, SystemPrompt: s.rec.SystemPrompt,
+		Backend: s.rec.Backend, Model: s.rec.Model, Seed: s.rec.Seed, Params: s.rec.Params, Labels: s.rec.Labels,
+		InitialObservation: s.rec.InitialObservation, History: hist,
+	}
+}

@@ -1,0 +1,213 @@
+package sim
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// BackendModel is the backend name of the world-model simulator.
+const BackendModel = "model"
+
+// ModelOptions tunes the world-model backend. The zero value of each field
+// is a usable default.
+type ModelOptions struct {
+	// Model is sent as the model name when the session names none; "" lets
+	// the completer choose.
+	Model string
+	// MaxTokens is the generation budget per step; 0 means 32768 (thinking
+	// models spend 4-8K tokens reasoning; small budgets give empty answers).
+	MaxTokens int
+	// RetryMaxTokens is the budget of the one retry after an empty or
+	// length-cut answer; 0 means twice MaxTokens.
+	RetryMaxTokens int
+	// Temperature is used when the world spec sets none; nil means 0.6.
+	Temperature *float64
+	// ContextBudget is the model's context in tokens; the prompt may use
+	// ContextBudget - MaxTokens. 0 means 131072; negative disables
+	// truncation.
+	ContextBudget int
+	// LowWater is the prompt size a truncation cut brings the prompt down
+	// to, as a fraction of the prompt budget; 0 means 0.75.
+	LowWater float64
+	// Count counts tokens for the budget; nil means EstimateTokens.
+	Count TokenCounter
+}
+
+// NewModelBackend returns the BackendFactory of the world-model simulator:
+// each step sends the session's system prompt, its recorded history and
+// the new action to c, and extracts the prediction from the answer.
+func NewModelBackend(c worldmodel.Completer, o *ModelOptions) BackendFactory {
+	var opts ModelOptions
+	if o != nil {
+		opts = *o
+	}
+	if opts.MaxTokens == 0 {
+		opts.MaxTokens = 32768
+	}
+	if opts.RetryMaxTokens == 0 {
+		opts.RetryMaxTokens = 2 * opts.MaxTokens
+	}
+	if opts.Temperature == nil {
+		t := 0.6
+		opts.Temperature = &t
+	}
+	if opts.ContextBudget == 0 {
+		opts.ContextBudget = 131072
+	}
+	if opts.LowWater == 0 {
+		opts.LowWater = 0.75
+	}
+	return func(ctx context.Context, s SessionInfo) (Environment, error) {
+		limit := opts.ContextBudget - opts.MaxTokens
+		if opts.ContextBudget < 0 {
+			limit = 0
+		} else if limit <= 0 {
+			limit = opts.ContextBudget / 2
+		}
+		b := Budget{Limit: limit, LowWater: int(float64(limit) * opts.LowWater), Count: opts.Count}
+		e := &modelEnv{c: c, opts: opts, s: s, budget: newBudgetState(b, s.SystemPrompt)}
+		e.budget.replay(s.History)
+		return e, nil
+	}
+}
+
+type modelEnv struct {
+	c      worldmodel.Completer
+	opts   ModelOptions
+	s      SessionInfo
+	budget *budgetState
+	// prev is the transcript length and hash of the previous request, to
+	// detect prefix breaks.
+	prevLen  int
+	prevHash [32]byte
+}
+
+func (e *modelEnv) Reset(ctx context.Context) (Observation, error) {
+	return Observation{Text: e.s.Spec.InitialState, Info: StepInfo{Backend: "spec"}}, nil
+}
+
+func (e *modelEnv) Close() error { return nil }
+
+var thinkBlock = regexp.MustCompile(`(?is)<think>(.*?)(?:</think>|$)`)
+
+func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) {
+	msg := UserMessage(in.Turn, in.Action.Text, in.WorldState, in.Control)
+	e.budget.sync(in.History)
+	moved := e.budget.place(e.budget.b.Count(msg) + messageOverhead)
+	msgs := BuildMessages(e.s.SystemPrompt, in.History, e.budget.cut, msg)
+
+	info := StepInfo{Backend: BackendModel, HistoryCut: e.budget.cut}
+	tr := RenderTranscript(msgs)
+	if e.prevLen > 0 && !moved {
+		if len(tr) < e.prevLen || sha256.Sum256(tr[:e.prevLen]) != e.prevHash {
+			info.PrefixBreak = true
+		}
+	}
+	e.prevLen, e.prevHash = len(tr), sha256.Sum256(tr)
+
+	req := worldmodel.Request{Model: e.s.Model, Messages: msgs, MaxTokens: e.opts.MaxTokens, Temperature: e.opts.Temperature}
+	if req.Model == "" {
+		req.Model = e.opts.Model
+	}
+	if sp := e.s.Spec.Sampling; sp != nil {
+		if sp.Temperature != nil {
+			req.Temperature = sp.Temperature
+		}
+		req.TopP = sp.TopP
+		if sp.MaxTokens > 0 {
+			req.MaxTokens = sp.MaxTokens
+		}
+		if len(sp.Extra) > 0 {
+			req.Extra = sp.Extra
+		}
+	}
+	if e.s.Seed != nil {
+		seed := *e.s.Seed*1_000_003 + int64(in.Turn)
+		req.Seed = &seed
+	}
+	ctx = worldmodel.WithAffinity(ctx, e.s.Root)
+	start := time.Now()
+	resp, err := e.c.Complete(ctx, req)
+	if err != nil {
+		return Observation{}, fmt.Errorf("world model, turn %d: %w", in.Turn, err)
+	}
+	pred, bad := answerOf(resp)
+	if bad != "" {
+		info.Retries++
+		retry := req
+		retry.MaxTokens = e.opts.RetryMaxTokens
+		if req.MaxTokens*2 > retry.MaxTokens {
+			retry.MaxTokens = req.MaxTokens * 2
+		}
+		r2, err := e.c.Complete(ctx, retry)
+		if err != nil {
+			return Observation{}, fmt.Errorf("world model retry after %s, turn %d: %w", bad, in.Turn, err)
+		}
+		addUsage(r2, resp)
+		resp = r2
+		pred, bad = answerOf(resp)
+		if bad != "" {
+			info.Error = bad + " after one retry with a larger budget"
+		}
+	}
+	info.LatencyMS = time.Since(start).Milliseconds()
+	info.Model = resp.Model
+	info.PromptTokens = resp.PromptTokens
+	info.CompletionTokens = resp.CompletionTokens
+	info.CachedTokens = resp.CachedTokens
+	info.FinishReason = resp.FinishReason
+	info.Reasoning = resp.Reasoning
+	if info.Reasoning == "" {
+		if m := thinkBlock.FindStringSubmatch(resp.Content); m != nil {
+			info.Reasoning = strings.TrimSpace(m[1])
+		}
+	}
+	if r, ok := replicaOf(resp); ok {
+		info.Replica = r
+	}
+	return Observation{Text: pred, Message: msg, Info: info}, nil
+}
+
+// addUsage folds the first attempt's token usage into the retry's answer,
+// so info counts what the step cost.
+func addUsage(dst, first *worldmodel.Response) {
+	dst.PromptTokens += first.PromptTokens
+	dst.CompletionTokens += first.CompletionTokens
+	dst.CachedTokens += first.CachedTokens
+	dst.Attempts += first.Attempts
+}
+
+// answerOf extracts the prediction and says what is wrong with it, if
+// anything: an empty generation, a length-cut one, or one with nothing left
+// after the thinking.
+func answerOf(r *worldmodel.Response) (string, string) {
+	if strings.TrimSpace(r.Content) == "" {
+		if r.Truncated() {
+			return worldmodel.NoOutput, "empty answer (cut by the token budget)"
+		}
+		return worldmodel.NoOutput, "empty answer"
+	}
+	pred := worldmodel.ExtractPrediction(r.Content)
+	if r.Truncated() {
+		return pred, "answer cut by the token budget (finish_reason=length)"
+	}
+	if pred == worldmodel.NoOutput {
+		return pred, "no prediction in the answer"
+	}
+	return pred, ""
+}
+
+func replicaOf(r *worldmodel.Response) (string, bool) {
+	return r.ServedBy, r.ServedBy != ""
+}
+
+// IsUnavailable reports a step error caused by an unreachable world model,
+// which clients should retry later.
+func IsUnavailable(err error) bool { return errors.Is(err, worldmodel.ErrUnavailable) }

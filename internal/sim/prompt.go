@@ -1,0 +1,272 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/world"
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// AnswerReminder ends every user message: it repeats the answer format
+// where a long history would otherwise bury it. It is the same in every
+// message, so messages already sent never change.
+const AnswerReminder = "Predict the environment's observation for this action. Put it inside <predicted_observation></predicted_observation>."
+
+// Components renders a spec's five components as text.
+func Components(s *world.Spec) trajectory.Components {
+	c := trajectory.Components{
+		TaskDescription:       s.TaskDescription,
+		ActionSpace:           RenderActionSpace(s.ActionSpace),
+		InitialState:          s.InitialState,
+		SimulationInstruction: s.SimulationInstruction,
+	}
+	for _, d := range s.Demonstrations {
+		c.Demonstrations = append(c.Demonstrations, trajectory.Demonstration{Action: d.Action, Observation: d.Observation})
+	}
+	return c
+}
+
+// RenderActionSpace writes tool definitions as one JSON object per line
+// (name, description, input_schema in that order; schemas compacted) after
+// the textual action list, so equal specs render to equal bytes.
+func RenderActionSpace(a world.ActionSpace) string {
+	var b strings.Builder
+	if d := strings.TrimSpace(a.Description); d != "" {
+		b.WriteString(d)
+	}
+	if len(a.Tools) > 0 {
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString("Tools (one JSON definition per line):\n")
+		for _, t := range a.Tools {
+			type def struct {
+				Name         string          `json:"name"`
+				Description  string          `json:"description,omitempty"`
+				InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+				OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+			}
+			d := def{Name: t.Name, Description: t.Description, InputSchema: compactJSON(t.InputSchema), OutputSchema: compactJSON(t.OutputSchema)}
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(d)
+			b.Write(buf.Bytes())
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func compactJSON(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 {
+		return nil
+	}
+	v, err := decodeJSON(string(r))
+	if err != nil {
+		return r
+	}
+	return json.RawMessage(Canonical(v))
+}
+
+// RenderDemonstrations writes example transitions in the same shape as the
+// conversation turns.
+func RenderDemonstrations(ds []trajectory.Demonstration) string {
+	var b strings.Builder
+	for i, d := range ds {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		fmt.Fprintf(&b, "## Example %d\n**Action:**\n%s\n%s\n%s", i+1, strings.TrimSpace(d.Action), domain.ObservationMarker, strings.TrimSpace(d.Observation))
+	}
+	return b.String()
+}
+
+// SystemPrompt assembles the world-model system prompt of a spec from the
+// domain template. It is computed once per session and never changes.
+func SystemPrompt(s *world.Spec) (string, error) {
+	c := Components(s)
+	return domain.RenderWorldPrompt(s.Domain, domain.WorldPromptParts{
+		TaskDescription:       c.TaskDescription,
+		ActionSpace:           c.ActionSpace,
+		InitialState:          c.InitialState,
+		Demonstrations:        RenderDemonstrations(c.Demonstrations),
+		SimulationInstruction: c.SimulationInstruction,
+	})
+}
+
+// UserMessage renders turn n's action as the published data shapes it
+// ("### Turn N" / "**Action:**"), then optional world state and control
+// text, then the answer reminder. Only the newest message carries this
+// step's world state and control text; once sent, a message is recorded and
+// repeated verbatim.
+func UserMessage(turn int, action, worldState, control string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### Turn %d\n**Action:**\n%s\n", turn, action)
+	if s := strings.TrimSpace(worldState); s != "" {
+		b.WriteString("\n**World state (facts already established in this world):**\n")
+		b.WriteString(s)
+		b.WriteString("\n")
+	}
+	if s := strings.TrimSpace(control); s != "" {
+		b.WriteString("\n**Simulation control (applies to this step only):**\n")
+		b.WriteString(s)
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	b.WriteString(AnswerReminder)
+	return b.String()
+}
+
+// AssistantMessage is how an observation appears in later requests: with
+// the published observation marker.
+func AssistantMessage(obs string) string {
+	return domain.ObservationMarker + "\n" + obs
+}
+
+// TokenCounter estimates the tokens of a text.
+type TokenCounter func(string) int
+
+// EstimateTokens is the default counter: one token per four bytes, rounded
+// up. It over-counts English prose slightly and under-counts dense
+// non-Latin text; budgets should keep a margin.
+func EstimateTokens(s string) int { return (len(s) + 3) / 4 }
+
+// messageOverhead is the per-message token cost of chat templates (role
+// markers, separators).
+const messageOverhead = 4
+
+// Budget decides which history a request shows.
+//
+// Truncation strategy: the system prompt and the newest message are always
+// sent. When system prompt + shown history + newest message exceeds Limit
+// tokens, the oldest shown turns (user+assistant pairs) are dropped until
+// the total is at most LowWater tokens, and a one-line note at the start of
+// the first shown message says how many turns are hidden. Because a cut
+// drops down to LowWater rather than just under Limit, the next cut comes
+// only after (Limit-LowWater) tokens of new turns: cuts are rare and happen
+// in chunks, and between cuts every request extends the previous one byte
+// for byte. The cut is a pure function of the recorded history, so a
+// resumed or forked session cuts exactly where the original would.
+type Budget struct {
+	// Limit is the prompt budget in tokens; <= 0 means no truncation.
+	Limit int
+	// LowWater is where a cut brings the prompt down to; 0 means 3/4 of
+	// Limit.
+	LowWater int
+	// Count counts tokens; nil means EstimateTokens.
+	Count TokenCounter
+}
+
+// budgetState tracks the cut incrementally across a session's steps.
+type budgetState struct {
+	b      Budget
+	cut    int   // turns hidden
+	tokens []int // per recorded turn: user+assistant tokens
+	sys    int
+}
+
+func newBudgetState(b Budget, system string) *budgetState {
+	if b.Count == nil {
+		b.Count = EstimateTokens
+	}
+	if b.LowWater <= 0 || b.LowWater > b.Limit {
+		b.LowWater = b.Limit * 3 / 4
+	}
+	return &budgetState{b: b, sys: b.Count(system) + messageOverhead}
+}
+
+func (bs *budgetState) turnTokens(h HistoryTurn) int {
+	return bs.b.Count(h.Message) + bs.b.Count(h.Assistant) + 2*messageOverhead
+}
+
+// sync records turns the state has not seen yet (after a resume, or the
+// turn answered last step).
+func (bs *budgetState) sync(history []HistoryTurn) {
+	for len(bs.tokens) < len(history) {
+		bs.tokens = append(bs.tokens, bs.turnTokens(history[len(bs.tokens)]))
+	}
+}
+
+// place decides the cut for a request whose newest message costs newTok,
+// given all earlier turns; it reports whether the cut moved.
+func (bs *budgetState) place(newTok int) bool {
+	if bs.b.Limit <= 0 {
+		return false
+	}
+	total := bs.sys + newTok
+	for _, t := range bs.tokens[bs.cut:] {
+		total += t
+	}
+	if total <= bs.b.Limit {
+		return false
+	}
+	moved := false
+	for bs.cut < len(bs.tokens) && total > bs.b.LowWater {
+		total -= bs.tokens[bs.cut]
+		bs.cut++
+		moved = true
+	}
+	return moved
+}
+
+// replay recomputes the cut over a recorded history, turn by turn, exactly
+// as live steps placed it.
+func (bs *budgetState) replay(history []HistoryTurn) {
+	for i := range history {
+		bs.place(bs.b.Count(history[i].Message) + messageOverhead)
+		bs.tokens = append(bs.tokens, bs.turnTokens(history[i]))
+	}
+}
+
+// truncationNote opens the first shown message after a cut.
+func truncationNote(cut int) string {
+	if cut == 1 {
+		return "[Turn 1 is not shown: the conversation exceeds the context budget.]\n\n"
+	}
+	return fmt.Sprintf("[Turns 1-%d are not shown: the conversation exceeds the context budget.]\n\n", cut)
+}
+
+// BuildMessages assembles the chat request of a step: system prompt, the
+// shown history, and the newest user message.
+func BuildMessages(system string, history []HistoryTurn, cut int, newest string) []worldmodel.Message {
+	msgs := make([]worldmodel.Message, 0, 2+2*(len(history)-cut))
+	if system != "" {
+		msgs = append(msgs, worldmodel.Message{Role: "system", Content: system})
+	}
+	for i := cut; i < len(history); i++ {
+		u := history[i].Message
+		if i == cut && cut > 0 {
+			u = truncationNote(cut) + u
+		}
+		msgs = append(msgs, worldmodel.Message{Role: "user", Content: u}, worldmodel.Message{Role: "assistant", Content: history[i].Assistant})
+	}
+	u := newest
+	if cut > 0 && cut == len(history) {
+		u = truncationNote(cut) + u
+	}
+	return append(msgs, worldmodel.Message{Role: "user", Content: u})
+}
+
+// RenderTranscript serializes messages the way prefix checks compare them:
+// each message as role, newline, content, newline. Request k+1 is prefix
+// stable when the transcript of request k is a byte prefix of it.
+func RenderTranscript(msgs []worldmodel.Message) []byte {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Role) + len(m.Content) + 4
+	}
+	b := make([]byte, 0, n)
+	for _, m := range msgs {
+		b = append(b, "<|"...)
+		b = append(b, m.Role...)
+		b = append(b, "|>\n"...)
+		b = append(b, m.Content...)
+		b = append(b, '\n')
+	}
+	return b
+}

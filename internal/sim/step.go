@@ -1,0 +1,590 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/world"
+)
+
+// StepRequest is one action for a session.
+type StepRequest struct {
+	// Action is the JSON value the client sent (a string or JSON).
+	Action json.RawMessage
+	// Turn, when > 0, makes the step idempotent: a turn already recorded
+	// with the same action returns its stored result; the next turn is
+	// simulated; anything else is ErrTurnConflict.
+	Turn int
+	// Control and WorldState go into this step's last user message only
+	// (see StepInput).
+	Control    string
+	WorldState string
+	// Labels are recorded with the step.
+	Labels map[string]string
+}
+
+// acquire finds a session, loading it from the store when it is not held
+// (after a restart, or once it ended), and counts a user so the reaper
+// leaves it alone. Callers must call m.release.
+func (m *Manager) acquire(ctx context.Context, id string) (*session, error) {
+	if err := m.enter(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	s := m.sessions[id]
+	if s != nil {
+		s.mu.Lock()
+		s.users++
+		s.lastUsed = m.opts.Now()
+		s.mu.Unlock()
+		m.mu.Unlock()
+		return s, nil
+	}
+	m.mu.Unlock()
+	rec, turns, err := m.store.LoadSession(ctx, id)
+	if err != nil {
+		m.inflight.Done()
+		if errors.Is(err, ErrNotFound) {
+			return nil, &FieldError{Field: "session_id", Msg: fmt.Sprintf("no session %q", id), Kind: ErrUnknownSession}
+		}
+		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	var spec world.Spec
+	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
+		m.inflight.Done()
+		return nil, fmt.Errorf("session %s: stored world spec: %w", id, err)
+	}
+	s = &session{sem: make(chan struct{}, 1), rec: rec, spec: &spec, turns: turns, lastUsed: m.opts.Now(), users: 1}
+	if rec.Status != StatusActive {
+		return s, nil // read-only view; never resident
+	}
+	m.mu.Lock()
+	if held := m.sessions[id]; held != nil { // loaded concurrently
+		held.mu.Lock()
+		held.users++
+		held.mu.Unlock()
+		m.mu.Unlock()
+		return held, nil
+	}
+	if len(m.sessions)+m.reserved >= m.opts.MaxSessions {
+		m.mu.Unlock()
+		m.inflight.Done()
+		return nil, fmt.Errorf("%w: %d sessions open", ErrCapacity, len(m.sessions))
+	}
+	s.resident = true
+	m.sessions[id] = s
+	m.mu.Unlock()
+	m.log.Info("session resumed from store", "session", id, "turns", len(turns))
+	return s, nil
+}
+
+func (m *Manager) release(s *session) {
+	s.mu.Lock()
+	s.users--
+	s.lastUsed = m.opts.Now()
+	s.mu.Unlock()
+	m.inflight.Done()
+}
+
+// lock takes the session's step lock, honouring ctx.
+func (s *session) lock(ctx context.Context) error {
+	select {
+	case s.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *session) unlock() { <-s.sem }
+
+// drop removes an ended or closed session from memory and closes its
+// environment.
+func (m *Manager) drop(s *session) {
+	m.mu.Lock()
+	if s.resident && m.sessions[s.rec.ID] == s {
+		delete(m.sessions, s.rec.ID)
+	}
+	s.resident = false
+	m.mu.Unlock()
+	s.mu.Lock()
+	env := s.env
+	s.env = nil
+	s.mu.Unlock()
+	if env != nil {
+		if err := env.Close(); err != nil {
+			m.log.Warn("close environment", "session", s.rec.ID, "err", err)
+		}
+	}
+}
+
+// Step runs one action in a session.
+func (m *Manager) Step(ctx context.Context, id string, req StepRequest) (*StepResult, error) {
+	if len(req.Action) > m.opts.MaxActionBytes {
+		return nil, &FieldError{Field: "action", Msg: fmt.Sprintf("%d bytes exceeds the limit of %d", len(req.Action), m.opts.MaxActionBytes), Kind: ErrTooLarge}
+	}
+	if req.Turn < 0 {
+		return nil, badField("turn", "negative")
+	}
+	s, err := m.acquire(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer m.release(s)
+	act, err := ParseAction(s.spec.Domain, req.Action)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.unlock()
+
+	s.mu.Lock()
+	n := len(s.turns)
+	status := s.rec.Status
+	if req.Turn > 0 && req.Turn <= n {
+		t := s.turns[req.Turn-1]
+		s.mu.Unlock()
+		if t.Action != act.Text {
+			return nil, &FieldError{Field: "turn", Msg: fmt.Sprintf("turn %d was recorded with a different action", req.Turn), Kind: ErrTurnConflict}
+		}
+		r := t.Result
+		return &r, nil
+	}
+	if req.Turn > 0 && req.Turn != n+1 {
+		s.mu.Unlock()
+		return nil, &FieldError{Field: "turn", Msg: fmt.Sprintf("turn %d is out of order: the next turn is %d", req.Turn, n+1), Kind: ErrTurnConflict}
+	}
+	switch status {
+	case StatusActive:
+	case StatusTerminated, StatusTruncated:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: session %s is %s after %d turns", ErrEpisodeOver, id, status, n)
+	default:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: session %s is %s", ErrSessionClosed, id, status)
+	}
+	info := s.infoLocked()
+	env := s.env
+	s.mu.Unlock()
+
+	start := m.opts.Now()
+	res, err := m.step(ctx, s, env, info, act, req, n+1)
+	ev := StepEvent{Domain: string(s.spec.Domain), Backend: s.rec.Backend, Duration: time.Since(start), Result: res, Err: err}
+	if m.opts.Observer != nil {
+		m.opts.Observer.ObserveStep(ev)
+	}
+	return res, err
+}
+
+func (m *Manager) step(ctx context.Context, s *session, env Environment, info SessionInfo, act Action, req StepRequest, turn int) (*StepResult, error) {
+	in := StepInput{Turn: turn, Action: act, History: info.History, Control: req.Control, WorldState: req.WorldState}
+	if len(req.Labels) > 0 {
+		in.Labels = maps.Clone(req.Labels)
+	}
+	var obs Observation
+	answered := false
+	if act.End {
+		obs = Observation{Terminated: true, Info: StepInfo{Backend: "rule", EndReason: act.EndReason}}
+		answered = true
+	}
+	for _, h := range m.opts.Hooks {
+		if answered {
+			break
+		}
+		o, err := h.BeforeStep(ctx, info, &in)
+		if err != nil {
+			return nil, fmt.Errorf("session %s turn %d: %w", info.ID, turn, err)
+		}
+		if o != nil {
+			obs, answered = *o, true
+			if obs.Info.Backend == "" {
+				obs.Info.Backend = "hook"
+			}
+		}
+	}
+	if !answered {
+		if env == nil { // resumed from the store, or forked
+			f, err := m.backend(info.Backend)
+			if err != nil {
+				return nil, err
+			}
+			env, err = f(ctx, info)
+			if err != nil {
+				if errors.Is(err, ErrNotResumable) {
+					_ = m.store.SetStatus(context.WithoutCancel(ctx), info.ID, StatusBroken)
+					s.mu.Lock()
+					s.rec.Status = StatusBroken
+					s.mu.Unlock()
+					m.drop(s)
+				}
+				return nil, fmt.Errorf("resume %s environment of session %s: %w", info.Backend, info.ID, err)
+			}
+			s.mu.Lock()
+			s.env = env
+			s.mu.Unlock()
+		}
+		var err error
+		obs, err = env.Step(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("session %s turn %d: %w", info.ID, turn, err)
+		}
+	}
+	if obs.Message == "" {
+		obs.Message = UserMessage(turn, act.Text, in.WorldState, in.Control)
+	}
+	res := StepResult{Observation: obs.Text, Reward: obs.Reward, Terminated: obs.Terminated, Info: obs.Info}
+	res.Info.Turn = turn
+	if len(in.Labels) > 0 || len(obs.Info.Labels) > 0 {
+		l := maps.Clone(in.Labels)
+		if l == nil {
+			l = map[string]string{}
+		}
+		maps.Copy(l, obs.Info.Labels)
+		res.Info.Labels = l
+	}
+	status := StatusActive
+	limit := m.opts.MaxTurns
+	if info.Spec.MaxTurns > 0 {
+		limit = info.Spec.MaxTurns
+	}
+	switch {
+	case res.Terminated:
+		status = StatusTerminated
+		if res.Info.EndReason == "" {
+			res.Info.EndReason = "the environment ended the episode"
+		}
+	case limit > 0 && turn >= limit:
+		res.Truncated = true
+		status = StatusTruncated
+		res.Info.EndReason = fmt.Sprintf("turn limit %d reached", limit)
+	}
+	rec := TurnRecord{Turn: turn, HistoryTurn: HistoryTurn{Action: act.Text, Observation: obs.Text, Message: obs.Message, Assistant: AssistantMessage(obs.Text)}, Result: res}
+	// A computed step is recorded even if the client went away meanwhile.
+	if err := m.store.AppendTurn(context.WithoutCancel(ctx), info.ID, rec, status); err != nil {
+		return nil, fmt.Errorf("record session %s turn %d: %w", info.ID, turn, err)
+	}
+	s.mu.Lock()
+	s.turns = append(s.turns, rec)
+	s.rec.Status = status
+	s.rec.UpdatedAt = m.opts.Now().UTC()
+	s.mu.Unlock()
+	if status != StatusActive {
+		m.drop(s)
+	}
+	for _, h := range m.opts.Hooks {
+		h.AfterStep(ctx, info, in, res)
+	}
+	return &res, nil
+}
+
+// ForkRequest branches a session.
+type ForkRequest struct {
+	// AtTurn forks from the state after that many turns; 0 means all.
+	AtTurn int
+	// Seed replaces the parent's seed (branches of a GRPO group usually
+	// want different seeds).
+	Seed   *int64
+	Labels map[string]string
+}
+
+// Fork starts a new session with the same world and history as id.
+func (m *Manager) Fork(ctx context.Context, id string, req ForkRequest) (*Reply, error) {
+	s, err := m.acquire(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer m.release(s)
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	parent := s.rec
+	spec := s.spec
+	turns := append([]TurnRecord(nil), s.turns...)
+	s.mu.Unlock()
+	s.unlock()
+	if req.AtTurn < 0 || req.AtTurn > len(turns) {
+		return nil, badField("at_turn", "must be between 0 and %d", len(turns))
+	}
+	status := parent.Status
+	if req.AtTurn > 0 && req.AtTurn < len(turns) {
+		turns = turns[:req.AtTurn]
+		status = StatusActive
+	}
+	switch status {
+	case StatusClosed, StatusExpired, StatusBroken:
+		status = StatusActive // a branch of a closed session is a new, live one
+	}
+	if err := m.reserve(); err != nil {
+		return nil, err
+	}
+	now := m.opts.Now().UTC()
+	child := parent
+	child.ID = newID()
+	child.Parent = parent.ID
+	child.Status = status
+	child.CreatedAt, child.UpdatedAt = now, now
+	if req.Seed != nil {
+		child.Seed = req.Seed
+	}
+	if len(req.Labels) > 0 {
+		child.Labels = maps.Clone(parent.Labels)
+		if child.Labels == nil {
+			child.Labels = map[string]string{}
+		}
+		maps.Copy(child.Labels, req.Labels)
+	}
+	ns := &session{sem: make(chan struct{}, 1), rec: child, spec: spec, turns: turns, lastUsed: m.opts.Now()}
+	if err := m.store.CreateSession(context.WithoutCancel(ctx), child, turns); err != nil {
+		m.unreserve()
+		return nil, fmt.Errorf("store fork of %s: %w", id, err)
+	}
+	if status == StatusActive {
+		m.adopt(ns)
+	} else {
+		m.unreserve()
+	}
+	obs := child.InitialObservation
+	if len(turns) > 0 {
+		obs = turns[len(turns)-1].Observation
+	}
+	m.log.Info("session forked", "session", child.ID, "parent", id, "turns", len(turns))
+	return &Reply{SessionID: child.ID, Observation: obs, Info: ReplyInfo{
+		Turn: len(turns), World: child.World, Domain: child.Domain, Backend: child.Backend, Source: "fork", Parent: id,
+		Terminated: status == StatusTerminated, Truncated: status == StatusTruncated,
+	}}, nil
+}
+
+// Delete closes a session: its environment is released and no further
+// steps are accepted; its transcript stays readable.
+func (m *Manager) Delete(ctx context.Context, id string) error {
+	s, err := m.acquire(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer m.release(s)
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.unlock()
+	s.mu.Lock()
+	st := s.rec.Status
+	s.mu.Unlock()
+	if st == StatusActive {
+		if err := m.store.SetStatus(context.WithoutCancel(ctx), id, StatusClosed); err != nil {
+			return fmt.Errorf("close session %s: %w", id, err)
+		}
+		s.mu.Lock()
+		s.rec.Status = StatusClosed
+		s.mu.Unlock()
+	}
+	m.drop(s)
+	m.log.Info("session closed", "session", id)
+	return nil
+}
+
+// Trajectory returns a session's record in the unified trajectory schema:
+// components and rendered system prompt, every turn with its step info in
+// Meta["info"] and the exact user message in Meta["message"], and session
+// facts in the trajectory's Meta.
+func (m *Manager) Trajectory(ctx context.Context, id string) (*trajectory.Trajectory, error) {
+	s, err := m.acquire(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer m.release(s)
+	s.mu.Lock()
+	rec, spec := s.rec, s.spec
+	turns := append([]TurnRecord(nil), s.turns...)
+	s.mu.Unlock()
+	comp := Components(spec)
+	t := &trajectory.Trajectory{
+		ID: rec.ID, Domain: rec.Domain, Source: "session", Components: &comp, SystemPrompt: rec.SystemPrompt,
+		Turns: make([]trajectory.Turn, len(turns)),
+		Meta:  map[string]json.RawMessage{},
+	}
+	for i, tr := range turns {
+		t.Turns[i] = trajectory.Turn{Action: tr.Action, Observation: tr.Observation, Meta: map[string]json.RawMessage{
+			"info":    mustJSON(tr.Result.Info),
+			"message": mustJSON(tr.Message),
+		}}
+		if tr.Result.Terminated || tr.Result.Truncated {
+			t.Turns[i].Meta["terminated"] = mustJSON(tr.Result.Terminated)
+			t.Turns[i].Meta["truncated"] = mustJSON(tr.Result.Truncated)
+		}
+	}
+	meta := map[string]any{
+		"world": rec.World, "backend": rec.Backend, "status": rec.Status, "root": rec.Root,
+		"initial_observation": rec.InitialObservation, "created_at": rec.CreatedAt, "updated_at": rec.UpdatedAt,
+	}
+	if rec.Parent != "" {
+		meta["parent"] = rec.Parent
+	}
+	if rec.Model != "" {
+		meta["model"] = rec.Model
+	}
+	if rec.Seed != nil {
+		meta["seed"] = *rec.Seed
+	}
+	if len(rec.Labels) > 0 {
+		meta["labels"] = rec.Labels
+	}
+	if len(rec.Params) > 0 {
+		meta["params"] = rec.Params
+	}
+	for k, v := range meta {
+		t.Meta[k] = mustJSON(v)
+	}
+	return t, nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage(`null`)
+	}
+	return b
+}
+
+// State summarizes a session (OpenEnv's /state).
+type State struct {
+	EpisodeID string `json:"episode_id"`
+	StepCount int    `json:"step_count"`
+	World     string `json:"world"`
+	Domain    string `json:"domain"`
+	Backend   string `json:"backend"`
+	Status    string `json:"status"`
+	Parent    string `json:"parent,omitempty"`
+	// LastObservation is the newest observation (the initial one before
+	// any step).
+	LastObservation string `json:"last_observation"`
+}
+
+// State returns a session's summary.
+func (m *Manager) State(ctx context.Context, id string) (*State, error) {
+	s, err := m.acquire(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer m.release(s)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.rec.InitialObservation
+	if n := len(s.turns); n > 0 {
+		last = s.turns[n-1].Observation
+	}
+	return &State{EpisodeID: s.rec.ID, StepCount: len(s.turns), World: s.rec.World, Domain: s.rec.Domain,
+		Backend: s.rec.Backend, Status: s.rec.Status, Parent: s.rec.Parent, LastObservation: last}, nil
+}
+
+// reap expires sessions idle longer than IdleTTL.
+func (m *Manager) reap(every time.Duration) {
+	defer close(m.reaperDone)
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stopReaper:
+			return
+		case <-t.C:
+			m.ReapIdle()
+		}
+	}
+}
+
+// ReapIdle expires every held session idle longer than IdleTTL now and
+// returns how many it expired. The reaper calls it periodically.
+func (m *Manager) ReapIdle() int {
+	if m.opts.IdleTTL <= 0 {
+		return 0
+	}
+	cutoff := m.opts.Now().Add(-m.opts.IdleTTL)
+	var idle []*session
+	m.mu.Lock()
+	for _, s := range m.sessions {
+		s.mu.Lock()
+		if s.users == 0 && s.lastUsed.Before(cutoff) {
+			idle = append(idle, s)
+		}
+		s.mu.Unlock()
+	}
+	m.mu.Unlock()
+	n := 0
+	for _, s := range idle {
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			continue // a step is running
+		}
+		s.mu.Lock()
+		stillIdle := s.users == 0 && s.lastUsed.Before(cutoff) && s.rec.Status == StatusActive
+		if stillIdle {
+			s.rec.Status = StatusExpired
+		}
+		s.mu.Unlock()
+		if stillIdle {
+			if err := m.store.SetStatus(context.Background(), s.rec.ID, StatusExpired); err != nil {
+				m.log.Warn("expire session", "session", s.rec.ID, "err", err)
+			}
+			m.drop(s)
+			m.log.Info("session expired", "session", s.rec.ID)
+			n++
+		}
+		<-s.sem
+	}
+	return n
+}
+
+// Close stops accepting calls, waits for in-flight ones (until ctx ends),
+// closes every environment and the store. Sessions stay active in the
+// store and resume on the next start.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closing = true
+	m.mu.Unlock()
+	if m.stopReaper != nil {
+		close(m.stopReaper)
+		<-m.reaperDone
+	}
+	done := make(chan struct{})
+	go func() { m.inflight.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("drain sessions: %w", ctx.Err())
+	}
+	m.mu.Lock()
+	held := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		held = append(held, s)
+	}
+	m.mu.Unlock()
+	for _, s := range held {
+		s.mu.Lock()
+		env := s.env
+		s.env = nil
+		s.mu.Unlock()
+		if env != nil {
+			_ = env.Close()
+		}
+	}
+	if err == nil {
+		err = m.store.Close()
+	}
+	return err
+}

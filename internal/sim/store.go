@@ -1,0 +1,126 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Session statuses as stored.
+const (
+	StatusActive     = "active"
+	StatusTerminated = "terminated"
+	StatusTruncated  = "truncated"
+	StatusClosed     = "closed"
+	StatusExpired    = "expired"
+	StatusBroken     = "broken"
+)
+
+// SessionRecord is a session as persisted.
+type SessionRecord struct {
+	ID      string `json:"id"`
+	Parent  string `json:"parent,omitempty"`
+	Root    string `json:"root"`
+	World   string `json:"world"`
+	Domain  string `json:"domain"`
+	Backend string `json:"backend"`
+	Model   string `json:"model,omitempty"`
+	Seed    *int64 `json:"seed,omitempty"`
+	// Spec is the world spec as JSON, so the session survives spec edits.
+	Spec               json.RawMessage            `json:"spec"`
+	SystemPrompt       string                     `json:"system_prompt"`
+	InitialObservation string                     `json:"initial_observation"`
+	Params             map[string]json.RawMessage `json:"params,omitempty"`
+	Labels             map[string]string          `json:"labels,omitempty"`
+	Status             string                     `json:"status"`
+	CreatedAt          time.Time                  `json:"created_at"`
+	UpdatedAt          time.Time                  `json:"updated_at"`
+}
+
+// TurnRecord is one recorded step.
+type TurnRecord struct {
+	Turn int `json:"turn"`
+	HistoryTurn
+	// Result is the step's reply, returned again for a retried step.
+	Result StepResult `json:"result"`
+}
+
+// ErrNotFound is returned by a Store for an id it does not hold.
+var ErrNotFound = errors.New("not found")
+
+// Store persists sessions and their turns. Implementations must make each
+// call atomic: after a crash a session has exactly the turns whose
+// AppendTurn returned.
+type Store interface {
+	CreateSession(ctx context.Context, s SessionRecord, turns []TurnRecord) error
+	AppendTurn(ctx context.Context, id string, t TurnRecord, status string) error
+	SetStatus(ctx context.Context, id, status string) error
+	// LoadSession returns ErrNotFound for an unknown id.
+	LoadSession(ctx context.Context, id string) (SessionRecord, []TurnRecord, error)
+	Close() error
+}
+
+// MemStore is a Store in memory, for tests and for running without a
+// database file.
+type MemStore struct {
+	mu       sync.Mutex
+	sessions map[string]SessionRecord
+	turns    map[string][]TurnRecord
+}
+
+// NewMemStore returns an empty MemStore.
+func NewMemStore() *MemStore {
+	return &MemStore{sessions: map[string]SessionRecord{}, turns: map[string][]TurnRecord{}}
+}
+
+// CreateSession implements Store.
+func (m *MemStore) CreateSession(_ context.Context, s SessionRecord, turns []TurnRecord) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sessions[s.ID] = s
+	m.turns[s.ID] = append([]TurnRecord(nil), turns...)
+	return nil
+}
+
+// AppendTurn implements Store.
+func (m *MemStore) AppendTurn(_ context.Context, id string, t TurnRecord, status string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[id]
+	if !ok {
+		return ErrNotFound
+	}
+	m.turns[id] = append(m.turns[id], t)
+	s.Status, s.UpdatedAt = status, time.Now().UTC()
+	m.sessions[id] = s
+	return nil
+}
+
+// SetStatus implements Store.
+func (m *MemStore) SetStatus(_ context.Context, id, status string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[id]
+	if !ok {
+		return ErrNotFound
+	}
+	s.Status, s.UpdatedAt = status, time.Now().UTC()
+	m.sessions[id] = s
+	return nil
+}
+
+// LoadSession implements Store.
+func (m *MemStore) LoadSession(_ context.Context, id string) (SessionRecord, []TurnRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[id]
+	if !ok {
+		return SessionRecord{}, nil, ErrNotFound
+	}
+	return s, append([]TurnRecord(nil), m.turns[id]...), nil
+}
+
+// Close implements Store.
+func (m *MemStore) Close() error { return nil }

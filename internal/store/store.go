@@ -1,0 +1,297 @@
+// Package store keeps simulator sessions and their transcripts in an
+// embedded SQLite database (pure Go, WAL mode), so sessions survive a
+// restart and a crash leaves every acknowledged step intact. Writes from
+// concurrent sessions are group-committed: one transaction carries every
+// write that arrived while the previous one was committing.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/agentworld/agentworld/internal/sim"
+)
+
+// maxBatch bounds the writes one transaction carries.
+const maxBatch = 256
+
+// DB is a sim.Store on a SQLite file.
+type DB struct {
+	path   string
+	db     *sql.DB
+	writes chan *write
+	done   chan struct{}
+
+	mu     sync.RWMutex // guards closed against sends on writes
+	closed bool
+}
+
+type write struct {
+	fn  func(ctx context.Context, tx *sql.Tx) error
+	err chan error
+}
+
+var _ sim.Store = (*DB)(nil)
+
+const schema = `
+CREATE TABLE IF NOT EXISTS sessions (
+	id         TEXT PRIMARY KEY,
+	status     TEXT NOT NULL,
+	updated_at INTEGER NOT NULL,
+	record     TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS turns (
+	session_id TEXT NOT NULL REFERENCES sessions(id),
+	turn       INTEGER NOT NULL,
+	record     TEXT NOT NULL,
+	PRIMARY KEY (session_id, turn)
+) WITHOUT ROWID;
+`
+
+// Open opens (creating if needed) the database at path.
+func Open(path string) (*DB, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("store %s: %w", path, err)
+		}
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(8)
+	if _, err := db.Exec(schema); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store %s: create schema: %w", path, err)
+	}
+	var mode string
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		_ = db.Close()
+		return nil, fmt.Errorf("store %s: journal mode is %q, want wal (%v)", path, mode, err)
+	}
+	d := &DB{path: path, db: db, writes: make(chan *write, maxBatch), done: make(chan struct{})}
+	go d.writer()
+	return d, nil
+}
+
+// writer commits queued writes in batches, each write inside its own
+// savepoint so one failure does not undo the others.
+func (d *DB) writer() {
+	defer close(d.done)
+	ctx := context.Background()
+	for w := range d.writes {
+		batch := []*write{w}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case w, ok := <-d.writes:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, w)
+			default:
+				break fill
+			}
+		}
+		d.commit(ctx, batch)
+	}
+}
+
+func (d *DB) commit(ctx context.Context, batch []*write) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		for _, w := range batch {
+			w.err <- fmt.Errorf("store: begin: %w", err)
+		}
+		return
+	}
+	errs := make([]error, len(batch))
+	for i, w := range batch {
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
+			errs[i] = err
+			continue
+		}
+		if err := w.fn(ctx, tx); err != nil {
+			errs[i] = err
+			_, _ = tx.ExecContext(ctx, `ROLLBACK TO w`)
+		}
+		_, _ = tx.ExecContext(ctx, `RELEASE w`)
+	}
+	if err := tx.Commit(); err != nil {
+		for _, w := range batch {
+			w.err <- fmt.Errorf("store: commit: %w", err)
+		}
+		return
+	}
+	for i, w := range batch {
+		w.err <- errs[i]
+	}
+}
+
+// ErrClosed is returned by calls after Close.
+var ErrClosed = errors.New("store closed")
+
+func (d *DB) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	w := &write{fn: fn, err: make(chan error, 1)}
+	d.mu.RLock()
+	if d.closed {
+		d.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case d.writes <- w:
+	case <-ctx.Done():
+		d.mu.RUnlock()
+		return ctx.Err()
+	}
+	d.mu.RUnlock()
+	// Once queued the write happens; wait for it regardless of ctx so the
+	// caller never reports failure for a committed step.
+	return <-w.err
+}
+
+// CreateSession implements sim.Store.
+func (d *DB) CreateSession(ctx context.Context, s sim.SessionRecord, turns []sim.TurnRecord) error {
+	rec, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	recs := make([][]byte, len(turns))
+	for i, t := range turns {
+		if recs[i], err = json.Marshal(t); err != nil {
+			return err
+		}
+	}
+	return d.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions(id, status, updated_at, record) VALUES(?,?,?,?)`,
+			s.ID, s.Status, s.UpdatedAt.UnixMilli(), string(rec)); err != nil {
+			return fmt.Errorf("store session %s: %w", s.ID, err)
+		}
+		for i, t := range turns {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO turns(session_id, turn, record) VALUES(?,?,?)`, s.ID, t.Turn, string(recs[i])); err != nil {
+				return fmt.Errorf("store session %s turn %d: %w", s.ID, t.Turn, err)
+			}
+		}
+		return nil
+	})
+}
+
+// AppendTurn implements sim.Store.
+func (d *DB) AppendTurn(ctx context.Context, id string, t sim.TurnRecord, status string) error {
+	rec, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	return d.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := setStatus(ctx, tx, id, status, now); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO turns(session_id, turn, record) VALUES(?,?,?)`, id, t.Turn, string(rec)); err != nil {
+			return fmt.Errorf("store session %s turn %d: %w", id, t.Turn, err)
+		}
+		return nil
+	})
+}
+
+// SetStatus implements sim.Store.
+func (d *DB) SetStatus(ctx context.Context, id, status string) error {
+	now := time.Now().UTC()
+	return d.do(ctx, func(ctx context.Context, tx *sql.Tx) error { return setStatus(ctx, tx, id, status, now) })
+}
+
+func setStatus(ctx context.Context, tx *sql.Tx, id, status string, now time.Time) error {
+	var raw string
+	if err := tx.QueryRowContext(ctx, `SELECT record FROM sessions WHERE id = ?`, id).Scan(&raw); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
+		}
+		return err
+	}
+	var rec sim.SessionRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		return fmt.Errorf("session %s: stored record: %w", id, err)
+	}
+	if rec.Status == status {
+		_, err := tx.ExecContext(ctx, `UPDATE sessions SET updated_at = ? WHERE id = ?`, now.UnixMilli(), id)
+		return err
+	}
+	rec.Status, rec.UpdatedAt = status, now
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE sessions SET status = ?, updated_at = ?, record = ? WHERE id = ?`, status, now.UnixMilli(), string(b), id)
+	return err
+}
+
+// LoadSession implements sim.Store.
+func (d *DB) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []sim.TurnRecord, error) {
+	var rec sim.SessionRecord
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return rec, nil, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var raw, status string
+	if err := tx.QueryRowContext(ctx, `SELECT status, record FROM sessions WHERE id = ?`, id).Scan(&status, &raw); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return rec, nil, sim.ErrNotFound
+		}
+		return rec, nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		return rec, nil, fmt.Errorf("session %s: stored record: %w", id, err)
+	}
+	rec.Status = status
+	rows, err := tx.QueryContext(ctx, `SELECT turn, record FROM turns WHERE session_id = ? ORDER BY turn`, id)
+	if err != nil {
+		return rec, nil, fmt.Errorf("load session %s turns: %w", id, err)
+	}
+	defer rows.Close()
+	var turns []sim.TurnRecord
+	for rows.Next() {
+		var n int
+		var r string
+		if err := rows.Scan(&n, &r); err != nil {
+			return rec, nil, err
+		}
+		var t sim.TurnRecord
+		if err := json.Unmarshal([]byte(r), &t); err != nil {
+			return rec, nil, fmt.Errorf("session %s turn %d: stored record: %w", id, n, err)
+		}
+		if t.Turn != len(turns)+1 {
+			return rec, nil, fmt.Errorf("session %s: stored turns skip from %d to %d", id, len(turns), t.Turn)
+		}
+		turns = append(turns, t)
+	}
+	return rec, turns, rows.Err()
+}
+
+// Close flushes pending writes and closes the database.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.writes)
+	d.mu.Unlock()
+	<-d.done
+	if _, err := d.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		_ = d.db.Close()
+		return fmt.Errorf("store %s: checkpoint: %w", d.path, err)
+	}
+	return d.db.Close()
+}
