@@ -76,10 +76,11 @@ type BenchRowMeta struct {
 	Extra []BenchField `json:"extra,omitempty"`
 }
 
-// BenchField is one unnamed top-level field of a record.
+// BenchField is one unnamed top-level field of a record. Raw is the value's
+// JSON text as a string, so its spacing survives the round trip.
 type BenchField struct {
-	Key   string          `json:"key"`
-	Value json.RawMessage `json:"value"`
+	Key string `json:"key"`
+	Raw string `json:"raw"`
 }
 
 // benchMetaKey is the trajectory meta key of BenchMeta.
@@ -213,7 +214,7 @@ func rowMeta(r *trajectory.Record, t *trajectory.Trajectory, idRaw []byte) (Benc
 		m.ID = raw
 	}
 	for _, f := range r.Extra {
-		m.Extra = append(m.Extra, BenchField{Key: f.Key, Value: f.Value})
+		m.Extra = append(m.Extra, BenchField{Key: f.Key, Raw: string(f.Value)})
 	}
 	return m, nil
 }
@@ -267,7 +268,10 @@ func TrajectoryToRecords(t *trajectory.Trajectory) ([]*trajectory.Record, error)
 				rec.SystemStr = *row.SystemStr
 			}
 			for _, f := range row.Extra {
-				rec.Extra = append(rec.Extra, trajectory.Field{Key: f.Key, Value: f.Value})
+				if !json.Valid([]byte(f.Raw)) {
+					return nil, fmt.Errorf("meta.%s.rows[%d].extra %q: not JSON", benchMetaKey, i, f.Key)
+				}
+				rec.Extra = append(rec.Extra, trajectory.Field{Key: f.Key, Value: json.RawMessage(f.Raw)})
 			}
 			out = append(out, rec)
 		}

@@ -1,0 +1,204 @@
+package dataset
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
+)
+
+var recordCmp = []cmp.Option{
+	cmpopts.IgnoreUnexported(trajectory.Record{}),
+	cmp.Comparer(func(a, b trajectory.ID) bool {
+		x, _ := a.MarshalJSON()
+		y, _ := b.MarshalJSON()
+		return bytes.Equal(x, y)
+	}),
+	cmp.Comparer(func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }),
+}
+
+func readRecords(t *testing.T, r []byte) []*trajectory.Record {
+	t.Helper()
+	rr := trajectory.NewRecordReader(bytes.NewReader(r), "mem")
+	var out []*trajectory.Record
+	for {
+		rec, _, err := rr.Next()
+		if err != nil {
+			break
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// TestBenchRoundTrip: records → trajectories → records gives back every
+// original row field by field, on the example dataset (ids beyond float64,
+// an id shared by two trajectories, U+2028, answer suffixes) and on rows
+// with their own system prompts, shorter lists and extra fields.
+func TestBenchRoundTrip(t *testing.T) {
+	checkNoLeak(t)
+	files, err := filepath.Glob("../../examples/bench/*_test.jsonl")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("example dataset missing: %v", err)
+	}
+	files = append(files, "testdata/bench_quirks.jsonl")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			orig, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var trajs bytes.Buffer
+			sum, err := ToTrajectories(context.Background(), []string{f}, &trajs, FromBench, nil, &Options{Workers: 2, OnError: Fatal})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmp := filepath.Join(t.TempDir(), "t.jsonl")
+			os.WriteFile(tmp, trajs.Bytes(), 0o644)
+			var back bytes.Buffer
+			if _, err := ToBench(context.Background(), []string{tmp}, &back, &Options{OnError: Fatal}); err != nil {
+				t.Fatal(err)
+			}
+			want, got := readRecords(t, orig), readRecords(t, back.Bytes())
+			if len(want) == 0 || sum.Records != int64(len(want)) {
+				t.Fatalf("read %d records, summary %+v", len(want), sum)
+			}
+			if d := cmp.Diff(want, got, recordCmp...); d != "" {
+				t.Errorf("round trip (-orig +back):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestBenchGroupingSplitsReusedIDAndReportsDisagreement(t *testing.T) {
+	var out bytes.Buffer
+	var warnings []string
+	o := &Options{report: func(e *RecordError) { warnings = append(warnings, e.Error()) }}
+	sum, err := ToTrajectories(context.Background(), []string{"testdata/bench_disagree.jsonl"}, &out, FromBench, nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"testdata/bench_disagree.jsonl:2: response[1]: rows of one trajectory disagree: differs from the same turn in the most complete row"}
+	if d := cmp.Diff(want, warnings); d != "" {
+		t.Errorf("warnings (-want +got):\n%s", d)
+	}
+	var ids []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var tr trajectory.Trajectory
+		if err := json.Unmarshal([]byte(l), &tr); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tr.ID)
+	}
+	if d := cmp.Diff([]string{"42", "42-2"}, ids); d != "" {
+		t.Errorf("ids (-want +got):\n%s", d)
+	}
+	if sum.SkipReasons["rows-disagree"] != 1 {
+		t.Errorf("summary %+v", sum)
+	}
+	_, err = ToTrajectories(context.Background(), []string{"testdata/bench_disagree.jsonl"}, &out, FromBench, nil, &Options{OnError: Fatal})
+	if err == nil || !strings.Contains(err.Error(), "bench_disagree.jsonl:2: response[1]") {
+		t.Fatalf("fatal err = %v", err)
+	}
+}
+
+func TestTrajectoryToRecordsPlain(t *testing.T) {
+	tr := &trajectory.Trajectory{ID: "17", Domain: "terminal", SystemPrompt: "sys",
+		Turns: []trajectory.Turn{{Action: "a1", Observation: "o1"}, {Action: "a2", Observation: "o2"}}}
+	recs, err := TrajectoryToRecords(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*trajectory.Record{
+		{Task: "terminal", ID: trajectory.IntID("17"), Prompt: []string{"a1", "a2"}, Response: []string{"o1", "o2"}, CurrentPrompt: "a1", SystemStr: "sys", TurnIdx: 1, TotalTurns: 2},
+		{Task: "terminal", ID: trajectory.IntID("17"), Prompt: []string{"a1", "a2"}, Response: []string{"o1", "o2"}, CurrentPrompt: "a2", SystemStr: "sys", TurnIdx: 2, TotalTurns: 2},
+	}
+	if d := cmp.Diff(want, recs, recordCmp...); d != "" {
+		t.Fatal(d)
+	}
+	for _, r := range recs {
+		if err := r.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestChatLogToTrajectory(t *testing.T) {
+	tests := []struct {
+		name    string
+		line    string
+		want    *trajectory.Trajectory
+		wantErr string
+	}{
+		{
+			name: "two calls, parts content, late user message",
+			line: `{"id":"c1","messages":[{"role":"system","content":"You are a helpful agent."},{"role":"user","content":"weather in Paris?"},` +
+				`{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},` +
+				`{"role":"tool","tool_call_id":"a","content":[{"type":"text","text":"{\"temp\":21}"}]},{"role":"user","content":"and Rome?"},` +
+				`{"role":"assistant","tool_calls":[{"id":"b","type":"function","function":{"name":"get_weather","arguments":"not json"}}]},` +
+				`{"role":"tool","tool_call_id":"b","content":"sunny"},{"role":"assistant","content":"Done."}],"tools":[{"type":"function","function":{"name":"get_weather"}}]}`,
+			want: &trajectory.Trajectory{
+				ID: "c1", Domain: "mcp", Source: "openai-chat",
+				Components: &trajectory.Components{
+					TaskDescription: "You are a helpful agent.\n\nUser request:\nweather in Paris?",
+					ActionSpace:     "[\n  {\n    \"type\": \"function\",\n    \"function\": {\n      \"name\": \"get_weather\"\n    }\n  }\n]",
+				},
+				Turns: []trajectory.Turn{
+					{Action: `{"name":"get_weather","arguments":{"city":"Paris"}}`, Observation: `{"temp":21}`},
+					{Action: `{"name":"get_weather","arguments":"not json"}`, Observation: "sunny", Meta: map[string]json.RawMessage{"user_message": json.RawMessage(`"and Rome?"`)}},
+				},
+			},
+		},
+		{
+			name:    "unanswered call",
+			line:    `{"messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[{"id":"a","function":{"name":"f","arguments":"{}"}}]}]}`,
+			wantErr: "log.jsonl:3: turns[0].observation: turn has an action but no observation",
+		},
+		{
+			name:    "answer to nothing",
+			line:    `{"messages":[{"role":"tool","tool_call_id":"zz","content":"x"}]}`,
+			wantErr: `log.jsonl:3: messages[0].tool_call_id: invalid record: "zz" answers no earlier tool call`,
+		},
+		{
+			name:    "no tool calls",
+			line:    `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`,
+			wantErr: "log.jsonl:3: messages: invalid record: no tool calls, so no environment turns",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, errs := ChatLogToTrajectory([]byte(tt.line), "mcp", "log.jsonl", 3)
+			if tt.wantErr != "" {
+				if len(errs) == 0 || errs[0].Error() != tt.wantErr {
+					t.Fatalf("errs = %v, want %s", errs, tt.wantErr)
+				}
+				return
+			}
+			if len(errs) > 0 {
+				t.Fatal(errs[0])
+			}
+			if d := cmp.Diff(tt.want, got, cmp.Comparer(func(a, b json.RawMessage) bool { return bytes.Equal(a, b) })); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func FuzzChatLogToTrajectory(f *testing.F) {
+	f.Add([]byte(`{"messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[{"id":"a","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":"ok"}]}`))
+	f.Add([]byte(`{"messages":[{"role":"function","name":"f","content":"x"}]}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		tr, errs := ChatLogToTrajectory(line, "mcp", "f", 1)
+		if len(errs) == 0 && len(tr.Check()) > 0 {
+			t.Fatalf("accepted an invalid trajectory: %v", tr.Check())
+		}
+	})
+}
