@@ -8,7 +8,9 @@ same format, so the two outputs can be compared line by line.
 
 CONFIG.json is the masking config as JSON (`agentworld data mask
 --print-config json`). Words are maximal runs of Unicode letters (L*),
-decimal digits (Nd) and '_', lower-cased one character at a time.
+decimal digits (Nd) and '_', lower-cased one character at a time, after
+removing the record format markers (a leading "### Turn N\n**Action:**" of
+the action, a leading "**Environment Observation:**" of the observation).
 """
 import json
 import re
@@ -42,7 +44,21 @@ def lower(text):
     return text.lower()
 
 
+ACTION_HEADING = re.compile(r"### Turn [0-9]+\n\*\*Action:\*\*")
+OBSERVATION_MARKER = "**Environment Observation:**"
+
+
+def strip_markers(action, observation):
+    m = ACTION_HEADING.match(action)
+    if m:
+        action = action[m.end():]
+    if observation.startswith(OBSERVATION_MARKER):
+        observation = observation[len(OBSERVATION_MARKER):]
+    return action, observation
+
+
 def stats(action, observation):
+    action, observation = strip_markers(action, observation)
     act = WORD.findall(lower(action))
     obs = WORD.findall(lower(observation))
     wa, wo = set(act), set(obs)

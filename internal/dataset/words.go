@@ -8,14 +8,21 @@
 package dataset
 
 import (
+	"bytes"
 	"math/bits"
 	"unicode"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/agentworld/agentworld/internal/domain"
 )
 
 // Stats are the four word-overlap statistics of one (action, observation)
 // pair, plus the counts they come from.
+//
+// The format markers of the published records are removed first: a leading
+// "### Turn N\n**Action:**" of the action and a leading
+// "**Environment Observation:**" of the observation.
 //
 // Words are maximal runs of Unicode letters (category L), decimal digits
 // (category Nd) and '_', lower-cased one character at a time (simple case
@@ -80,6 +87,7 @@ func (sc *Scorer) ScoreJSON(actionRaw, observationRaw []byte) Stats {
 }
 
 func (sc *Scorer) score(a, o []byte, escaped bool) Stats {
+	a, o = stripActionHeading(a, escaped), stripObservationMarker(o)
 	sc.act.reset()
 	sc.obs.reset()
 	var st Stats
@@ -95,6 +103,50 @@ func (sc *Scorer) score(a, o []byte, escaped bool) Stats {
 	st.ObsDistinct = sc.obs.n
 	st.finish()
 	return st
+}
+
+// The published record format wraps every action in a "### Turn N" /
+// "**Action:**" heading and starts every observation with a marker. They
+// are format, not content: left in, every action would share the words
+// "turn", "action" and its number, and every observation would bring two
+// "new" words, so an empty result would never look empty. Both are removed
+// (only as a prefix) before the words are taken.
+var (
+	actionHeadingStart = []byte("### Turn ")
+	actionHeadingEnd   = []byte("**Action:**")
+	observationMarker  = []byte(domain.ObservationMarker)
+)
+
+// stripActionHeading removes a leading "### Turn N\n**Action:**"; in a raw
+// JSON literal the newline is the two bytes `\n`.
+func stripActionHeading(a []byte, escaped bool) []byte {
+	if !bytes.HasPrefix(a, actionHeadingStart) {
+		return a
+	}
+	i := len(actionHeadingStart)
+	j := i
+	for j < len(a) && a[j] >= '0' && a[j] <= '9' {
+		j++
+	}
+	if j == i {
+		return a
+	}
+	switch {
+	case j < len(a) && a[j] == '\n':
+		j++
+	case escaped && j+1 < len(a) && a[j] == '\\' && a[j+1] == 'n':
+		j += 2
+	default:
+		return a
+	}
+	if !bytes.HasPrefix(a[j:], actionHeadingEnd) {
+		return a
+	}
+	return a[j+len(actionHeadingEnd):]
+}
+
+func stripObservationMarker(o []byte) []byte {
+	return bytes.TrimPrefix(o, observationMarker)
 }
 
 // Words returns the distinct words of s in order of first appearance; it is

@@ -66,6 +66,17 @@ func TestScoreGolden(t *testing.T) {
 			want: Stats{OL: 1.0 / 3, Nov: 0.5, Jac: 1.0 / 4, R: 2.0 / 3, ActWords: 3, ObsWords: 2, ActDistinct: 3, ObsDistinct: 2, Shared: 1},
 		},
 		{
+			// record format markers are not content: A={ls}, O={}
+			name: "record markers removed", act: "### Turn 12\n**Action:**\nls", obs: "**Environment Observation:**\n",
+			want: Stats{OL: 0, Nov: 0, Jac: 0, R: 0, ActWords: 1, ActDistinct: 1},
+		},
+		{
+			// only a leading marker goes; a heading without its number stays
+			name: "markers only as prefix", act: "### Turn x\n**Action:** ls", obs: "ok **Environment Observation:**",
+			// A={turn,x,action,ls} O={ok,environment,observation}
+			want: Stats{OL: 0, Nov: 1, Jac: 0, R: 3.0 / 4, ActWords: 4, ObsWords: 3, ActDistinct: 4, ObsDistinct: 3},
+		},
+		{
 			// repetition counts for R but not for the sets
 			name: "repetition", act: "a a a a", obs: "a",
 			want: Stats{OL: 1, Nov: 0, Jac: 1, R: 0.25, ActWords: 4, ObsWords: 1, ActDistinct: 1, ObsDistinct: 1, Shared: 1},
