@@ -125,7 +125,7 @@ func (g *gen) trajectory(i int) traj {
 		ID:           fmt.Sprintf("%s-%07d", d, i),
 		Domain:       d,
 		Source:       "synthetic",
-		SystemPrompt: "You simulate a " + d + " environment. " + g.words(60 + g.r.IntN(200)),
+		SystemPrompt: "You simulate a " + d + " environment. " + g.words(60+g.r.IntN(200)),
 	}
 	n := 3 + g.r.IntN(25)
 	for k := 1; k <= n; k++ {

@@ -23,12 +23,12 @@ const (
 
 // Dist summarises one quantity: count, mean, min, max and a histogram.
 type Dist struct {
-	N    int64     `json:"n"`
-	Mean float64   `json:"mean"`
-	Min  float64   `json:"min"`
-	Max  float64   `json:"max"`
-	Hist []int64   `json:"hist"`
-	sum  float64   `json:"-"`
+	N    int64   `json:"n"`
+	Mean float64 `json:"mean"`
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+	Hist []int64 `json:"hist"`
+	sum  float64 `json:"-"`
 	bin  func(float64) int
 }
 
