@@ -33,11 +33,11 @@ const RulesJudge = bench.RulesJudgeName
 //   - Factuality: share of the ground truth's deterministic content found
 //     exactly in the prediction, after runtime metadata (timestamps,
 //     durations, long ids, hex) is masked: for JSON every leaf value by
-//     path; for text the lines that are new at this turn (not already in
-//     the history), or all lines when none is new.
+//     path; for text the lines that are new at this turn (not in the
+//     recent history), or all lines when none is new.
 //   - Consistency: share of the ground truth lines that already appeared in
-//     the history (pre-existing content) and are reproduced verbatim; the
-//     token F1 when there are none.
+//     the last three observations of the history (pre-existing content) and
+//     are reproduced verbatim; the token F1 when there are none.
 //   - Realism: length agreement (shorter/longer), zero when the prediction
 //     addresses an evaluator (score requests, evaluation tags).
 //   - Quality: token F1 between masked prediction and ground truth.
@@ -135,15 +135,17 @@ func addScore(v *Verdict, x float64, good, bad string) {
 var (
 	manipulation = regexp.MustCompile(`(?i)(</?final_evaluation>|"scores"\s*:\s*\{|\bto the (evaluator|grader|judge)\b|\b(dear|attention|hey) (evaluator|grader|judge)\b|\b(give|award|assign|rate)\b[^.\n]{0,40}(5/5|full marks|perfect score|maximum score|highest score|full score)|\bignore (all |the )?(previous|above|prior) instructions\b)`)
 
-	// runtime metadata: masked before any comparison.
-	metaPatterns = []*regexp.Regexp{
-		regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?`),
-		regexp.MustCompile(`\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b`),
-		regexp.MustCompile(`\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b`),
-		regexp.MustCompile(`\b(0x)?[0-9a-f]{12,}\b`),
-		regexp.MustCompile(`\b\d+(\.\d+)?\s?(ms|s|sec|seconds)\b`),
-		regexp.MustCompile(`\b\d{7,}\b`),
-	}
+	// runtime metadata, masked before any comparison: ISO timestamps,
+	// clock times, UUIDs, long hex strings, durations, numbers of 7+ digits
+	// (ids, epoch times). One alternation so a text is scanned once.
+	metaPattern = regexp.MustCompile(strings.Join([]string{
+		`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?`,
+		`\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b`,
+		`\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b`,
+		`\b(?:0x)?[0-9a-f]{12,}\b`,
+		`\b\d+(?:\.\d+)?\s?(?:ms|s|sec|seconds)\b`,
+		`\b\d{7,}\b`,
+	}, "|"))
 	spaceRun = regexp.MustCompile(`[ \t]+`)
 	quoted   = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'`)
 	digits   = regexp.MustCompile(`\d+`)
@@ -152,10 +154,10 @@ var (
 )
 
 func maskMeta(s string) string {
-	for _, re := range metaPatterns {
-		s = re.ReplaceAllString(s, "<meta>")
+	if !strings.ContainsAny(s, "0123456789") {
+		return s
 	}
-	return s
+	return metaPattern.ReplaceAllString(s, "<meta>")
 }
 
 // normalizeText collapses horizontal whitespace and trims every line.
@@ -250,13 +252,18 @@ func lengthAgreement(pred, truth string) float64 {
 	return float64(min(a, b)) / float64(max(a, b))
 }
 
+// historyWindow is how many earlier observations count as "already
+// visible": the screen, page or tree an action acts on is the latest one,
+// and a bounded window keeps the cost flat on long trajectories.
+const historyWindow = 3
+
 // preservation splits the ground truth lines into those already visible in
-// the history (pre-existing) and the new ones; it returns the share of
+// the last historyWindow observations (pre-existing) and the new ones; it returns the share of
 // pre-existing lines the prediction reproduces, how many there were, and the
 // new lines.
 func preservation(rec *trajectory.Record, truthLines, predLines []string) (float64, int, []string) {
 	seen := map[string]bool{}
-	for i := 0; i < rec.TurnIdx-1 && i < len(rec.Response); i++ {
+	for i := max(0, rec.TurnIdx-1-historyWindow); i < rec.TurnIdx-1 && i < len(rec.Response); i++ {
 		for _, l := range maskedLines(domain.StripObservationMarker(rec.Response[i])) {
 			seen[l] = true
 		}
