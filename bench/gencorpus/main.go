@@ -139,7 +139,7 @@ func (g *gen) trajectory(i int) traj {
 func (g *gen) turn(d string, k int) (string, string) {
 	head := fmt.Sprintf("### Turn %d\n**Action:**\n", k)
 	obsHead := "**Environment Observation:**\n"
-	switch g.r.IntN(7) {
+	switch g.r.IntN(10) {
 	case 0: // echo: the observation repeats the action
 		a := g.words(5 + g.r.IntN(30))
 		return head + a, obsHead + "ok " + a
@@ -148,6 +148,17 @@ func (g *gen) turn(d string, k int) (string, string) {
 		return head + `{"name":"write_file","arguments":{"path":"src/main.py","content":"` + body + `"}}`, obsHead + "File written successfully."
 	case 2: // empty observation body
 		return head + g.pick(cmds), obsHead + g.pick([]string{"{}", "[]", "  ", "—", ""})
+	case 3: // reply: a small structured answer of comparable length
+		return head + `{"name":"get_` + g.pick(english) + `","arguments":{"id":` + strconv.Itoa(g.r.IntN(999)) + `}}`,
+			obsHead + `{"status":"` + g.pick(english) + `","count":` + strconv.Itoa(g.r.IntN(99)) + `,"note":"` + g.words(3+g.r.IntN(5)) + `"}`
+	case 4: // transform: part of the action reworked with new words
+		a := g.words(16 + g.r.IntN(10))
+		parts := strings.Fields(a)
+		return head + `{"name":"edit","arguments":{"text":"` + a + `"}}`,
+			obsHead + "edited: " + strings.Join(parts[:len(parts)/2], " ") + " " + g.words(8+g.r.IntN(8))
+	case 5: // context: a long observation that restates the action
+		a := g.words(6 + g.r.IntN(6))
+		return head + a, obsHead + a + "\n" + a + "\n" + a + "\n" + g.words(20+g.r.IntN(20))
 	}
 	var a, o string
 	switch d {

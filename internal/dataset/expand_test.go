@@ -292,7 +292,8 @@ func TestMaskingConfig(t *testing.T) {
 		{Stats{OL: 0.1, Nov: 0.9, R: 0.1, ActWords: 100, ObsWords: 10}, "ack"},
 		{Stats{OL: 1, Nov: 0.95, R: 30, ActWords: 2, ObsWords: 60}, "retrieval"},
 		{Stats{OL: 0.8, Nov: 0.5, R: 6, ActWords: 10, ObsWords: 60}, "context"},
-		{Stats{OL: 0.5, Nov: 0.5, Jac: 0.35, R: 1.2, ActWords: 10, ObsWords: 12}, "transform"},
+		{Stats{OL: 0.7, Nov: 0.6, Jac: 0.35, R: 1.5, ActWords: 10, ObsWords: 15}, "transform"},
+		{Stats{OL: 0.6, Nov: 0.4, Jac: 0.4, R: 2.5, ActWords: 10, ObsWords: 25}, "transform"},
 		{Stats{OL: 0.1, Nov: 0.9, Jac: 0.05, R: 1.5, ActWords: 10, ObsWords: 15}, "reply"},
 	}
 	for _, c := range cases {
