@@ -77,28 +77,28 @@ func FuzzExtractPrediction(f *testing.F) {
 	})
 }
 
-// FuzzRules feeds arbitrary predictions to the offline scorer for every
-// example domain: it must not panic and must keep every score in 1..5.
+// FuzzRules feeds arbitrary predictions to the offline scorer against the
+// example records of all domains: it must not panic and must keep every
+// score in 1..5.
 func FuzzRules(f *testing.F) {
 	f.Add("root@host:/app# ls\nroot@host:/app# ")
 	f.Add(`{"content": [{"type": "text", "text": "[1, 2"}], "isError": false}`)
 	f.Add("\t[118] link 'Sales'\n\t\t[119] link 'Orders'")
-	recs := map[string][]*trajectory.Record{}
+	var recs []*trajectory.Record
 	for _, d := range []string{"mcp", "search", "terminal", "swe", "android", "web", "os"} {
 		rs, err := trajectory.ReadFile(filepath.Join("..", "..", "examples", "bench", d+"_test.jsonl"), false)
 		if err != nil {
 			f.Fatal(err)
 		}
-		recs[d] = rs
+		recs = append(recs, rs...)
 	}
 	f.Fuzz(func(t *testing.T, pred string) {
-		for _, rs := range recs {
-			rec := rs[len(pred)%len(rs)]
-			s, _ := Rules(rec, pred)
-			for _, x := range s.Values() {
-				if x < 1 || x > 5 {
-					t.Fatalf("score %d outside 1..5 for %q", x, pred)
-				}
+		// One record per input, chosen by the input, keeps executions cheap.
+		rec := recs[len(pred)%len(recs)]
+		s, _ := Rules(rec, pred)
+		for _, x := range s.Values() {
+			if x < 1 || x > 5 {
+				t.Fatalf("score %d outside 1..5 for %q", x, pred)
 			}
 		}
 	})
