@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runData(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	root := New()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(append([]string{"data"}, args...))
+	err := root.Execute()
+	return out.String(), errb.String(), err
+}
+
+func TestDataCommands(t *testing.T) {
+	out, _, err := runData(t, "schema")
+	if err != nil || !json.Valid([]byte(out)) {
+		t.Fatalf("schema: %v", err)
+	}
+	out, errOut, err := runData(t, "validate", "--progress=false", "../dataset/testdata/bad.jsonl")
+	if err == nil || !strings.Contains(out, "bad.jsonl:2: turns[0].observation:") || !strings.Contains(errOut, "summary:") {
+		t.Fatalf("validate: err %v\nout %s\nerr %s", err, out, errOut)
+	}
+	dir := t.TempDir()
+	trajs := filepath.Join(dir, "t.jsonl")
+	if _, _, err := runData(t, "convert", "--progress=false", "--on-error", "fatal", "-o", trajs, "../../examples/bench/terminal_test.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	rl := filepath.Join(dir, "rl.parquet")
+	if _, _, err := runData(t, "export", "--progress=false", "--mode", "rl", "-o", rl, trajs); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(rl); err != nil || !bytes.HasPrefix(b, []byte("PAR1")) {
+		t.Fatalf("parquet: %v", err)
+	}
+	if _, _, err := runData(t, "export", "--progress=false", "--mode", "rl", trajs); err == nil {
+		t.Fatal("rl export to stdout accepted")
+	}
+	if _, _, err := runData(t, "mask", "--progress=false", "--on-error", "bogus", trajs); err == nil {
+		t.Fatal("bad --on-error accepted")
+	}
+	out, _, err = runData(t, "mask", "--progress=false", trajs)
+	if err != nil || strings.Count(out, "\n") != 4 {
+		t.Fatalf("mask: %v\n%s", err, out)
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(dir, ".*tmp*"))
+	if len(leftovers) > 0 {
+		t.Fatalf("temporary files left: %v", leftovers)
+	}
+}
