@@ -293,7 +293,7 @@ func (l *Ledger) Observe(ctx context.Context, world, session string, turn int, o
 }
 
 // StateHeader opens the ledger's state text.
-const StateHeader = "## World ledger\nOther sessions of this world have already established these facts. They are true here too: reuse these IDs and values and never contradict them."
+const StateHeader = "World ledger: other sessions of this world have already established these facts. They hold here too: reuse these IDs and values and never contradict them."
 
 // StateText renders the world's current facts for a step of session,
 // leaving out facts whose latest assertion came from that session itself

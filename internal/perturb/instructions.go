@@ -5,7 +5,7 @@ import "strings"
 // ControlHeader opens the control text added to a perturbed step's last
 // user message. The agent never sees it: it is part of the world model's
 // prompt only.
-const ControlHeader = "[Simulation control for this step only — the agent does not see this note. Follow it when you predict the observation, and keep the observation in the environment's usual format:]"
+const ControlHeader = "The agent does not see this note. For this step only, simulate the following in the observation, keeping the environment's usual format:"
 
 // instructions holds our wording of each instructed perturbation.
 var instructions = map[Kind]string{

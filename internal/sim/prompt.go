@@ -25,6 +25,10 @@ func Components(s *world.Spec) trajectory.Components {
 		InitialState:          s.InitialState,
 		SimulationInstruction: s.SimulationInstruction,
 	}
+	// A fictional world's facts are part of every session's starting state.
+	if f := s.Facts.Render(); f != "" {
+		c.InitialState = strings.TrimSpace(strings.TrimSpace(c.InitialState) + "\n\n" + f)
+	}
 	for _, d := range s.Demonstrations {
 		c.Demonstrations = append(c.Demonstrations, trajectory.Demonstration{Action: d.Action, Observation: d.Observation})
 	}

@@ -1,0 +1,247 @@
+// Package worldhooks plugs controllable perturbations and fictional-world
+// ledgers into every simulator step (as sim.StepHooks), whatever API the
+// step arrives through: the session API, OpenEnv or the MCP facade.
+package worldhooks
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/fiction"
+	"github.com/agentworld/agentworld/internal/perturb"
+	"github.com/agentworld/agentworld/internal/sim"
+)
+
+// ParamPerturbations is the session parameter (CreateRequest.Params) that
+// overrides a world's perturbation rules for one session: a perturbations
+// section, merged by rule name into the spec's (see perturb.Merge).
+const ParamPerturbations = "perturbations"
+
+// ExtraFault is the StepInfo.Extra key carrying a direct fault (a
+// perturb.Fault as JSON), so transports can render it natively.
+const ExtraFault = "perturb_fault"
+
+// BackendPerturb names what answered a step that a direct fault ended.
+const BackendPerturb = "perturb"
+
+// Perturbations applies each world's perturbation rules: instructed rules
+// add control text to the step's last user message, direct faults answer
+// the step without calling the environment, latency delays it. Fired rules
+// are recorded as step labels.
+type Perturbations struct {
+	log *slog.Logger
+	// Sleep waits out injected latency; nil means a timer honouring ctx.
+	Sleep func(ctx context.Context, d time.Duration) error
+
+	mu      sync.Mutex
+	engines map[string]*perturb.Engine // by hash of the effective config
+}
+
+// NewPerturbations makes the hook; log may be nil.
+func NewPerturbations(log *slog.Logger) *Perturbations {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Perturbations{log: log, engines: map[string]*perturb.Engine{}}
+}
+
+var _ sim.StepHook = (*Perturbations)(nil)
+
+// engine compiles (once per distinct config) the session's effective rules.
+func (p *Perturbations) engine(s sim.SessionInfo) (*perturb.Engine, error) {
+	var override *perturb.Config
+	if raw, ok := s.Params[ParamPerturbations]; ok && len(raw) > 0 && string(raw) != "null" {
+		override = &perturb.Config{}
+		if err := json.Unmarshal(raw, override); err != nil {
+			return nil, &sim.FieldError{Field: "params.perturbations", Msg: err.Error()}
+		}
+	}
+	if s.Spec.Perturbations == nil && override == nil {
+		return nil, nil
+	}
+	cfg := perturb.Merge(s.Spec.Perturbations, override, nil)
+	b, _ := json.Marshal(struct {
+		C     *perturb.Config
+		Tools []string
+	}{cfg, s.Spec.ToolNames()})
+	sum := sha256.Sum256(b)
+	key := hex.EncodeToString(sum[:])
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.engines[key]; ok {
+		return e, nil
+	}
+	e, err := perturb.New(cfg, s.Spec.ToolNames())
+	if err != nil {
+		return nil, &sim.FieldError{Field: "params.perturbations", Msg: err.Error()}
+	}
+	if len(p.engines) > 4096 { // bound the cache; configs rarely vary this much
+		clear(p.engines)
+	}
+	p.engines[key] = e
+	return e, nil
+}
+
+// Stream is the key of a session's perturbation draws: its root session
+// (forks share their parent's draws) and its seed (branches given new seeds
+// draw anew).
+func Stream(s sim.SessionInfo) string {
+	root := s.Root
+	if root == "" {
+		root = s.ID
+	}
+	if s.Seed != nil {
+		return root + "/" + strconv.FormatInt(*s.Seed, 10)
+	}
+	return root
+}
+
+// BeforeStep implements sim.StepHook.
+func (p *Perturbations) BeforeStep(ctx context.Context, s sim.SessionInfo, in *sim.StepInput) (*sim.Observation, error) {
+	e, err := p.engine(s)
+	if err != nil || e.Empty() {
+		return nil, err
+	}
+	tool := ""
+	if in.Action.Tool != nil {
+		tool = in.Action.Tool.Name
+	}
+	d := e.Decide(perturb.Step{Stream: Stream(s), Turn: in.Turn, Tool: tool, Action: in.Action.Text})
+	if len(d.Fired) == 0 {
+		return nil, nil
+	}
+	if in.Labels == nil {
+		in.Labels = map[string]string{}
+	}
+	for k, v := range d.Labels() {
+		in.Labels[k] = v
+	}
+	if d.Instruction != "" {
+		if in.Control != "" {
+			in.Control += "\n"
+		}
+		in.Control += d.Instruction
+	}
+	if d.Delay > 0 {
+		if err := p.sleep(ctx, d.Delay); err != nil {
+			return nil, err
+		}
+	}
+	if d.Fault == nil {
+		return nil, nil
+	}
+	fb, _ := json.Marshal(d.Fault)
+	p.log.Debug("direct fault", "session", s.ID, "turn", in.Turn, "rule", d.Fault.Rule, "kind", d.Fault.Kind)
+	return &sim.Observation{
+		Text: FaultText(d.Fault),
+		Info: sim.StepInfo{Backend: BackendPerturb, Labels: in.Labels, Extra: map[string]json.RawMessage{ExtraFault: fb}},
+	}, nil
+}
+
+func (p *Perturbations) sleep(ctx context.Context, d time.Duration) error {
+	if p.Sleep != nil {
+		return p.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// AfterStep implements sim.StepHook.
+func (p *Perturbations) AfterStep(context.Context, sim.SessionInfo, sim.StepInput, sim.StepResult) {}
+
+// FaultText is the observation text of a direct fault, as the session API
+// returns it: an HTTP status line, a JSON-RPC error object, or the broken
+// payload itself.
+func FaultText(f *perturb.Fault) string {
+	switch f.Kind {
+	case perturb.HTTPError:
+		s := fmt.Sprintf("HTTP %d %s", f.HTTPStatus, http.StatusText(f.HTTPStatus))
+		if f.Message != "" && f.Message != http.StatusText(f.HTTPStatus) {
+			s += ": " + f.Message
+		}
+		return s
+	case perturb.JSONRPCError:
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": f.RPCCode, "message": f.Message}})
+		return string(b)
+	case perturb.MalformedPayload:
+		return f.Payload
+	}
+	return "fault: " + string(f.Kind)
+}
+
+// Ledger gives fictional worlds (specs with a facts section) a shared
+// memory: before a step it adds the facts other sessions of the world
+// established as world-state text; after a clean, unperturbed step it
+// records the facts the observation asserted.
+type Ledger struct {
+	l   *fiction.Ledger
+	log *slog.Logger
+}
+
+// NewLedger makes the hook over a ledger; log may be nil.
+func NewLedger(l *fiction.Ledger, log *slog.Logger) *Ledger {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Ledger{l: l, log: log}
+}
+
+var _ sim.StepHook = (*Ledger)(nil)
+
+// BeforeStep implements sim.StepHook.
+func (h *Ledger) BeforeStep(ctx context.Context, s sim.SessionInfo, in *sim.StepInput) (*sim.Observation, error) {
+	if s.Spec.Facts == nil {
+		return nil, nil
+	}
+	text, err := h.l.StateText(ctx, s.Spec.Name, s.ID)
+	if err != nil {
+		h.log.Warn("world ledger unavailable; step runs without it", "world", s.Spec.Name, "err", err)
+		return nil, nil
+	}
+	if text != "" {
+		if in.WorldState != "" {
+			in.WorldState += "\n\n"
+		}
+		in.WorldState += text
+	}
+	return nil, nil
+}
+
+// AfterStep implements sim.StepHook. Perturbed steps, faults, replayed
+// approximations and error observations teach the ledger nothing: their
+// content is deliberately or possibly wrong.
+func (h *Ledger) AfterStep(ctx context.Context, s sim.SessionInfo, in sim.StepInput, out sim.StepResult) {
+	if s.Spec.Facts == nil || out.Info.Error != "" || out.Info.Approximate || out.Info.Labels[perturb.LabelRules] != "" {
+		return
+	}
+	switch out.Info.Backend {
+	case BackendPerturb, "rule", "hook":
+		return
+	}
+	if strings.TrimSpace(out.Observation) == "" {
+		return
+	}
+	rec, err := h.l.Observe(context.WithoutCancel(ctx), s.Spec.Name, s.ID, in.Turn, out.Observation)
+	if err != nil {
+		h.log.Warn("world ledger: record facts", "world", s.Spec.Name, "session", s.ID, "turn", in.Turn, "err", err)
+		return
+	}
+	if len(rec) > 0 {
+		h.log.Debug("world ledger: new facts", "world", s.Spec.Name, "session", s.ID, "turn", in.Turn, "facts", len(rec))
+	}
+}

@@ -1,0 +1,326 @@
+package worldhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/fiction"
+	"github.com/agentworld/agentworld/internal/perturb"
+	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/world"
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// recorder is a world model that answers with answer(request) and keeps
+// every request it received.
+type recorder struct {
+	mu     sync.Mutex
+	reqs   []worldmodel.Request
+	answer func(worldmodel.Request) string
+}
+
+func (r *recorder) Complete(_ context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req)
+	r.mu.Unlock()
+	return &worldmodel.Response{Content: "<predicted_observation>" + r.answer(req) + "</predicted_observation>", FinishReason: "stop"}, nil
+}
+
+func (r *recorder) requests() []worldmodel.Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]worldmodel.Request(nil), r.reqs...)
+}
+
+func lastUser(req worldmodel.Request) string {
+	return req.Messages[len(req.Messages)-1].Content
+}
+
+func newManager(t *testing.T, c worldmodel.Completer, hooks []sim.StepHook, specs ...*world.Spec) *sim.Manager {
+	t.Helper()
+	worlds := map[string]*world.Spec{}
+	for _, s := range specs {
+		if err := s.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		worlds[s.Name] = s
+	}
+	m := sim.New(&sim.Options{
+		Worlds:   worlds,
+		Backends: map[string]sim.BackendFactory{sim.BackendModel: sim.NewModelBackend(c, &sim.ModelOptions{MaxTokens: 256})},
+		Hooks:    hooks,
+		MaxTurns: 1000,
+	})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	return m
+}
+
+func prob(p float64) *float64 { return &p }
+
+var trackerTools = []world.Tool{
+	{Name: "get_issue", InputSchema: json.RawMessage(`{"type":"object"}`)},
+	{Name: "update_issue", InputSchema: json.RawMessage(`{"type":"object"}`)},
+}
+
+// TestRulesFireAtTheirRatesThroughSessions runs 1,000 steps (20 sessions of
+// 50) under a fixed seed through the session manager: each rule fires at
+// its configured rate within 4 sigma, every firing is recorded on the
+// step's stored labels, instructed rules put control text in the last user
+// message only, and direct faults never reach the model.
+func TestRulesFireAtTheirRatesThroughSessions(t *testing.T) {
+	spec := &world.Spec{
+		Name: "tracker", Domain: "mcp", TaskDescription: "An issue tracker.",
+		ActionSpace: world.ActionSpace{Tools: trackerTools},
+		Perturbations: &perturb.Config{Seed: 99, Rules: []perturb.Rule{
+			{Name: "throttle", When: perturb.When{Tool: "update_issue", Probability: prob(0.3)}, Inject: perturb.Inject{Kind: perturb.RateLimit}},
+			{Name: "stale", When: perturb.When{Tool: "get_issue", Turns: &perturb.TurnRange{From: 5}, Probability: prob(0.1)}, Inject: perturb.Inject{Kind: perturb.StaleData}},
+			{Name: "slow", When: perturb.When{Probability: prob(0.15)}, Inject: perturb.Inject{Kind: perturb.Latency, LatencyMS: 40}},
+			{Name: "rpc", When: perturb.When{Tool: "get_issue", Probability: prob(0.05)}, Inject: perturb.Inject{Kind: perturb.JSONRPCError, Code: -32000}},
+		}},
+	}
+	rec := &recorder{answer: func(worldmodel.Request) string { return `{"content":[{"type":"text","text":"ok"}]}` }}
+	hook := NewPerturbations(nil)
+	var slept sync.Map
+	hook.Sleep = func(_ context.Context, d time.Duration) error { slept.Store(d, true); return nil }
+	m := newManager(t, rec, []sim.StepHook{hook}, spec)
+	ctx := context.Background()
+
+	eligible := map[string]int{}
+	fired := map[string]int{}
+	faults := 0
+	steps := 0
+	var sessions []string
+	for s := 0; s < 20; s++ {
+		rep, err := m.Create(ctx, sim.CreateRequest{WorldID: "tracker"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, rep.SessionID)
+		for turn := 1; turn <= 50; turn++ {
+			tool := trackerTools[(s+turn)%2].Name
+			action := fmt.Sprintf(`{"name":%q,"arguments":{"key":"LL-%d"}}`, tool, turn)
+			before := len(rec.requests())
+			res, err := m.Step(ctx, rep.SessionID, sim.StepRequest{Action: json.RawMessage(action)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps++
+			eligible["slow"]++
+			if tool == "update_issue" {
+				eligible["throttle"]++
+			} else {
+				eligible["rpc"]++
+				if turn >= 5 {
+					eligible["stale"]++
+				}
+			}
+			rules := res.Info.Labels[perturb.LabelRules]
+			for _, r := range strings.Split(rules, ",") {
+				if r != "" {
+					fired[r]++
+				}
+			}
+			reqs := rec.requests()
+			called := len(reqs) > before
+			if strings.Contains(rules, "rpc") {
+				faults++
+				if called {
+					t.Fatalf("session %d turn %d: a direct fault called the model", s, turn)
+				}
+				if res.Info.Backend != BackendPerturb || !strings.Contains(res.Observation, "-32000") {
+					t.Fatalf("fault step %+v", res)
+				}
+				continue
+			}
+			if !called {
+				t.Fatalf("session %d turn %d: model not called", s, turn)
+			}
+			last := reqs[len(reqs)-1]
+			msg := lastUser(last)
+			instructed := strings.Contains(rules, "throttle") || strings.Contains(rules, "stale")
+			if instructed != strings.Contains(msg, perturb.ControlHeader) {
+				t.Fatalf("turn %d rules %q: control text present=%v in %q", turn, rules, !instructed, msg)
+			}
+			if strings.Contains(rules, "throttle") && !strings.Contains(msg, perturb.Instruction(perturb.RateLimit)) {
+				t.Fatalf("rate-limit instruction missing: %q", msg)
+			}
+			// Control text only ever enters the newest message: the system
+			// prompt never carries it.
+			if strings.Contains(last.Messages[0].Content, perturb.ControlHeader) {
+				t.Fatal("control text in the system prompt")
+			}
+		}
+	}
+	if steps != 1000 {
+		t.Fatalf("%d steps", steps)
+	}
+	rates := map[string]float64{"throttle": 0.3, "stale": 0.1, "slow": 0.15, "rpc": 0.05}
+	for r, p := range rates {
+		n := float64(eligible[r])
+		mean, sigma := n*p, math.Sqrt(n*p*(1-p))
+		got := float64(fired[r])
+		t.Logf("%-8s p=%.2f eligible=%4.0f fired=%4.0f expected %.1f ± %.1f (4σ)", r, p, n, got, mean, 4*sigma)
+		if math.Abs(got-mean) > 4*sigma {
+			t.Errorf("rule %s fired %v times, want %.1f ± %.1f", r, got, mean, 4*sigma)
+		}
+	}
+	if _, ok := slept.Load(40 * time.Millisecond); !ok {
+		t.Error("latency rule never delayed a step")
+	}
+	// The labels are stored with each turn of the trajectory.
+	stored := 0
+	for _, id := range sessions {
+		tr, err := m.Trajectory(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, turn := range tr.Turns {
+			var info sim.StepInfo
+			if err := json.Unmarshal(turn.Meta["info"], &info); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range strings.Split(info.Labels[perturb.LabelRules], ",") {
+				if r != "" {
+					stored++
+				}
+			}
+		}
+	}
+	total := 0
+	for _, n := range fired {
+		total += n
+	}
+	if stored != total || total == 0 {
+		t.Errorf("stored firings %d, returned %d", stored, total)
+	}
+	t.Logf("%d direct faults answered without the model", faults)
+}
+
+// TestPerturbationsAreReproducible: the same seed, session root and turn
+// give the same firings, so a retried or forked step is perturbed alike;
+// a fork given another seed draws anew.
+func TestPerturbationsAreReproducible(t *testing.T) {
+	info := func(id string, seed *int64) sim.SessionInfo {
+		return sim.SessionInfo{ID: id, Root: "root-1", Seed: seed, Spec: &world.Spec{
+			Name: "w", Domain: "mcp", ActionSpace: world.ActionSpace{Tools: trackerTools},
+			Perturbations: &perturb.Config{Rules: []perturb.Rule{{Name: "r", When: perturb.When{Probability: prob(0.5)}, Inject: perturb.Inject{Kind: perturb.Timeout}}}},
+		}}
+	}
+	h := NewPerturbations(nil)
+	seq := func(s sim.SessionInfo) string {
+		var b strings.Builder
+		for turn := 1; turn <= 64; turn++ {
+			in := &sim.StepInput{Turn: turn, Action: sim.Action{Text: "x"}}
+			if _, err := h.BeforeStep(context.Background(), s, in); err != nil {
+				t.Fatal(err)
+			}
+			if in.Labels[perturb.LabelRules] != "" {
+				b.WriteByte('1')
+			} else {
+				b.WriteByte('0')
+			}
+		}
+		return b.String()
+	}
+	seed := int64(3)
+	other := int64(4)
+	a, fork, branch := seq(info("root-1", &seed)), seq(info("child", &seed)), seq(info("child2", &other))
+	if a != fork {
+		t.Errorf("fork with the parent's seed differs:\n%s\n%s", a, fork)
+	}
+	if a == branch {
+		t.Error("a branch with another seed drew the same perturbations")
+	}
+	// A bad per-session override is a field error naming the parameter.
+	s := info("x", nil)
+	s.Params = map[string]json.RawMessage{ParamPerturbations: json.RawMessage(`[{"when":{"probability":3},"inject":{"kind":"timeout"}}]`)}
+	_, err := h.BeforeStep(context.Background(), s, &sim.StepInput{Turn: 1})
+	if err == nil || !strings.Contains(err.Error(), "params.perturbations") || !strings.Contains(err.Error(), "when.probability") {
+		t.Errorf("bad override: %v", err)
+	}
+	// A valid override replaces the spec's rule of the same name.
+	s.Params = map[string]json.RawMessage{ParamPerturbations: json.RawMessage(`[{"name":"r","when":{"probability":0},"inject":{"kind":"timeout"}}]`)}
+	if got := seq(s); strings.Contains(got, "1") {
+		t.Errorf("override to probability 0 still fires: %s", got)
+	}
+}
+
+// TestFictionalWorldSharesFacts: a fact session A's observation invents
+// appears in session B's prompt; the spec's facts are in every session's
+// system prompt; B contradicting A is found by the ledger check.
+func TestFictionalWorldSharesFacts(t *testing.T) {
+	spec := &world.Spec{
+		Name: "quillfern", Domain: "search", TaskDescription: "Search about an invented company.",
+		ActionSpace: world.ActionSpace{Description: "search(query), open_page(url)"},
+		Facts: &fiction.Facts{Entities: []fiction.Entity{{ID: "quillfern", Type: "company", Name: "Quillfern Instruments", Attributes: map[string]string{"founded": "2011"}}}},
+	}
+	var mu sync.Mutex
+	answers := map[string]string{
+		"A": `{"results":[{"id":"emp-9","name":"Oona Pale","title":"Head of Optics","url":"https://quillfern.example/team/oona"}]}`,
+		"B": "Employee ID: emp-9\nName: Oona Pale\nTitle: Janitor",
+	}
+	current := "A"
+	rec := &recorder{answer: func(worldmodel.Request) string {
+		mu.Lock()
+		defer mu.Unlock()
+		return answers[current]
+	}}
+	store, err := fiction.NewFileStore(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := fiction.NewLedger(store, nil)
+	m := newManager(t, rec, []sim.StepHook{NewLedger(led, nil), NewPerturbations(nil)}, spec)
+	ctx := context.Background()
+	a, err := m.Create(ctx, sim.CreateRequest{WorldID: "quillfern"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Create(ctx, sim.CreateRequest{WorldID: "quillfern"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(id, action string) {
+		t.Helper()
+		if _, err := m.Step(ctx, id, sim.StepRequest{Action: json.RawMessage(action)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(a.SessionID, `{"name":"search","arguments":{"query":"quillfern optics lead"}}`)
+	mu.Lock()
+	current = "B"
+	mu.Unlock()
+	step(b.SessionID, `{"name":"search","arguments":{"query":"quillfern staff"}}`)
+
+	reqs := rec.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests", len(reqs))
+	}
+	for i, r := range reqs {
+		if !strings.Contains(r.Messages[0].Content, "Quillfern Instruments") || !strings.Contains(r.Messages[0].Content, "founded: 2011") {
+			t.Errorf("request %d: system prompt lacks the spec's facts:\n%s", i, r.Messages[0].Content)
+		}
+	}
+	if strings.Contains(lastUser(reqs[0]), "emp-9") {
+		t.Error("session A's first prompt already mentions emp-9")
+	}
+	bPrompt := lastUser(reqs[1])
+	for _, want := range []string{fiction.StateHeader, "emp-9", "title: Head of Optics", "name: Oona Pale"} {
+		if !strings.Contains(bPrompt, want) {
+			t.Errorf("session B's prompt lacks %q:\n%s", want, bPrompt)
+		}
+	}
+	cs, err := led.Contradictions(ctx, "quillfern", spec.Facts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Entity != "emp-9" || cs[0].Attribute != "title" || cs[0].Was.Value != "Head of Optics" || cs[0].Now.Value != "Janitor" {
+		t.Errorf("contradictions %+v", cs)
+	}
+}
