@@ -70,7 +70,7 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(8)
-	if _, err := db.Exec(schema); err != nil {
+	if _, err := db.Exec(schema + ledgerSchema); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store %s: create schema: %w", path, err)
 	}
