@@ -184,6 +184,7 @@ func TestClientsOverStdioAndHTTP(t *testing.T) {
 	defer ts.Close()
 	endpoint := ts.URL + "/mcp/" + h.world
 
+	h.model.Reset()
 	t.Run("go/http", func(t *testing.T) {
 		checkReport(t, runGoClient(t, &mcp.StreamableClientTransport{Endpoint: endpoint, DisableStandaloneSSE: true}))
 	})

@@ -1,0 +1,48 @@
+package mcpworld
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentworld/agentworld/internal/perturb"
+	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/worldhooks"
+)
+
+// Sessions runs the facade's sessions on a sim.Manager: an MCP session is
+// a simulator session, a tools/call one step, recorded like any other.
+type Sessions struct {
+	M *sim.Manager
+}
+
+var _ Simulator = Sessions{}
+
+// Open implements Simulator.
+func (s Sessions) Open(ctx context.Context, world string, o SessionOptions) (string, error) {
+	rep, err := s.M.Create(ctx, sim.CreateRequest{WorldID: world, Seed: o.Seed, Params: o.Params, Labels: o.Labels})
+	if err != nil {
+		return "", err
+	}
+	return rep.SessionID, nil
+}
+
+// Step implements Simulator.
+func (s Sessions) Step(ctx context.Context, id, action string) (*StepOutcome, error) {
+	res, err := s.M.Step(ctx, id, sim.StepRequest{Action: json.RawMessage(action)})
+	if err != nil {
+		return nil, err
+	}
+	out := &StepOutcome{Observation: res.Observation, Terminated: res.Terminated, Truncated: res.Truncated, Error: res.Info.Error}
+	if raw, ok := res.Info.Extra[worldhooks.ExtraFault]; ok {
+		var f perturb.Fault
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return nil, fmt.Errorf("session %s: stored fault: %w", id, err)
+		}
+		out.Fault = &f
+	}
+	return out, nil
+}
+
+// Close implements Simulator.
+func (s Sessions) Close(ctx context.Context, id string) error { return s.M.Delete(ctx, id) }
