@@ -23,7 +23,9 @@ const (
 	// {"messages": [...], "tools": [...]} object per line.
 	FromOpenAI
 	// FromSession reads recordings of agentworld sessions, which are
-	// unified trajectories already; they are checked and passed through.
+	// unified trajectories already (JSONL, or one pretty-printed JSON
+	// document per file as session recordings are saved); they are checked
+	// and passed through.
 	FromSession
 )
 
@@ -401,6 +403,7 @@ func ToTrajectories(ctx context.Context, files []string, out io.Writer, from Sou
 		}
 		return sum, err
 	case FromOpenAI, FromSession:
+		o.documents = from == FromSession
 		err := run(ctx, files, o, sum, func(_ int, batch []inLine) ([]byte, []*RecordError, int64, error) {
 			var buf bytes.Buffer
 			var errs []*RecordError

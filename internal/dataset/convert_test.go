@@ -202,3 +202,33 @@ func FuzzChatLogToTrajectory(f *testing.F) {
 		}
 	})
 }
+
+// TestSessionRecordings reads pretty-printed recordings (one document per
+// file, as sessions are saved) and JSONL alike, and reports a broken
+// document at the line where it starts.
+func TestSessionRecordings(t *testing.T) {
+	dir := t.TempDir()
+	tr := trajectory.Trajectory{ID: "s1", Domain: "terminal", Source: "real:terminal", SystemPrompt: "shell",
+		Turns: []trajectory.Turn{{Action: "ls", Observation: "a b", Meta: map[string]json.RawMessage{"latency_ms": json.RawMessage("12")}}}}
+	pretty, _ := json.MarshalIndent(tr, "", " ")
+	p1 := filepath.Join(dir, "s1.json")
+	os.WriteFile(p1, append(pretty, '\n'), 0o644)
+	tr.ID, tr.Source = "s2", ""
+	line, _ := json.Marshal(tr)
+	p2 := filepath.Join(dir, "s2.jsonl")
+	os.WriteFile(p2, append(append(line, '\n'), "\n{\"id\": \n oops"...), 0o644)
+	var out bytes.Buffer
+	var reports []string
+	sum, err := ToTrajectories(context.Background(), []string{p1, p2}, &out, FromSession, nil,
+		&Options{report: func(e *RecordError) { reports = append(reports, e.Error()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if sum.Written != 2 || len(lines) != 2 || !strings.Contains(lines[0], `"source":"real:terminal"`) || !strings.Contains(lines[1], `"source":"session"`) {
+		t.Fatalf("summary %+v\n%s", sum, out.String())
+	}
+	if len(reports) != 1 || !strings.HasPrefix(reports[0], p2+":3: bad JSON") {
+		t.Fatalf("reports %v", reports)
+	}
+}

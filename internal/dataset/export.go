@@ -128,8 +128,11 @@ type ExportOptions struct {
 	// RewardStyle is reward_model.style of Parquet rows; "" means "model".
 	RewardStyle string
 	// RowGroup is the number of Parquet rows buffered before a row group
-	// is flushed; 0 means 2048.
+	// is flushed; 0 means 2048. A row group is also flushed once its text
+	// reaches RowGroupBytes, so long prompts do not pile up in memory.
 	RowGroup int
+	// RowGroupBytes bounds the text buffered in one row group; 0 means 64 MiB.
+	RowGroupBytes int
 }
 
 type outItem struct {
@@ -155,6 +158,9 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 	if e.RowGroup <= 0 {
 		e.RowGroup = 2048
 	}
+	if e.RowGroupBytes <= 0 {
+		e.RowGroupBytes = 64 << 20
+	}
 	o := opts.norm()
 	exps := make([]*Expander, o.Workers)
 	for i := range exps {
@@ -170,7 +176,7 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 	}
 	seen := map[[16]byte]struct{}{}
 	sum := &Summary{}
-	pending := 0
+	pending, pendingBytes := 0, 0
 	err := run(ctx, files, o, sum, func(w int, batch []inLine) ([]outItem, []*RecordError, int64, error) {
 		var items []outItem
 		var errs []*RecordError
@@ -216,11 +222,16 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 				if _, err := pw.Write([]RLRow{*it.row}); err != nil {
 					return err
 				}
-				if pending++; pending >= e.RowGroup {
+				pending++
+				pendingBytes += len(it.row.RewardModel.GroundTruth)
+				for _, m := range it.row.Prompt {
+					pendingBytes += len(m.Content)
+				}
+				if pending >= e.RowGroup || pendingBytes >= e.RowGroupBytes {
 					if err := pw.Flush(); err != nil {
 						return err
 					}
-					pending = 0
+					pending, pendingBytes = 0, 0
 				}
 			} else {
 				if _, err := out.Write(append(it.line, '\n')); err != nil {

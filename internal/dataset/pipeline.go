@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -63,6 +64,9 @@ type Options struct {
 
 	// report, when set, replaces the warning for each bad record.
 	report func(*RecordError)
+	// documents reads each file as a sequence of JSON documents (pretty
+	// printed or not) instead of lines; see docReader.
+	documents bool
 }
 
 func (o *Options) norm() Options {
@@ -311,7 +315,19 @@ func run[R any](ctx context.Context, files []string, opts Options, sum *Summary,
 			if err != nil {
 				return err
 			}
-			lr := trajectory.NewLineReader(r, path, opts.MaxLine)
+			var lr interface {
+				Next() ([]byte, int, error)
+			}
+			if opts.documents {
+				dr, err := newDocReader(r, path, opts.MaxLine)
+				if err != nil {
+					closeF()
+					return err
+				}
+				lr = dr
+			} else {
+				lr = trajectory.NewLineReader(r, path, opts.MaxLine)
+			}
 			var batch []inLine
 			var arena []byte
 			for {
@@ -324,7 +340,12 @@ func run[R any](ctx context.Context, files []string, opts Options, sum *Summary,
 					break
 				}
 				if err != nil {
-					if !errors.Is(err, trajectory.ErrLineTooLong) {
+					var bad *badDocument
+					switch {
+					case errors.As(err, &bad):
+						batch = append(batch, inLine{file: path, n: n, err: bad.err})
+						continue
+					case !errors.Is(err, trajectory.ErrLineTooLong):
 						closeF()
 						return fmt.Errorf("read %s: %w", path, err)
 					}
@@ -366,8 +387,10 @@ func run[R any](ctx context.Context, files []string, opts Options, sum *Summary,
 				for _, l := range j.batch {
 					nbytes += int64(len(l.data)) + 1
 					switch {
-					case l.err != nil:
+					case errors.Is(l.err, trajectory.ErrLineTooLong):
 						pre = append(pre, &RecordError{File: l.file, Line: l.n, Err: fmt.Errorf("%w (limit %d bytes)", l.err, opts.MaxLine)})
+					case l.err != nil:
+						pre = append(pre, &RecordError{File: l.file, Line: l.n, Err: l.err})
 					case !utf8.Valid(l.data):
 						pre = append(pre, &RecordError{File: l.file, Line: l.n, Err: ErrInvalidUTF8})
 					default:
@@ -453,4 +476,66 @@ func sortRecordErrors(errs []*RecordError) {
 		}
 		return errs[i].Line < errs[j].Line
 	})
+}
+
+// badDocument carries a document that could not be parsed; the rest of its
+// file cannot be resynchronised and is not read.
+type badDocument struct{ err error }
+
+func (b *badDocument) Error() string { return b.err.Error() }
+
+// docReader yields the JSON documents of a file as compact single lines,
+// whatever their layout: JSONL, one pretty-printed object (how agentworld
+// session recordings are saved), or several concatenated. Line numbers are
+// those where each document starts. The file is read whole, so it must fit
+// within maxLine bytes.
+type docReader struct {
+	data []byte
+	pos  int
+	line int
+	done bool
+}
+
+func newDocReader(r io.Reader, name string, maxLine int) (*docReader, error) {
+	data, err := io.ReadAll(io.LimitReader(r, int64(maxLine)+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(data) > maxLine {
+		return nil, fmt.Errorf("%s: %w: a document file over %d bytes", name, trajectory.ErrLineTooLong, maxLine)
+	}
+	return &docReader{data: data, line: 1}, nil
+}
+
+func (d *docReader) Next() ([]byte, int, error) {
+	for !d.done && d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case '\n':
+			d.line++
+			d.pos++
+			continue
+		case ' ', '\t', '\r':
+			d.pos++
+			continue
+		}
+		break
+	}
+	if d.done || d.pos >= len(d.data) {
+		return nil, d.line, io.EOF
+	}
+	start := d.line
+	dec := json.NewDecoder(bytes.NewReader(d.data[d.pos:]))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		d.done = true
+		return nil, start, &badDocument{err: fmt.Errorf("%w: %v (the rest of the file is not read)", ErrBadJSON, err)}
+	}
+	end := d.pos + int(dec.InputOffset())
+	d.line += bytes.Count(d.data[d.pos:end], []byte{'\n'})
+	d.pos = end
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, start, &badDocument{err: fmt.Errorf("%w: %v", ErrBadJSON, err)}
+	}
+	return buf.Bytes(), start, nil
 }
