@@ -24,6 +24,8 @@ func New() *cobra.Command {
 		newRealenvCmd(),
 		newDataCmd(),
 		newBenchCmd(),
+		newServeCmd(),
+		newPlayCmd(),
 	)
 	return root
 }

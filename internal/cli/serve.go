@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentworld/agentworld/internal/server"
+	"github.com/agentworld/agentworld/internal/sim"
+)
+
+// simFlags are the flags serve and play share.
+type simFlags struct {
+	cfg         server.AppConfig
+	temperature float64
+	noDB        bool
+}
+
+func (f *simFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.cfg.WorldsDir, "worlds", "", "directory of world specs to load beside the bundled examples")
+	fl.StringVar(&f.cfg.Model, "model", "", "world model: base URL of an OpenAI-compatible server (http://host:8000/v1) or replay:DIR; empty replays the bundled recordings")
+	fl.StringVar(&f.cfg.ModelName, "model-name", "", "model name sent to the world-model server")
+	fl.StringArrayVar(&f.cfg.Replicas, "replica", nil, "another base URL serving the same model (repeatable); sessions stick to one replica")
+	fl.StringVar(&f.cfg.CacheDir, "cache", "", "transition cache directory in front of the world model (exact-match replay; new transitions are recorded there)")
+	fl.IntVar(&f.cfg.ContextBudget, "context-budget", 131072, "model context in tokens; history beyond it is truncated in chunks")
+	fl.IntVar(&f.cfg.MaxTokens, "max-tokens", 32768, "generation budget per step (thinking included)")
+	fl.Float64Var(&f.temperature, "temperature", 0.6, "sampling temperature when the world spec sets none")
+	fl.IntVar(&f.cfg.MaxInFlight, "max-inflight", 256, "concurrent requests per replica")
+	fl.IntVar(&f.cfg.MaxTurns, "max-turns", 200, "steps before an episode is truncated (a world spec's max_turns wins)")
+	fl.StringVar(&f.cfg.DBPath, "db", server.DefaultDBPath(), "SQLite file holding sessions and transcripts")
+	fl.BoolVar(&f.noDB, "no-db", false, "keep sessions in memory only")
+}
+
+func (f *simFlags) app(cmd *cobra.Command) (*server.App, error) {
+	f.cfg.Temperature = &f.temperature
+	if f.noDB {
+		f.cfg.DBPath = ""
+	}
+	if f.cfg.ModelAPIKey == "" {
+		f.cfg.ModelAPIKey = os.Getenv("AGENTWORLD_MODEL_API_KEY")
+	}
+	f.cfg.Logger = logger(cmd)
+	return server.NewApp(f.cfg)
+}
+
+func newServeCmd() *cobra.Command {
+	var f simFlags
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve simulated environments: native session API, OpenEnv HTTP/WebSocket, metrics",
+		Long: `Serve environments simulated by a language world model.
+
+With no flags it runs the embedded default: the bundled example worlds,
+answered by replaying the bundled recorded trajectories (every step's
+info.backend says "replay"; info.approximate marks a nearest-neighbour
+answer). Point --model (and --replica) at vLLM or SGLang servers for real
+simulation.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.cfg.APIKey == "" {
+				f.cfg.APIKey = os.Getenv("AGENTWORLD_API_KEY")
+			}
+			app, err := f.app(cmd)
+			if err != nil {
+				return err
+			}
+			defer app.Close()
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			log := logger(cmd)
+			log.Info("agentworld serve", "addr", ln.Addr().String(), "worlds", len(app.Manager.Worlds()), "backend", app.Describe, "db", f.cfg.DBPath, "auth", f.cfg.APIKey != "")
+			fmt.Fprintf(cmd.ErrOrStderr(), "serving on http://%s (%s)\n", ln.Addr(), app.Describe)
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			return app.Server.Serve(ctx, ln)
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
+	fl.StringVar(&f.cfg.APIKey, "api-key", "", "require this bearer token on every route but /health (default $AGENTWORLD_API_KEY)")
+	fl.IntVar(&f.cfg.MaxSessions, "max-sessions", 10000, "sessions held open at once")
+	fl.DurationVar(&f.cfg.IdleTTL, "idle-ttl", 0, "expire sessions idle this long (default 30m)")
+	fl.StringVar(&f.cfg.DefaultWorld, "default-world", "", "world for OpenEnv /reset without world_id (default: first by name)")
+	return cmd
+}
+
+func newPlayCmd() *cobra.Command {
+	var f simFlags
+	var remote, key string
+	cmd := &cobra.Command{
+		Use:   "play WORLD",
+		Short: "Play a simulated world in the terminal: type actions, read observations",
+		Long: `Open a session of WORLD and play it by hand. Without --server the
+simulator runs in-process with the same flags as serve (by default the
+embedded replay over the bundled worlds, e.g. "agentworld play
+python-terminal"); with --server it plays against a running server.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			var p server.Player
+			if remote != "" {
+				p = &server.Client{BaseURL: remote, APIKey: key}
+			} else {
+				if !cmd.Flags().Changed("db") {
+					f.noDB = true
+				}
+				app, err := f.app(cmd)
+				if err != nil {
+					return err
+				}
+				defer app.Close()
+				defer app.Manager.Close(ctx)
+				p = managerPlayer{app.Manager}
+			}
+			return server.Play(ctx, p, args[0], cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&remote, "server", "", "play against a running server at this URL instead of in-process")
+	cmd.Flags().StringVar(&key, "api-key", os.Getenv("AGENTWORLD_API_KEY"), "bearer token for --server")
+	return cmd
+}
+
+// managerPlayer adapts an in-process Manager to server.Player.
+type managerPlayer struct{ m *sim.Manager }
+
+func (p managerPlayer) Create(ctx context.Context, r sim.CreateRequest) (*sim.Reply, error) {
+	return p.m.Create(ctx, r)
+}
+
+func (p managerPlayer) Step(ctx context.Context, id string, r sim.StepRequest) (*sim.StepResult, error) {
+	return p.m.Step(ctx, id, r)
+}

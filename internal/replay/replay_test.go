@@ -1,0 +1,117 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentworld/agentworld/examples"
+	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/world"
+)
+
+func manager(t *testing.T, backends map[string]sim.BackendFactory, def string) *sim.Manager {
+	t.Helper()
+	worlds, err := world.LoadFS(examples.FS, "worlds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := sim.New(&sim.Options{Worlds: worlds, Backends: backends, DefaultBackend: def})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	return m
+}
+
+func TestBundledRecordingsReplayExactlyAndApproximately(t *testing.T) {
+	lib := New()
+	if err := lib.LoadFS(examples.FS, "recordings"); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(lib.Domains()); got != 7 {
+		t.Fatalf("recordings cover %d domains, want 7: %v", got, lib.Domains())
+	}
+	m := manager(t, map[string]sim.BackendFactory{BackendReplay: Backend(lib)}, BackendReplay)
+	ctx := context.Background()
+	rep, err := m.Create(ctx, sim.CreateRequest{WorldID: "python-terminal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The recorded first action, written with another key order: exact.
+	r, err := m.Step(ctx, rep.SessionID, sim.StepRequest{Action: json.RawMessage(`[{"duration":0.5,"keystrokes":"ls\n"}]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Info.Backend != BackendReplay || r.Info.Approximate || !strings.Contains(r.Observation, "pyproject.toml") {
+		t.Fatalf("exact replay: %+v", r)
+	}
+	// Following the recording stays exact.
+	r, err = m.Step(ctx, rep.SessionID, sim.StepRequest{Action: json.RawMessage(`[{"keystrokes":"python -m pytest -q\n","duration":5}]`)})
+	if err != nil || r.Info.Approximate || !strings.Contains(r.Observation, "1 failed, 4 passed") {
+		t.Fatalf("second exact step: %+v %v", r, err)
+	}
+	// An unrecorded action gets the nearest transition, marked approximate.
+	r, err = m.Step(ctx, rep.SessionID, sim.StepRequest{Action: json.RawMessage(`[{"keystrokes":"python -m pytest -q tests\n","duration":5}]`)})
+	if err != nil || !r.Info.Approximate || !strings.Contains(r.Observation, "pytest") {
+		t.Fatalf("approximate step: %+v %v", r, err)
+	}
+}
+
+// countingModel is a fake world-model environment that counts its calls.
+type countingModel struct{ calls *int }
+
+func (c countingModel) Reset(context.Context) (sim.Observation, error) { return sim.Observation{}, nil }
+func (c countingModel) Close() error                                  { return nil }
+func (c countingModel) Step(_ context.Context, in sim.StepInput) (sim.Observation, error) {
+	*c.calls++
+	return sim.Observation{Text: "model says " + in.Action.Text, Info: sim.StepInfo{Backend: sim.BackendModel}}, nil
+}
+
+func TestCacheAnswersRepeatsAndRecordsToDisk(t *testing.T) {
+	dir := t.TempDir()
+	calls := 0
+	model := func(context.Context, sim.SessionInfo) (sim.Environment, error) { return countingModel{&calls}, nil }
+	lib := New()
+	if err := lib.RecordTo(dir); err != nil {
+		t.Fatal(err)
+	}
+	m := manager(t, map[string]sim.BackendFactory{sim.BackendModel: Cache(lib, model)}, sim.BackendModel)
+	ctx := context.Background()
+	run := func() []sim.StepResult {
+		rep, err := m.Create(ctx, sim.CreateRequest{WorldID: "web-search"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []sim.StepResult
+		for _, a := range []string{`{"name":"search","arguments":{"query":"go"}}`, `{"name":"open_page","arguments":{"url":"https://go.dev"}}`} {
+			r, err := m.Step(ctx, rep.SessionID, sim.StepRequest{Action: json.RawMessage(a)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, *r)
+		}
+		return out
+	}
+	first := run()
+	second := run()
+	if calls != 2 || first[0].Info.Backend != sim.BackendModel || second[0].Info.Backend != BackendCache || second[1].Observation != first[1].Observation {
+		t.Fatalf("calls=%d first=%+v second=%+v", calls, first, second)
+	}
+	if err := lib.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The cache file replays in a fresh library.
+	again := New()
+	if err := again.LoadDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if again.Len() != 3 { // 1 + 2 turns: each line holds the history up to its transition
+		t.Fatalf("reloaded cache holds %d transitions", again.Len())
+	}
+}
+
+func TestBadRecordingNamesTheLine(t *testing.T) {
+	err := New().Read(strings.NewReader("{\"id\":\"a\",\"domain\":\"terminal\",\"system_prompt\":\"s\",\"turns\":[{\"action\":\"[]\",\"observation\":\"\"}]}\n{\"id\":\"b\",\"domain\":\"chess\",\"system_prompt\":\"s\",\"turns\":[{\"action\":\"x\",\"observation\":\"y\"}]}\n"), "rec.jsonl")
+	if err == nil || !strings.Contains(err.Error(), "rec.jsonl:2") {
+		t.Fatalf("want an error at rec.jsonl:2, got %v", err)
+	}
+}

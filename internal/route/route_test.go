@@ -1,0 +1,95 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+type fakeReplica struct {
+	mu    sync.Mutex
+	calls int
+	down  bool
+}
+
+func (f *fakeReplica) Complete(ctx context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.down {
+		return nil, fmt.Errorf("%w: connection refused", worldmodel.ErrUnavailable)
+	}
+	return &worldmodel.Response{Content: "ok"}, nil
+}
+
+func newRouter(n int, clock *time.Time) (*Router, []*fakeReplica) {
+	var reps []Replica
+	var fakes []*fakeReplica
+	for i := 0; i < n; i++ {
+		f := &fakeReplica{}
+		fakes = append(fakes, f)
+		reps = append(reps, Replica{Name: fmt.Sprintf("r%d", i), C: f})
+	}
+	return New(reps, &Options{Now: func() time.Time { return *clock }}), fakes
+}
+
+func TestStickyBoundedAndFailover(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r, fakes := newRouter(4, &now)
+	// Stickiness: a key keeps its replica.
+	first := map[string]int{}
+	for i := 0; i < 400; i++ {
+		k := fmt.Sprint("session-", i)
+		p, err := r.Pick(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first[k] = p
+	}
+	for k, p := range first {
+		if q, _ := r.Pick(k); q != p {
+			t.Fatalf("%s moved from %d to %d", k, p, q)
+		}
+	}
+	// Bounded loads: no replica holds more than ceil(1.25 * 400 / 4) keys.
+	for _, l := range r.Loads() {
+		if l.Keys > 125 {
+			t.Fatalf("replica %s holds %d keys, bound 125", l.Name, l.Keys)
+		}
+	}
+	// Failover: the replica of a key goes down; the request succeeds
+	// elsewhere, the key moves, and the dead replica rests for Cooldown.
+	ctx := worldmodel.WithAffinity(context.Background(), "session-7")
+	dead := first["session-7"]
+	fakes[dead].down = true
+	resp, err := r.Complete(ctx, worldmodel.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ServedBy == fmt.Sprintf("r%d", dead) {
+		t.Fatalf("served by the dead replica")
+	}
+	if p, _ := r.Pick("session-7"); p == dead {
+		t.Fatal("key stayed on the dead replica")
+	}
+	calls := fakes[dead].calls
+	for i := 0; i < 20; i++ {
+		_, _ = r.Complete(worldmodel.WithAffinity(context.Background(), fmt.Sprint("session-", i)), worldmodel.Request{})
+	}
+	if fakes[dead].calls != calls {
+		t.Fatalf("dead replica called during its cooldown")
+	}
+	// All down: a clear unavailability error.
+	for _, f := range fakes {
+		f.down = true
+	}
+	now = now.Add(time.Minute)
+	if _, err := r.Complete(worldmodel.WithAffinity(context.Background(), "x"), worldmodel.Request{}); !errors.Is(err, worldmodel.ErrUnavailable) {
+		t.Fatalf("all replicas down: %v", err)
+	}
+}

@@ -1,0 +1,204 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentworld/agentworld/examples"
+	"github.com/agentworld/agentworld/internal/replay"
+	"github.com/agentworld/agentworld/internal/route"
+	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/store"
+	"github.com/agentworld/agentworld/internal/world"
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// AppConfig is everything `agentworld serve` (and `agentworld play`)
+// configures. The zero value runs the embedded default: the bundled example
+// worlds, answered by replaying the bundled recordings.
+type AppConfig struct {
+	// WorldsDir adds (and overrides by name) world specs from a directory.
+	WorldsDir string
+	// Model is the world model: "" for the embedded replay default,
+	// "replay:DIR" to replay recordings from DIR, or the base URL of an
+	// OpenAI-compatible server (http://host:8000/v1).
+	Model string
+	// ModelName is the model name sent in requests.
+	ModelName string
+	// Replicas are further base URLs serving the same model; with Model
+	// they form the routed replica set.
+	Replicas []string
+	// ModelAPIKey is sent to the model servers.
+	ModelAPIKey string
+	// APIKey guards the server's routes (see Options.APIKey).
+	APIKey string
+	// DBPath is the SQLite file; "" means in memory (nothing survives a
+	// restart).
+	DBPath      string
+	MaxSessions int
+	IdleTTL     time.Duration
+	MaxTurns    int
+	// CacheDir puts a transition cache (record-and-replay, exact matches
+	// only) in front of the world model and records new transitions there.
+	CacheDir string
+	// ContextBudget, MaxTokens and Temperature tune the world-model
+	// backend (see sim.ModelOptions).
+	ContextBudget int
+	MaxTokens     int
+	Temperature   *float64
+	// MaxInFlight bounds concurrent requests per replica.
+	MaxInFlight int
+	// DefaultWorld is OpenEnv /reset's world.
+	DefaultWorld string
+	// Hooks and Backends extend the manager (perturbations, real
+	// environments).
+	Hooks    []sim.StepHook
+	Backends map[string]sim.BackendFactory
+	Logger   *slog.Logger
+}
+
+// App is an assembled simulator: manager, HTTP server, and what they own.
+type App struct {
+	Manager *sim.Manager
+	Server  *Server
+	// Library is the replay library (embedded recordings, a replay:DIR, or
+	// the transition cache), nil when none is used.
+	Library *replay.Library
+	// Router is the replica router, nil without model URLs.
+	Router *route.Router
+	// Describe says in one line what answers steps.
+	Describe string
+}
+
+// NewApp assembles a simulator from cfg.
+func NewApp(cfg AppConfig) (*App, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	worlds, err := world.LoadFS(examples.FS, "worlds")
+	if err != nil {
+		return nil, fmt.Errorf("embedded example worlds: %w", err)
+	}
+	if cfg.WorldsDir != "" {
+		more, err := world.LoadDir(cfg.WorldsDir)
+		if err != nil {
+			return nil, fmt.Errorf("--worlds %s: %w", cfg.WorldsDir, err)
+		}
+		maps.Copy(worlds, more)
+	}
+	app := &App{}
+	backends := map[string]sim.BackendFactory{}
+	defaultBackend := sim.BackendModel
+	urls := append([]string(nil), cfg.Replicas...)
+	switch {
+	case strings.HasPrefix(cfg.Model, "replay:"):
+		dir := strings.TrimPrefix(cfg.Model, "replay:")
+		lib := replay.New()
+		if err := lib.LoadDir(dir); err != nil {
+			return nil, fmt.Errorf("--model %s: %w", cfg.Model, err)
+		}
+		app.Library = lib
+		app.Describe = fmt.Sprintf("replay of %d recorded transitions from %s", lib.Len(), dir)
+		defaultBackend = replay.BackendReplay
+	case cfg.Model != "":
+		urls = append([]string{cfg.Model}, urls...)
+	case len(urls) == 0:
+		lib := replay.New()
+		if err := lib.LoadFS(examples.FS, "recordings"); err != nil {
+			return nil, fmt.Errorf("embedded recordings: %w", err)
+		}
+		app.Library = lib
+		app.Describe = fmt.Sprintf("embedded default: replay of %d bundled recorded transitions (no --model given)", lib.Len())
+		defaultBackend = replay.BackendReplay
+	}
+	if app.Library != nil {
+		backends[replay.BackendReplay] = replay.Backend(app.Library)
+	}
+	if len(urls) > 0 {
+		reps := make([]route.Replica, len(urls))
+		for i, u := range urls {
+			u = strings.TrimRight(u, "/")
+			c := worldmodel.New(u, cfg.ModelName, &worldmodel.Options{APIKey: cfg.ModelAPIKey, MaxRetries: 2, Logger: log})
+			reps[i] = route.Replica{Name: u, C: c, HealthURL: u + "/models"}
+		}
+		app.Router = route.New(reps, &route.Options{MaxInFlight: cfg.MaxInFlight, HealthInterval: 15 * time.Second, Logger: log})
+		var model sim.BackendFactory = sim.NewModelBackend(app.Router, &sim.ModelOptions{
+			Model: cfg.ModelName, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature, ContextBudget: cfg.ContextBudget,
+		})
+		app.Describe = fmt.Sprintf("world model %q on %d replica(s): %s", cfg.ModelName, len(urls), strings.Join(urls, ", "))
+		if cfg.CacheDir != "" {
+			lib := replay.New()
+			if _, err := os.Stat(cfg.CacheDir); err == nil {
+				if err := lib.LoadDir(cfg.CacheDir); err != nil {
+					return nil, fmt.Errorf("--cache %s: %w", cfg.CacheDir, err)
+				}
+			}
+			if err := lib.RecordTo(cfg.CacheDir); err != nil {
+				return nil, err
+			}
+			model = replay.Cache(lib, model)
+			app.Library = lib
+			app.Describe += fmt.Sprintf(", behind a transition cache of %d in %s", lib.Len(), cfg.CacheDir)
+		}
+		backends[sim.BackendModel] = model
+		defaultBackend = sim.BackendModel
+	} else if cfg.CacheDir != "" {
+		return nil, errors.New("--cache needs a world model URL (--model or --replica)")
+	}
+	maps.Copy(backends, cfg.Backends)
+
+	var st sim.Store
+	if cfg.DBPath != "" {
+		if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o755); err != nil {
+			return nil, err
+		}
+		db, err := store.Open(cfg.DBPath)
+		if err != nil {
+			return nil, err
+		}
+		st = db
+	}
+	reg := prometheus.NewRegistry()
+	met := NewMetrics(reg)
+	if app.Router != nil {
+		reg.MustRegister(app.Router.Collector())
+	}
+	app.Manager = sim.New(&sim.Options{
+		Store: st, Worlds: worlds, Backends: backends, DefaultBackend: defaultBackend,
+		MaxSessions: cfg.MaxSessions, IdleTTL: cfg.IdleTTL, MaxTurns: cfg.MaxTurns,
+		Hooks: cfg.Hooks, Observer: met, Logger: log,
+	})
+	app.Server = New(app.Manager, &Options{APIKey: cfg.APIKey, DefaultWorld: cfg.DefaultWorld, Registry: reg, Metrics: met, Logger: log})
+	return app, nil
+}
+
+// Close releases what the app owns beyond the server (the router's health
+// loop, the cache file). Server.Serve closes the Manager itself; call
+// Manager.Close when the app was used without serving.
+func (a *App) Close() error {
+	if a.Router != nil {
+		a.Router.Close()
+	}
+	if a.Library != nil {
+		return a.Library.Close()
+	}
+	return nil
+}
+
+// DefaultDBPath is where sessions are kept when --db is not given: the
+// user's cache directory, else the working directory.
+func DefaultDBPath() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "agentworld", "sessions.db")
+	}
+	return "agentworld-sessions.db"
+}
