@@ -60,7 +60,7 @@ func TestBundledRecordingsReplayExactlyAndApproximately(t *testing.T) {
 type countingModel struct{ calls *int }
 
 func (c countingModel) Reset(context.Context) (sim.Observation, error) { return sim.Observation{}, nil }
-func (c countingModel) Close() error                                  { return nil }
+func (c countingModel) Close() error                                   { return nil }
 func (c countingModel) Step(_ context.Context, in sim.StepInput) (sim.Observation, error) {
 	*c.calls++
 	return sim.Observation{Text: "model says " + in.Action.Text, Info: sim.StepInfo{Backend: sim.BackendModel}}, nil
