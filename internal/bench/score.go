@@ -303,8 +303,15 @@ func Score(rows []*Judged, opts *ScoreOptions) *Report {
 	domainSums := make([]*sums, len(r.Order))
 	for i, d := range r.Order {
 		var s sums
-		for _, c := range clusters[d] {
-			s.add(c)
+		// Sorted, not map order: float sums depend on order, and the same
+		// rows must always print the same digits.
+		keys := make([]string, 0, len(clusters[d]))
+		for k := range clusters[d] {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			s.add(clusters[d][k])
 		}
 		domainSums[i] = &s
 		ds := r.Domains[d]
