@@ -545,3 +545,21 @@ func TestRunRefusesOtherSettings(t *testing.T) {
 		t.Fatalf("err = %v, want ErrSettingsChanged", err)
 	}
 }
+
+func TestRunStopsWhenBackendStaysDown(t *testing.T) {
+	srv := fakellm.New(func(*fakellm.Request) fakellm.Reply { return fakellm.Reply{Status: 503} })
+	defer srv.Close()
+	data, out := t.TempDir(), t.TempDir()
+	writeData(t, data, 40)
+	o := options(srv, data, out)
+	o.Concurrency = 2
+	o.Model = worldmodel.New(srv.URL, "wm", &worldmodel.Options{MaxRetries: -1})
+	o.MaxConsecutiveFailures = 5
+	sum, err := bench.Run(context.Background(), o)
+	if !errors.Is(err, bench.ErrBackendDown) || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("err = %v, want ErrBackendDown naming the status", err)
+	}
+	if sum.Done >= 40 || sum.Failed[bench.FailTransport] < 5 {
+		t.Fatalf("summary %+v: want an early stop after 5 transport failures", sum)
+	}
+}

@@ -41,6 +41,11 @@ const DefaultConcurrency = 32
 // with different settings; resuming into it would mix two runs.
 var ErrSettingsChanged = errors.New("output directory holds a run with different settings")
 
+// ErrBackendDown stops a run whose model or judge endpoint failed many
+// samples in a row: continuing would only write failure rows. Finished
+// samples are kept and failed ones are retried by the next run.
+var ErrBackendDown = errors.New("endpoint keeps failing")
+
 // Options configure a pipeline run. Which stages run follows from what is
 // set: Model runs inference; Rubric (with JudgeModel) or Rules runs judging.
 type Options struct {
@@ -83,6 +88,11 @@ type Options struct {
 	// transport failure (times the attempt number); 0 means 2 seconds.
 	JudgeRetryWait time.Duration
 
+	// MaxConsecutiveFailures stops the run with ErrBackendDown after that
+	// many samples in a row failed on an endpoint (transport failures);
+	// 0 means max(10, 2×Concurrency), negative never stops.
+	MaxConsecutiveFailures int
+
 	// Cache stores responses; nil calls the endpoints every time.
 	Cache *Cache
 	// Progress receives the progress display; nil shows none.
@@ -117,6 +127,9 @@ type Summary struct {
 	PredictionsPath, JudgedPath string
 	// Errors holds the first few per-sample failure messages.
 	Errors []string
+	// Report is the score of the judged file (nil when nothing was judged);
+	// it is also written to OUT/scores.json.
+	Report *Report
 }
 
 // stageMeta is one stage's settings as recorded in run.json.
@@ -159,6 +172,8 @@ type pipeline struct {
 	sum Summary
 
 	truncated, generic atomic.Int64
+	consecutive        atomic.Int64
+	maxConsecutive     int64
 }
 
 // Run runs the configured stages over the data as one streaming pipeline:
@@ -182,6 +197,10 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 	conc := o.Concurrency
 	if conc <= 0 {
 		conc = DefaultConcurrency
+	}
+	p.maxConsecutive = int64(o.MaxConsecutiveFailures)
+	if p.maxConsecutive == 0 {
+		p.maxConsecutive = int64(max(10, 2*conc))
 	}
 	if o.Model != nil {
 		p.inf = &inferer{model: o.Model, name: o.ModelName, settings: o.Infer, cache: o.Cache}
@@ -341,9 +360,34 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 			return &p.sum, fmt.Errorf("finish %s: %w", judgedPath, err)
 		}
 		p.sum.JudgedPath = judgedPath
+		rep, err := ScoreFile(judgedPath, filepath.Join(o.Out, ScoresFile), nil)
+		if err != nil {
+			return &p.sum, err
+		}
+		p.sum.Report = rep
 	}
 	p.sum.Elapsed = time.Since(start)
 	return &p.sum, nil
+}
+
+// ScoreFile scores a judged file and, when out is not empty, writes the
+// report's JSON there atomically.
+func ScoreFile(judgedPath, out string, opts *ScoreOptions) (*Report, error) {
+	rows, err := ReadJudged(judgedPath)
+	if err != nil {
+		return nil, fmt.Errorf("score: %w", err)
+	}
+	rep := Score(rows, opts)
+	if out != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := writeFileAtomic(out, append(b, '\n'), true); err != nil {
+			return nil, fmt.Errorf("write %s: %w", out, err)
+		}
+	}
+	return rep, nil
 }
 
 func (p *pipeline) resumed() {
@@ -393,9 +437,16 @@ func (p *pipeline) process(ctx context.Context, it *Item, pred *Prediction) erro
 	}
 	p.mu.Unlock()
 	if failure != "" {
-		p.log.Warn("sample failed", "sample", it.Sample, "file", it.File, "line", it.Line, "reason", failure, "error", msg)
+		p.log.Debug("sample failed", "sample", it.Sample, "file", it.File, "line", it.Line, "reason", failure, "error", msg)
 	}
 	p.progress.add(1, failure != "", false)
+	if failure == FailTransport {
+		if n := p.consecutive.Add(1); p.maxConsecutive > 0 && n >= p.maxConsecutive {
+			return fmt.Errorf("%w: %d samples in a row failed (last: %s); finished samples are kept, rerun to resume once it is back", ErrBackendDown, n, msg)
+		}
+	} else {
+		p.consecutive.Store(0)
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/judge"
+	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -41,7 +44,209 @@ A run directory (--out) holds:
 Rows are appended as they arrive, so a killed run loses nothing: rerun the same
 command and finished samples are skipped.`,
 	}
-	cmd.AddCommand(newBenchInferCmd())
+	cmd.AddCommand(newBenchInferCmd(), newBenchJudgeCmd(), newBenchRunCmd(), newBenchScoreCmd())
+	return cmd
+}
+
+// rubric adapts the judge package (which imports bench) to the pipeline's
+// Rubric and RuleJudge interfaces.
+type rubric struct{}
+
+func (rubric) Messages(rec *trajectory.Record, prediction string) ([]worldmodel.Message, bool) {
+	_, generic := judge.SystemPrompt(rec.Domain())
+	return judge.Messages(rec, prediction), generic
+}
+
+func (rubric) Parse(output string) (bench.Verdict, error) {
+	s, v, err := judge.Parse(output)
+	return bench.Verdict{Scores: s, Strengths: v.Strengths, Weaknesses: v.Weaknesses}, err
+}
+
+func (rubric) Rules(rec *trajectory.Record, prediction string) bench.Verdict {
+	s, v := judge.Rules(rec, prediction)
+	return bench.Verdict{Scores: s, Strengths: v.Strengths, Weaknesses: v.Weaknesses}
+}
+
+// judgeFlags select and configure the judge.
+type judgeFlags struct {
+	kind string
+	tf   transportFlags
+	gf   genFlags
+}
+
+func (j *judgeFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&j.kind, "judge", "llm", `judge: "llm" (the rubric judge at --judge-url) or "rules" (offline deterministic scorer, no model needed; not comparable with published scores)`)
+	j.tf.register(cmd, "judge-", "judge")
+	cmd.Flags().StringVar(&j.tf.model, "judge-model", "", "model name of the judge")
+	j.gf.register(cmd, "judge-", 0, 0, "judge")
+}
+
+// apply sets the judge of o.
+func (j *judgeFlags) apply(cmd *cobra.Command, o *bench.Options) error {
+	switch j.kind {
+	case "rules":
+		o.Rules = rubric{}
+		return nil
+	case "llm", "":
+	default:
+		return fmt.Errorf("--judge %q: want llm or rules", j.kind)
+	}
+	if err := need(map[string]string{"--judge-url": j.tf.url, "--judge-model": j.tf.model}); err != nil {
+		return fmt.Errorf("%w (or --judge rules to score offline)", err)
+	}
+	mt, temp, topP, seed, extra, err := j.gf.parse(cmd, "judge-")
+	if err != nil {
+		return err
+	}
+	if mt < 0 {
+		mt = 0
+	}
+	o.Judge = bench.JudgeSettings{MaxTokens: mt, MaxCompletionTokens: j.gf.maxCompletionTokens, Temperature: temp, TopP: topP, Seed: seed, Extra: extra}
+	o.Rubric = rubric{}
+	o.JudgeModel = j.tf.client(cmd, "AGENTWORLD_JUDGE_API_KEY", "OPENAI_API_KEY")
+	o.JudgeName, o.JudgeURL = j.tf.model, j.tf.url
+	return nil
+}
+
+// finish prints the run summary and, when judged, the scores.
+func finish(cmd *cobra.Command, sum *bench.Summary, err error) error {
+	printBenchSummary(cmd.ErrOrStderr(), sum)
+	if err != nil {
+		return err
+	}
+	if sum != nil && sum.Report != nil {
+		fmt.Fprintln(cmd.OutOrStdout())
+		return sum.Report.WriteText(cmd.OutOrStdout())
+	}
+	return nil
+}
+
+func newBenchJudgeCmd() *cobra.Command {
+	var (
+		rf          runFlags
+		jf          judgeFlags
+		predictions string
+	)
+	cmd := &cobra.Command{
+		Use:   "judge --predictions FILE (--judge-url URL --judge-model NAME | --judge rules) [--out DIR]",
+		Short: "Judge predictions and score them",
+		Long: `Judge every prediction of a predictions file with the rubric judge (three
+attempts per sample) or the offline rules scorer, append judged rows to
+OUT/judged.jsonl and write OUT/scores.json. The records are read again from
+--data (default: the data dir recorded in the predictions' run.json).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if predictions == "" {
+				return errors.New("missing required flag: --predictions")
+			}
+			if rf.out == "" {
+				rf.out = filepath.Dir(predictions)
+			}
+			if rf.data == "" {
+				d, err := bench.RunData(filepath.Dir(predictions))
+				if err != nil || d == "" {
+					return fmt.Errorf("--data not given and no run.json beside %s names it", predictions)
+				}
+				rf.data = d
+			}
+			o, err := rf.options(cmd)
+			if err != nil {
+				return err
+			}
+			o.Predictions = predictions
+			if err := jf.apply(cmd, o); err != nil {
+				return err
+			}
+			sum, err := bench.Run(cmd.Context(), o)
+			return finish(cmd, sum, err)
+		},
+	}
+	cmd.Flags().StringVar(&predictions, "predictions", "", "predictions.jsonl to judge")
+	rf.register(cmd)
+	jf.register(cmd)
+	return cmd
+}
+
+func newBenchRunCmd() *cobra.Command {
+	var (
+		rf runFlags
+		tf transportFlags
+		gf genFlags
+		jf judgeFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "run --data DIR --model-url URL --model NAME (--judge-url URL --judge-model NAME | --judge rules) --out DIR",
+		Short: "Infer, judge and score as one streaming pipeline",
+		Long: `Run the model under test on every sample and judge each prediction as soon
+as it arrives, with one progress line on stderr; then score. Results are
+appended as they come: after a crash or kill, rerun the same command and
+finished samples are skipped. Responses are cached under OUT/cache, so a
+rerun with the same settings costs no calls (--no-cache forces them).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := need(map[string]string{"--data": rf.data, "--out": rf.out, "--model-url": tf.url, "--model": tf.model}); err != nil {
+				return err
+			}
+			o, err := rf.options(cmd)
+			if err != nil {
+				return err
+			}
+			if o.Infer, err = gf.inferSettings(cmd); err != nil {
+				return err
+			}
+			o.Model, o.ModelName, o.ModelURL = tf.client(cmd, "AGENTWORLD_MODEL_API_KEY", "OPENAI_API_KEY"), tf.model, tf.url
+			if err := jf.apply(cmd, o); err != nil {
+				return err
+			}
+			sum, err := bench.Run(cmd.Context(), o)
+			return finish(cmd, sum, err)
+		},
+	}
+	rf.register(cmd)
+	tf.register(cmd, "model-", "model under test")
+	cmd.Flags().StringVar(&tf.model, "model", "", "model name of the world model under test")
+	gf.register(cmd, "", bench.DefaultMaxTokens, bench.DefaultTemperature, "model under test")
+	jf.register(cmd)
+	return cmd
+}
+
+func newBenchScoreCmd() *cobra.Command {
+	var (
+		judged         string
+		asJSON, strict bool
+	)
+	cmd := &cobra.Command{
+		Use:   "score --judged FILE [--json] [--strict]",
+		Short: "Score judged rows per domain and dimension",
+		Long: `Score judged rows: per domain and dimension on the 0-100 scale
+((mean-1)/4*100), the headline overall as the unweighted mean of the domain
+scores (the leaderboard convention) and the sample-pooled mean (the published
+script's figure), failures per domain and reason, and 95% bootstrap intervals
+clustered by trajectory. Failed samples are excluded from the means as
+published; --strict scores them as the lowest score instead.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if judged == "" {
+				return errors.New("missing required flag: --judged")
+			}
+			rep, err := bench.ScoreFile(judged, "", &bench.ScoreOptions{Strict: strict})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				b, err := json.MarshalIndent(rep, "", "  ")
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				return err
+			}
+			return rep.WriteText(cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&judged, "judged", "", "judged.jsonl to score")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of the table")
+	cmd.Flags().BoolVar(&strict, "strict", false, "score failed samples as the lowest score instead of excluding them")
 	return cmd
 }
 
@@ -188,8 +393,7 @@ func newBenchInferCmd() *cobra.Command {
 			}
 			o.Model, o.ModelName, o.ModelURL = tf.client(cmd, "AGENTWORLD_MODEL_API_KEY", "OPENAI_API_KEY"), tf.model, tf.url
 			sum, err := bench.Run(cmd.Context(), o)
-			printBenchSummary(cmd.ErrOrStderr(), sum)
-			return err
+			return finish(cmd, sum, err)
 		},
 	}
 	rf.register(cmd)

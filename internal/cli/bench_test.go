@@ -1,0 +1,328 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
+)
+
+var actionRe = regexp.MustCompile(`ACTION-(\d+)-\d+`)
+
+// sampleNo is the sample a fake request is about (every text of sample n
+// mentions ACTION-n-k).
+func sampleNo(r *fakellm.Request) int {
+	m := actionRe.FindStringSubmatch(r.Messages[len(r.Messages)-1].Content)
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// benchBackend answers as the model under test ("wm") and as a judge in the
+// published answer format ("judge"), deterministically per sample.
+func benchBackend(delay time.Duration) fakellm.Handler {
+	return func(r *fakellm.Request) fakellm.Reply {
+		n := sampleNo(r)
+		if r.Model == "judge" {
+			s := 1 + n%5
+			return fakellm.Reply{Delay: delay, Content: fmt.Sprintf("<think>weighing</think>Reasoning.\n<final_evaluation>\n```json\n"+
+				`{"strengths": ["s%d"], "weaknesses": ["w"], "scores": {"format": %d, "factuality": %d, "consistency": 4, "realism": 5, "quality": %d}}`+
+				"\n```\n</final_evaluation>", n, s, 6-s, 1+n%3)}
+		}
+		return fakellm.Reply{Delay: delay, Reasoning: "thinking", Content: fmt.Sprintf("<predicted_observation>OBS-%d-pred</predicted_observation>", n)}
+	}
+}
+
+// writeBenchData writes n three-turn samples spread over the seven domains.
+func writeBenchData(t *testing.T, dir string, n int) {
+	t.Helper()
+	domains := []string{"android", "mcp", "os", "search", "swe", "terminal", "web"}
+	var bufs = map[string]*bytes.Buffer{}
+	for i := 0; i < n; i++ {
+		d := domains[i%len(domains)]
+		var prompts, responses []string
+		for k := 1; k <= 3; k++ {
+			prompts = append(prompts, fmt.Sprintf("### Turn %d\n**Action:**\nACTION-%d-%d", k, i, k))
+			responses = append(responses, fmt.Sprintf("**Environment Observation:**\nOBS-%d-%d", i, k))
+		}
+		turn := 1 + i%3
+		b, _ := json.Marshal(map[string]any{"task": "suite/" + d, "id": i / 3, "prompt": prompts, "response": responses,
+			"current_prompt": prompts[turn-1], "system_str": "simulate " + d, "turn_idx": turn, "total_turns": 3})
+		if bufs[d] == nil {
+			bufs[d] = new(bytes.Buffer)
+		}
+		bufs[d].Write(append(b, '\n'))
+	}
+	for d, b := range bufs {
+		if err := os.WriteFile(filepath.Join(dir, d+"_test.jsonl"), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// buildBinary builds the agentworld binary into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "agentworld")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/agentworld").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// rowSamples returns the sample numbers (from the ACTION tag in the row's
+// prediction or id) of the complete rows of a JSONL result file.
+func rowSamples(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return out
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var r struct {
+			Prediction string `json:"prediction"`
+			Failure    string `json:"failure"`
+		}
+		if json.Unmarshal(sc.Bytes(), &r) != nil {
+			continue // a torn last line is not a finished sample
+		}
+		out[r.Prediction] = true
+	}
+	return out
+}
+
+// TestBenchRunSurvivesKill9 is the resume acceptance test: bench run is
+// killed with SIGKILL midway, rerun with the same command, and must not
+// request finished samples again and must end with the scores of an
+// uninterrupted run.
+func TestBenchRunSurvivesKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	srv := fakellm.New(benchBackend(15 * time.Millisecond))
+	defer srv.Close()
+	data := t.TempDir()
+	const samples = 120
+	writeBenchData(t, data, samples)
+	args := func(out string) []string {
+		return []string{"bench", "run", "--data", data, "--model-url", srv.URL, "--model", "wm",
+			"--judge-url", srv.URL, "--judge-model", "judge", "--out", out, "--concurrency", "4", "--model-retries", "0", "--judge-retries", "0"}
+	}
+	run := func(out string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args(out)...)
+		var stdout bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+		err := cmd.Run()
+		return stdout.Bytes(), err
+	}
+
+	// The uninterrupted reference.
+	ref := t.TempDir()
+	if out, err := run(ref); err != nil {
+		t.Fatalf("reference run: %v\n%s", err, out)
+	}
+	srv.Reset()
+
+	// Start, wait until some samples are judged, kill -9.
+	out := t.TempDir()
+	cmd := exec.Command(bin, args(out)...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		judged := 0
+		for _, r := range srv.Requests() {
+			if r.Model == "judge" {
+				judged++
+			}
+		}
+		if judged >= 40 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal("the run did not get going")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	predicted := rowSamples(t, filepath.Join(out, bench.PredictionsFile))
+	judged := rowSamples(t, filepath.Join(out, bench.JudgedFile))
+	if len(judged) == 0 || len(judged) >= samples {
+		t.Fatalf("%d samples judged at the kill; the test needs some but not all", len(judged))
+	}
+	if _, err := os.Stat(filepath.Join(out, bench.ScoresFile)); err == nil {
+		t.Fatal("the killed run already finished; the test needs an interrupted one")
+	}
+
+	// Rerun the same command to the end.
+	srv.Reset()
+	if stdout, err := run(out); err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, stdout)
+	}
+	for _, r := range srv.Requests() {
+		key := fmt.Sprintf("OBS-%d-pred", sampleNo(r))
+		if r.Model == "wm" && predicted[key] {
+			t.Errorf("sample %d was predicted before the kill and requested from the model again", sampleNo(r))
+		}
+		if r.Model == "judge" && judged[key] {
+			t.Errorf("sample %d was judged before the kill and sent to the judge again", sampleNo(r))
+		}
+	}
+	if srv.Count() == 0 || srv.Count() >= 2*samples {
+		t.Errorf("the resumed run made %d calls; want some, fewer than a full run's %d", srv.Count(), 2*samples)
+	}
+	want, err := os.ReadFile(filepath.Join(ref, bench.ScoresFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(out, bench.ScoresFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(want, got) {
+		t.Fatalf("scores after kill and resume differ from an uninterrupted run:\nwant %s\n got %s", want, got)
+	}
+	// The final judged files hold the same samples in the same order.
+	if a, b := sampleOrder(t, filepath.Join(ref, bench.JudgedFile)), sampleOrder(t, filepath.Join(out, bench.JudgedFile)); strings.Join(a, ",") != strings.Join(b, ",") || len(a) != samples {
+		t.Fatalf("judged order differs or incomplete: %d vs %d rows", len(a), len(b))
+	}
+}
+
+func sampleOrder(t *testing.T, path string) []string {
+	t.Helper()
+	rows, err := bench.ReadJudged(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.Sample)
+	}
+	return out
+}
+
+// runBenchCLI runs the command tree in process.
+func runBenchCLI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	root := New()
+	var stdout, stderr bytes.Buffer
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return stdout.String(), stderr.String(), err
+}
+
+// TestBenchRunJudgeAndScoreOnExamples runs the quickstart path in process:
+// the example dataset, a fake model, the rubric judge and the rules judge,
+// then bench score --json; and the judge stage alone on the predictions.
+func TestBenchRunJudgeAndScoreOnExamples(t *testing.T) {
+	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		if r.Model == "judge" {
+			return fakellm.Reply{Content: "<final_evaluation>```json\n{\"strengths\":[],\"weaknesses\":[],\"scores\":{\"format\":5,\"factuality\":3,\"consistency\":4,\"realism\":4,\"quality\":3}}\n```</final_evaluation>"}
+		}
+		// Echo the real observation of the evaluated turn back: the last
+		// user message is the evaluated prompt, so answer with a fixed text.
+		return fakellm.Reply{Content: "<think>x</think><predicted_observation>**Environment Observation:**\nok</predicted_observation>"}
+	})
+	defer srv.Close()
+	out := t.TempDir()
+	stdout, stderr, err := runBenchCLI(t, "bench", "run", "--data", "../../examples/bench", "--model-url", srv.URL, "--model", "wm",
+		"--judge-url", srv.URL, "--judge-model", "judge", "--out", out)
+	if err != nil {
+		t.Fatalf("bench run: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "Overall (mean of domain scores, leaderboard headline)") || !strings.Contains(stderr, "samples: 25 done of 25") {
+		t.Fatalf("bench run output:\n%s\n%s", stdout, stderr)
+	}
+	for _, f := range []string{bench.RunFile, bench.PredictionsFile, bench.JudgedFile, bench.ScoresFile} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("run dir lacks %s", f)
+		}
+	}
+	stdout, _, err = runBenchCLI(t, "bench", "score", "--judged", filepath.Join(out, bench.JudgedFile), "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Domains map[string]struct {
+			N     int     `json:"n"`
+			Total float64 `json:"total"`
+		} `json:"domains"`
+		Overall float64 `json:"overall_domain_mean"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("score --json: %v\n%s", err, stdout)
+	}
+	if len(rep.Domains) != 7 || rep.Domains["mcp"].N != 5 || rep.Overall != 70 {
+		t.Fatalf("score: %+v", rep)
+	}
+
+	// The judge stage alone, offline, on the same predictions.
+	rules := t.TempDir()
+	stdout, stderr, err = runBenchCLI(t, "bench", "judge", "--predictions", filepath.Join(out, bench.PredictionsFile), "--judge", "rules", "--out", rules)
+	if err != nil {
+		t.Fatalf("bench judge --judge rules: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "offline rules scorer") {
+		t.Fatalf("rules report not marked as such:\n%s", stdout)
+	}
+	srv.Reset()
+	// Rerunning the whole command costs nothing.
+	if _, stderr, err := runBenchCLI(t, "bench", "run", "--data", "../../examples/bench", "--model-url", srv.URL, "--model", "wm",
+		"--judge-url", srv.URL, "--judge-model", "judge", "--out", out); err != nil || srv.Count() != 0 || !strings.Contains(stderr, "25 resumed") {
+		t.Fatalf("rerun: %v, %d calls\n%s", err, srv.Count(), stderr)
+	}
+}
+
+func TestBenchFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "infer", "--data", "x"}, "--model"},
+		{[]string{"bench", "run", "--data", "x", "--out", "y", "--model-url", "u", "--model", "m"}, "--judge-url"},
+		{[]string{"bench", "run", "--data", "x", "--out", "y", "--model-url", "u", "--model", "m", "--judge", "oracle"}, "want llm or rules"},
+		{[]string{"bench", "infer", "--data", "x", "--out", "y", "--model-url", "u", "--model", "m", "--extra-body", "[1"}, "--extra-body"},
+		{[]string{"bench", "score"}, "--judged"},
+	} {
+		_, _, err := runBenchCLI(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want one mentioning %s", tc.args, err, tc.want)
+		}
+	}
+}
