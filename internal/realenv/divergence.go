@@ -6,7 +6,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/judge"
+	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
 // Divergence compares a simulated observation with the real one for the
@@ -26,6 +29,11 @@ type Divergence struct {
 	// one passes.
 	Rules       []RuleResult `json:"rules"`
 	RulesPassed bool         `json:"rules_passed"`
+	// RuleScores are the offline rules judge's five dimensions (the
+	// bench's "rules" judge) for the simulated observation against the real
+	// one, in the context of the turns before it; RuleTotal is their mean.
+	RuleScores *bench.Scores `json:"rule_scores,omitempty"`
+	RuleTotal  float64       `json:"rule_total,omitempty"`
 	// Error is set when the simulator gave no observation (a transport
 	// error); the other fields then compare against an empty text.
 	Error string `json:"error,omitempty"`
@@ -130,6 +138,24 @@ func Compare(d domain.Domain, real, sim string) Divergence {
 	for _, r := range div.Rules {
 		div.RulesPassed = div.RulesPassed && r.Pass
 	}
+	return div
+}
+
+// CompareTurn is Compare plus the rules judge's scores: history holds the
+// real turns before this one, action is this turn's action.
+func CompareTurn(d domain.Domain, history []trajectory.Turn, action, real, sim string) Divergence {
+	div := Compare(d, real, sim)
+	rec := &trajectory.Record{Task: string(d), ID: trajectory.IntID("0"), TurnIdx: len(history) + 1, TotalTurns: len(history) + 1}
+	for i, h := range history {
+		rec.Prompt = append(rec.Prompt, ActionPrompt(i+1, h.Action))
+		rec.Response = append(rec.Response, ObservationResponse(h.Observation))
+	}
+	rec.Prompt = append(rec.Prompt, ActionPrompt(len(history)+1, action))
+	rec.Response = append(rec.Response, ObservationResponse(real))
+	rec.CurrentPrompt = rec.Prompt[len(rec.Prompt)-1]
+	scores, _ := judge.Rules(rec, sim)
+	div.RuleScores = &scores
+	div.RuleTotal = scores.Total()
 	return div
 }
 

@@ -37,6 +37,8 @@ type Summary struct {
 	ExactRate float64 `json:"exact_rate"`
 	// MeanSimilarity is the mean of the turns' similarities.
 	MeanSimilarity float64 `json:"mean_similarity"`
+	// MeanRuleTotal is the mean of the turns' rules-judge totals (1..5).
+	MeanRuleTotal float64 `json:"mean_rule_total"`
 	// RulesPassRate is the share of turns whose rule checks all passed.
 	RulesPassRate float64 `json:"rules_pass_rate"`
 	// Errors counts turns the simulator did not answer.
@@ -83,11 +85,13 @@ func (r *VerifyReport) Summarize() {
 			s.Errors++
 		}
 		s.MeanSimilarity += t.Similarity
+		s.MeanRuleTotal += t.RuleTotal
 	}
 	if s.Turns > 0 {
 		n := float64(s.Turns)
 		s.ExactRate = float64(s.Exact) / n
 		s.MeanSimilarity /= n
+		s.MeanRuleTotal /= n
 		s.RulesPassRate = float64(passed) / n
 	}
 	r.Summary = s
@@ -131,7 +135,7 @@ func TeacherForced(ctx context.Context, t *trajectory.Trajectory, p Predictor, o
 			if err != nil && ctx.Err() != nil {
 				return ctx.Err()
 			}
-			tr := TurnReport{Divergence: Compare(d, turn.Observation, sim), Action: turn.Action, Real: turn.Observation, Sim: sim}
+			tr := TurnReport{Divergence: CompareTurn(d, t.Turns[:i], turn.Action, turn.Observation, sim), Action: turn.Action, Real: turn.Observation, Sim: sim}
 			tr.Turn = i + 1
 			if err != nil {
 				tr.Error = err.Error()
@@ -171,7 +175,7 @@ func ClosedLoop(ctx context.Context, task *Task, simulated *trajectory.Trajector
 		if i >= len(simulated.Turns) {
 			break
 		}
-		tr := TurnReport{Divergence: Compare(domain.Terminal, tu.Observation, simulated.Turns[i].Observation), Action: tu.Action, Real: tu.Observation, Sim: simulated.Turns[i].Observation}
+		tr := TurnReport{Divergence: CompareTurn(domain.Terminal, real.Turns[:i], tu.Action, tu.Observation, simulated.Turns[i].Observation), Action: tu.Action, Real: tu.Observation, Sim: simulated.Turns[i].Observation}
 		tr.Turn = i + 1
 		rep.Turns = append(rep.Turns, tr)
 	}

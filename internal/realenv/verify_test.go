@@ -62,6 +62,9 @@ func TestTeacherForced(t *testing.T) {
 			t.Errorf("turn %d: exact %v, want %v (%+v)", i+1, turn.Exact, wantExact[i], turn.Divergence)
 		}
 	}
+	if rep.Turns[0].RuleTotal != 5 || rep.Turns[1].RuleScores == nil || rep.Turns[1].RuleTotal >= 5 {
+		t.Errorf("rules judge: exact turn %v, invented turn %v", rep.Turns[0].RuleTotal, rep.Turns[1].RuleTotal)
+	}
 	if rep.Turns[1].RulesPassed || rep.Turns[3].Error != "model down" {
 		t.Errorf("turn 2 rules %v, turn 4 error %q", rep.Turns[1].RulesPassed, rep.Turns[3].Error)
 	}
