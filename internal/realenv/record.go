@@ -206,8 +206,18 @@ func (r *Recorded) saveLocked() error {
 
 // WriteFileAtomic writes data to path through a temporary file in the same
 // directory, synced and renamed, so a reader sees the old or the new file,
-// never a torn one.
+// never a torn one. A target that exists and is not a regular file (a
+// device such as /dev/null or /dev/stdout, a pipe) is written in place,
+// never replaced.
 func WriteFileAtomic(path string, data []byte) error {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, werr := f.Write(data)
+		return errors.Join(werr, f.Close())
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

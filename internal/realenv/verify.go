@@ -2,6 +2,7 @@ package realenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -23,9 +24,12 @@ type Predictor interface {
 // and their divergence.
 type TurnReport struct {
 	Divergence
-	Action string `json:"action"`
-	Real   string `json:"real"`
-	Sim    string `json:"sim"`
+	// Skipped marks a turn the simulator was not asked (an action that
+	// ends the episode by the domain's rule); it is left out of the summary.
+	Skipped bool   `json:"skipped,omitempty"`
+	Action  string `json:"action"`
+	Real    string `json:"real"`
+	Sim     string `json:"sim"`
 }
 
 // Summary aggregates a verification's turns.
@@ -70,9 +74,13 @@ type VerifyReport struct {
 
 // Summarize fills r.Summary from r.Turns.
 func (r *VerifyReport) Summarize() {
-	s := Summary{Turns: len(r.Turns)}
+	s := Summary{}
 	passed := 0
 	for _, t := range r.Turns {
+		if t.Skipped {
+			continue
+		}
+		s.Turns++
 		if t.Exact {
 			s.Exact++
 		} else if s.FirstDivergence == 0 {
@@ -134,6 +142,12 @@ func TeacherForced(ctx context.Context, t *trajectory.Trajectory, p Predictor, o
 			sim, err := p.Predict(gctx, i+1, turn.Action, t.Turns[:i])
 			if err != nil && ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if errors.Is(err, ErrEndAction) {
+				rep.Turns[i] = TurnReport{Skipped: true, Action: turn.Action, Real: turn.Observation}
+				rep.Turns[i].Turn = i + 1
+				rep.Turns[i].Error = err.Error()
+				return nil
 			}
 			tr := TurnReport{Divergence: CompareTurn(d, t.Turns[:i], turn.Action, turn.Observation, sim), Action: turn.Action, Real: turn.Observation, Sim: sim}
 			tr.Turn = i + 1
