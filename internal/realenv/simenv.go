@@ -264,7 +264,7 @@ func (a *simAdapter) Step(ctx context.Context, in sim.StepInput) (sim.Observatio
 	}
 	obs := sim.Observation{Text: res.Observation, Terminated: res.Terminated, Info: sim.StepInfo{Backend: a.backend, LatencyMS: res.Latency.Milliseconds(), Error: res.Error}}
 	if res.Broken {
-		obs.Terminated = true
+		obs.Terminated, obs.Broken = true, true
 		obs.Info.EndReason = "the real environment broke: " + res.Error
 		obs.Info.Extra = map[string]json.RawMessage{"broken": json.RawMessage("true")}
 	} else if res.Terminated {

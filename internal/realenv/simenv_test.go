@@ -192,7 +192,7 @@ func TestRealBackendsThroughSessions(t *testing.T) {
 		t.Fatalf("step on a dead server: %+v", res)
 	}
 	tr, err = m.Trajectory(ctx, r.SessionID)
-	if err != nil || len(tr.Turns) != 1 {
-		t.Fatalf("broken session's record: %v, %+v", err, tr)
+	if err != nil || len(tr.Turns) != 1 || string(tr.Meta["status"]) != `"broken"` {
+		t.Fatalf("broken session's record: %v, status %s", err, tr.Meta["status"])
 	}
 }

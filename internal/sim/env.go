@@ -115,6 +115,10 @@ type Observation struct {
 	// Terminated ends the episode (the environment says the task is over).
 	Terminated bool
 	Reward     float64
+	// Broken means the environment died answering this step (a real
+	// environment's process crashed): Text describes the failure, the
+	// episode ends and the session is recorded with status broken.
+	Broken bool
 	// Message is the user message the world model received for this step;
 	// empty when no model was asked, in which case the Manager records the
 	// default rendering so later model requests stay consistent.

@@ -255,6 +255,12 @@ func (m *Manager) step(ctx context.Context, s *session, env Environment, info Se
 		limit = info.Spec.MaxTurns
 	}
 	switch {
+	case obs.Broken:
+		res.Terminated = true
+		status = StatusBroken
+		if res.Info.EndReason == "" {
+			res.Info.EndReason = "the environment broke"
+		}
 	case res.Terminated:
 		status = StatusTerminated
 		if res.Info.EndReason == "" {
