@@ -22,6 +22,7 @@ func New() *cobra.Command {
 		newVersionCmd(),
 		newWorldCmd(),
 		newRealenvCmd(),
+		newVerifyCmd(),
 		newDataCmd(),
 		newBenchCmd(),
 		newServeCmd(),
