@@ -131,7 +131,7 @@ func TestShadowSessionRecordsDivergence(t *testing.T) {
 // server through the session manager.
 func TestRealBackendsThroughSessions(t *testing.T) {
 	requireSandbox(t)
-	checkNoLeak(t)
+	t.Parallel() // no leak check: other parallel tests run beside it
 	server := memoryServer(t)
 	mem := filepath.Join(t.TempDir(), "memory.jsonl")
 	m := newManager(t, &BackendOptions{

