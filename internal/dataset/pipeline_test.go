@@ -3,6 +3,7 @@ package dataset
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -166,5 +167,29 @@ func FuzzWalkTrajectory(f *testing.F) {
 		if len(tr.Turns) != len(rt.turns) {
 			t.Fatalf("turns %d vs %d", len(tr.Turns), len(rt.turns))
 		}
+	})
+}
+
+// FuzzDocReader: any bytes give compact JSON documents or one bad-document
+// error, never a panic or a hang.
+func FuzzDocReader(f *testing.F) {
+	f.Add([]byte("{\n \"a\": 1\n}\n{\"b\":[1,2]}\n"))
+	f.Add([]byte("{\"id\": \n oops"))
+	f.Add([]byte("  \n\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := newDocReader(bytes.NewReader(data), "fuzz", 1<<20)
+		if err != nil {
+			return
+		}
+		for i := 0; i <= len(data); i++ {
+			doc, _, err := d.Next()
+			if err != nil {
+				return
+			}
+			if !json.Valid(doc) || bytes.ContainsRune(doc, '\n') {
+				t.Fatalf("document %q", doc)
+			}
+		}
+		t.Fatal("reader did not end")
 	})
 }

@@ -40,20 +40,33 @@ func (c *CorpusStats) WritePlot(w io.Writer, format string) error {
 		}
 		return out
 	}
-	turnLabels := make([]string, 8)
+	// turn bins: 1, 2–3, 4–7, …, 64+ (the tail folded into the last)
+	turnLabels := make([]string, 7)
 	for i := range turnLabels {
-		if i == 0 {
-			turnLabels[i] = "0"
-		} else {
-			turnLabels[i] = fmt.Sprintf("%d+", 1<<(i-1))
+		lo, hi := 1<<i, 1<<(i+1)-1
+		switch {
+		case i == len(turnLabels)-1:
+			turnLabels[i] = fmt.Sprintf("%d+", lo)
+		case lo == hi:
+			turnLabels[i] = fmt.Sprint(lo)
+		default:
+			turnLabels[i] = fmt.Sprintf("%d–%d", lo, hi)
 		}
+	}
+	turnShares := func(d *DomainStats) []float64 {
+		all := share(d.Turns)[1:] // bin 0 (no turns) cannot occur
+		out := append([]float64(nil), all[:len(turnLabels)]...)
+		for _, v := range all[len(turnLabels):] {
+			out[len(out)-1] += v
+		}
+		return out
 	}
 	panels := []panel{
 		{"OL (echo of the action)", "OL", FracBinLabels(), func(d *DomainStats) []float64 { return share(d.OL) }},
 		{"Nov (new information)", "Nov", FracBinLabels(), func(d *DomainStats) []float64 { return share(d.Nov) }},
 		{"Jac (Jaccard)", "Jac", FracBinLabels(), func(d *DomainStats) []float64 { return share(d.Jac) }},
 		{"R (length ratio, log2 bins)", "R", RBinLabels(), func(d *DomainStats) []float64 { return share(d.R) }},
-		{"turns per trajectory", "turns", turnLabels, func(d *DomainStats) []float64 { return share(d.Turns)[:len(turnLabels)] }},
+		{"turns per trajectory", "turns", turnLabels, turnShares},
 		{"category shares", "category", c.Categories, func(d *DomainStats) []float64 {
 			out := make([]float64, len(c.Categories))
 			for i, cat := range c.Categories {
