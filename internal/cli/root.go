@@ -21,6 +21,7 @@ func New() *cobra.Command {
 	root.AddCommand(
 		newVersionCmd(),
 		newWorldCmd(),
+		newMCPCmd(),
 		newRealenvCmd(),
 		newVerifyCmd(),
 		newDataCmd(),

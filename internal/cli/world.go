@@ -11,12 +11,10 @@ import (
 
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/mcpworld"
+	"github.com/agentworld/agentworld/internal/server"
+	"github.com/agentworld/agentworld/internal/store"
 	"github.com/agentworld/agentworld/internal/world"
 )
-
-// defaultLedgerDir is where `agentworld serve` keeps world ledgers unless
-// told otherwise.
-const defaultLedgerDir = "agentworld-data/ledger"
 
 func newWorldCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -79,14 +77,15 @@ var errContradictions = errors.New("contradictions found")
 
 func newWorldCheckCmd() *cobra.Command {
 	var (
-		ledgerDir, worldsDir string
-		asJSON               bool
+		ledgerDir, worldsDir, dbPath string
+		asJSON                       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "check WORLD",
 		Short: "Report contradictions in a world's ledger: an entity attribute one session or the spec's facts set and another session changed",
-		Long: `WORLD is a spec file or the name of a world in --worlds. The ledger holds the
-facts the simulator asserted in observations of that world; a value that one
+		Long: `WORLD is a spec file or the name of a world in --worlds. The ledger (kept in the
+session database of serve, --db) holds the facts the simulator asserted in
+observations of that world; a value that one
 session (or the spec's facts section) established and another session then
 contradicted is reported. Exits with status 1 when any is found.`,
 		Args: cobra.ExactArgs(1),
@@ -95,11 +94,25 @@ contradicted is reported. Exits with status 1 when any is found.`,
 			if err != nil {
 				return err
 			}
-			store, err := fiction.NewFileStore(ledgerDir, logger(cmd))
-			if err != nil {
-				return err
+			var facts fiction.Store
+			if ledgerDir != "" {
+				fs, err := fiction.NewFileStore(ledgerDir, logger(cmd))
+				if err != nil {
+					return err
+				}
+				facts = fs
+			} else {
+				if _, err := os.Stat(dbPath); err != nil {
+					return fmt.Errorf("session database %s: %w (give --db, the file serve used)", dbPath, err)
+				}
+				db, err := store.Open(dbPath)
+				if err != nil {
+					return err
+				}
+				defer db.Close()
+				facts = db
 			}
-			cs, err := fiction.NewLedger(store, nil).Contradictions(cmd.Context(), name, canon)
+			cs, err := fiction.NewLedger(facts, nil).Contradictions(cmd.Context(), name, canon)
 			if err != nil {
 				return err
 			}
@@ -123,7 +136,8 @@ contradicted is reported. Exits with status 1 when any is found.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&ledgerDir, "ledger", defaultLedgerDir, "directory of world ledgers (serve's --data dir + /ledger)")
+	cmd.Flags().StringVar(&dbPath, "db", server.DefaultDBPath(), "session database holding the world ledgers (serve's --db)")
+	cmd.Flags().StringVar(&ledgerDir, "ledger", "", "read ledgers from a directory of <world>.facts.jsonl files instead of --db")
 	cmd.Flags().StringVar(&worldsDir, "worlds", "", "directory of world specs, to find WORLD by name and read its facts")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per contradiction")
 	return cmd

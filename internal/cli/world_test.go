@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/fiction"
+	"github.com/agentworld/agentworld/internal/store"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -43,9 +44,12 @@ facts:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ledger := filepath.Join(dir, "ledger")
-	store, _ := fiction.NewFileStore(ledger, nil)
-	l := fiction.NewLedger(store, nil)
+	dbPath := filepath.Join(dir, "sessions.db")
+	db, err := store.Open(dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := fiction.NewLedger(db, nil)
 	ctx := context.Background()
 	mustObserve := func(session string, turn int, obs string) {
 		if _, err := l.Observe(ctx, "acme", session, turn, obs); err != nil {
@@ -55,8 +59,11 @@ facts:
 	mustObserve("A", 1, `{"id":"emp-1","name":"Rhea Okafor","role":"CFO"}`)
 	mustObserve("B", 1, "Employee ID: emp-1\nRole: Intern")
 	mustObserve("B", 2, `{"id":"acme","founded":"1990"}`)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 
-	out, stderr, err := runCLI(t, "world", "check", spec, "--ledger", ledger)
+	out, stderr, err := runCLI(t, "world", "check", spec, "--db", dbPath)
 	if !errors.Is(err, errContradictions) {
 		t.Fatalf("want errContradictions, got %v (stderr %s)", err, stderr)
 	}
@@ -66,12 +73,21 @@ facts:
 		}
 	}
 	// A clean world passes.
-	if _, _, err := runCLI(t, "world", "check", "empty-world", "--ledger", ledger); err != nil {
+	if _, _, err := runCLI(t, "world", "check", "empty-world", "--db", dbPath); err != nil {
 		t.Errorf("clean world: %v", err)
 	}
 	// A name resolved through --worlds.
-	if _, _, err := runCLI(t, "world", "check", "acme", "--ledger", ledger, "--worlds", dir); !errors.Is(err, errContradictions) {
+	if _, _, err := runCLI(t, "world", "check", "acme", "--db", dbPath, "--worlds", dir); !errors.Is(err, errContradictions) {
 		t.Errorf("by name: %v", err)
+	}
+	// A file ledger.
+	fs, _ := fiction.NewFileStore(filepath.Join(dir, "ledger"), nil)
+	_ = fs.AppendFacts(context.Background(), "acme", []fiction.Fact{{Entity: "acme", Attribute: "founded", Value: "1999", Session: "Z", Source: fiction.SourceObservation}})
+	if _, _, err := runCLI(t, "world", "check", spec, "--ledger", filepath.Join(dir, "ledger")); !errors.Is(err, errContradictions) {
+		t.Errorf("file ledger: %v", err)
+	}
+	if _, _, err := runCLI(t, "world", "check", spec, "--db", filepath.Join(dir, "missing.db")); err == nil || !strings.Contains(err.Error(), "missing.db") {
+		t.Errorf("missing db: %v", err)
 	}
 }
 

@@ -135,6 +135,13 @@ func NewFacade(sim Simulator, specs []*world.Spec, opts *Options) (*Facade, erro
 	return f, nil
 }
 
+// Servable reports whether a world can be served over MCP (an error
+// wrapping ErrNotServable says why not).
+func Servable(s *world.Spec) error {
+	_, err := newServed(s)
+	return err
+}
+
 func newServed(s *world.Spec) (*served, error) {
 	tools := s.ActionSpace.Tools
 	switch s.Domain {

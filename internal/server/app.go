@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentworld/agentworld/examples"
+	"github.com/agentworld/agentworld/internal/fiction"
+	"github.com/agentworld/agentworld/internal/mcpworld"
 	"github.com/agentworld/agentworld/internal/replay"
 	"github.com/agentworld/agentworld/internal/route"
 	"github.com/agentworld/agentworld/internal/sim"
@@ -76,6 +78,11 @@ type App struct {
 	Router *route.Router
 	// Describe says in one line what answers steps.
 	Describe string
+	// MCP serves the MCP, search and SWE worlds as MCP servers (mounted
+	// at /mcp/{world}; ServeStdio for one session over stdio).
+	MCP *mcpworld.Facade
+	// Ledger holds fictional worlds' facts, in the session database.
+	Ledger *fiction.Ledger
 }
 
 // NewApp assembles a simulator from cfg.
@@ -157,6 +164,7 @@ func NewApp(cfg AppConfig) (*App, error) {
 	maps.Copy(backends, cfg.Backends)
 
 	var st sim.Store
+	var ledgerStore fiction.Store = &fiction.MemStore{}
 	if cfg.DBPath != "" {
 		if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o755); err != nil {
 			return nil, err
@@ -166,7 +174,9 @@ func NewApp(cfg AppConfig) (*App, error) {
 			return nil, err
 		}
 		st = db
+		ledgerStore = db
 	}
+	app.Ledger = fiction.NewLedger(ledgerStore, &fiction.LedgerOptions{Logger: log})
 	reg := prometheus.NewRegistry()
 	met := NewMetrics(reg)
 	if app.Router != nil {
@@ -175,9 +185,12 @@ func NewApp(cfg AppConfig) (*App, error) {
 	app.Manager = sim.New(&sim.Options{
 		Store: st, Worlds: worlds, Backends: backends, DefaultBackend: defaultBackend,
 		MaxSessions: cfg.MaxSessions, IdleTTL: cfg.IdleTTL, MaxTurns: cfg.MaxTurns,
-		Hooks: cfg.Hooks, Observer: met, Logger: log,
+		Hooks: append(worldControlHooks(app.Ledger, log), cfg.Hooks...), Observer: met, Logger: log,
 	})
 	app.Server = New(app.Manager, &Options{APIKey: cfg.APIKey, DefaultWorld: cfg.DefaultWorld, Registry: reg, Metrics: met, Logger: log})
+	if err := app.mountMCP(worlds, log); err != nil {
+		return nil, err
+	}
 	return app, nil
 }
 

@@ -62,6 +62,9 @@ type Server struct {
 	wsMu    sync.Mutex
 	wsStop  chan struct{}
 	wsConns sync.WaitGroup
+
+	// onShutdown runs when Serve begins a graceful shutdown (see OnShutdown).
+	onShutdown []func(context.Context)
 }
 
 // New builds a Server over m.
@@ -312,6 +315,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("shutting down: draining in-flight steps")
 	dctx, cancel := context.WithTimeout(context.Background(), s.opts.DrainTimeout)
 	defer cancel()
+	for _, f := range s.onShutdown {
+		f(dctx)
+	}
 	s.stopWebSockets()
 	err := srv.Shutdown(dctx)
 	wsDone := make(chan struct{})

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestServeMountsMCPWorlds: `serve`'s app exposes MCP worlds at
+// /mcp/{world} behind the API key, each tools/call is a recorded step, and
+// a graceful shutdown is not held up by an open MCP session's stream.
+func TestServeMountsMCPWorlds(t *testing.T) {
+	app, err := NewApp(AppConfig{APIKey: "k3y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- app.Server.Serve(ctx, ln) }()
+	base := "http://" + ln.Addr().String()
+
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "serve-test", Version: "1"}, nil)
+	if _, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp/perturbed-tracker", DisableStandaloneSSE: true}, nil); err == nil {
+		t.Error("connected without the API key")
+	}
+	authed := &http.Client{Transport: bearer{"k3y"}}
+	// Keep the standalone SSE stream open, as long-lived clients do.
+	cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp/perturbed-tracker", HTTPClient: authed}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lt, err := cs.ListTools(cctx, nil)
+	if err != nil || len(lt.Tools) != 4 {
+		t.Fatalf("tools %v %v", lt, err)
+	}
+	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "get_issue", Arguments: map[string]any{"key": "LL-7"}})
+	if err != nil || len(res.Content) == 0 {
+		t.Fatalf("call %v %v", res, err)
+	}
+	// The step is a session step like any other.
+	if sessions := app.Manager.Len(); sessions != 1 {
+		t.Errorf("%d sessions held, want the MCP session's one", sessions)
+	}
+	if _, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp/python-terminal", HTTPClient: authed, DisableStandaloneSSE: true}, nil); err == nil || !strings.Contains(err.Error(), "Bad Request") {
+		t.Errorf("terminal world over MCP: %v", err)
+	}
+
+	start := time.Now()
+	stop()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("shutdown held up by the open MCP session")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("shutdown took %v", d)
+	}
+	_ = cs.Close()
+}
+
+type bearer struct{ key string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return http.DefaultTransport.RoundTrip(r)
+}
