@@ -12,6 +12,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/agentworld/agentworld/internal/dataset"
 )
@@ -39,7 +40,7 @@ func (p *pipelineFlags) add(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&p.workers, "workers", 1, "goroutines processing records")
 	cmd.Flags().StringVar(&p.onError, "on-error", "skip", "bad records: skip (report, count, go on) or fatal (stop)")
 	cmd.Flags().IntVar(&p.maxLine, "max-line", dataset.DefaultMaxLine, "longest accepted input line in bytes")
-	cmd.Flags().BoolVar(&p.progress, "progress", true, "show a progress bar on stderr")
+	cmd.Flags().BoolVar(&p.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "show a progress bar on stderr (default: when stderr is a terminal)")
 }
 
 func (p *pipelineFlags) options(cmd *cobra.Command) (*dataset.Options, error) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -147,5 +148,41 @@ func TestCPythonPeerAgrees(t *testing.T) {
 	}
 	if ours.Len() == 0 || !bytes.Equal(ours.Bytes(), peer) {
 		t.Errorf("outputs differ:\n%s", cmp.Diff(string(peer), ours.String()))
+	}
+}
+
+// TestSchemaAgreesWithChecks validates lines with the JSON Schema document
+// itself: the lines Check accepts pass it and each bad trajectory fails it.
+func TestSchemaAgreesWithChecks(t *testing.T) {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(TrajectorySchema(), &s); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(line []byte) error {
+		var v any
+		if err := json.Unmarshal(line, &v); err != nil {
+			return err
+		}
+		return rs.Validate(v)
+	}
+	good, _ := os.ReadFile("testdata/small.jsonl")
+	for i, l := range bytes.Split(bytes.TrimSpace(good), []byte("\n")) {
+		if err := check(l); err != nil {
+			t.Errorf("small.jsonl:%d: schema rejects a valid line: %v", i+1, err)
+		}
+	}
+	bad, _ := os.ReadFile("testdata/bad.jsonl")
+	for i, l := range bytes.Split(bytes.TrimSpace(bad), []byte("\n")) {
+		n := i + 1
+		if n == 1 || n == 7 || n == 4 || n == 8 || n == 6 {
+			continue // valid trajectories, or byte-level problems (UTF-8, size, truncation)
+		}
+		if err := check(l); err == nil {
+			t.Errorf("bad.jsonl:%d: schema accepts an invalid trajectory", n)
+		}
 	}
 }
