@@ -258,7 +258,7 @@ func TestFictionalWorldSharesFacts(t *testing.T) {
 	spec := &world.Spec{
 		Name: "quillfern", Domain: "search", TaskDescription: "Search about an invented company.",
 		ActionSpace: world.ActionSpace{Description: "search(query), open_page(url)"},
-		Facts: &fiction.Facts{Entities: []fiction.Entity{{ID: "quillfern", Type: "company", Name: "Quillfern Instruments", Attributes: map[string]string{"founded": "2011"}}}},
+		Facts:       &fiction.Facts{Entities: []fiction.Entity{{ID: "quillfern", Type: "company", Name: "Quillfern Instruments", Attributes: map[string]string{"founded": "2011"}}}},
 	}
 	var mu sync.Mutex
 	answers := map[string]string{
