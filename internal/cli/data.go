@@ -1,16 +1,13 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 
-	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -58,40 +55,6 @@ func (p *pipelineFlags) options(cmd *cobra.Command) (*dataset.Options, error) {
 // dataSignalContext stops a run on Ctrl-C; outputs written so far stay valid.
 func dataSignalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(cmd.Context(), os.Interrupt)
-}
-
-// outputFile opens the output: stdout for "" or "-", else a temporary file
-// beside path that commit renames into place, so a killed run never leaves
-// a half-written file under the final name.
-func outputFile(cmd *cobra.Command, path string) (w *bufio.Writer, commit func() error, abort func(), err error) {
-	if path == "" || path == "-" {
-		w = bufio.NewWriterSize(cmd.OutOrStdout(), 1<<20)
-		return w, w.Flush, func() {}, nil
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	w = bufio.NewWriterSize(f, 1<<20)
-	commit = func() error {
-		if err := w.Flush(); err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			return err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			return err
-		}
-		if err := f.Close(); err != nil {
-			os.Remove(f.Name())
-			return err
-		}
-		return os.Rename(f.Name(), path)
-	}
-	abort = func() { f.Close(); os.Remove(f.Name()) }
-	return w, commit, abort, nil
 }
 
 func printSummary(cmd *cobra.Command, s *dataset.Summary) {
@@ -163,17 +126,17 @@ func newDataMaskCmd() *cobra.Command {
 			}
 			ctx, stop := dataSignalContext(cmd)
 			defer stop()
-			w, commit, abort, err := outputFile(cmd, out)
+			w, err := dataset.CreateOutput(out, cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
 			sum, err := dataset.Mask(ctx, args, w, cfg, opts)
 			printSummary(cmd, sum)
 			if err != nil {
-				abort()
+				w.Abort()
 				return err
 			}
-			return commit()
+			return w.Commit()
 		},
 	}
 	pf.add(cmd)
@@ -183,7 +146,8 @@ func newDataMaskCmd() *cobra.Command {
 	return cmd
 }
 
-// writeConfig prints the effective masking config.
+// writeConfig prints the effective masking config; the shipped defaults
+// are printed as the commented file they are.
 func writeConfig(w io.Writer, path, format string) error {
 	if format == "yaml" && path == "" {
 		_, err := w.Write(dataset.DefaultMaskingConfig())
@@ -193,20 +157,7 @@ func writeConfig(w io.Writer, path, format string) error {
 	if err != nil {
 		return err
 	}
-	var b []byte
-	switch format {
-	case "json":
-		b, err = json.MarshalIndent(cfg, "", "  ")
-	case "yaml":
-		b, err = yaml.Marshal(cfg)
-	default:
-		return fmt.Errorf("--print-config %q: want yaml or json", format)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
+	return cfg.Encode(w, format)
 }
 
 // expandFlags are the flags of commands that expand trajectories.
@@ -249,17 +200,17 @@ func (e *expandFlags) options() (*dataset.ExpandOptions, error) {
 func runToOutput(cmd *cobra.Command, out string, fn func(ctx context.Context, w io.Writer) (*dataset.Summary, error)) error {
 	ctx, stop := dataSignalContext(cmd)
 	defer stop()
-	w, commit, abort, err := outputFile(cmd, out)
+	w, err := dataset.CreateOutput(out, cmd.OutOrStdout())
 	if err != nil {
 		return err
 	}
 	sum, err := fn(ctx, w)
 	printSummary(cmd, sum)
 	if err != nil {
-		abort()
+		w.Abort()
 		return err
 	}
-	return commit()
+	return w.Commit()
 }
 
 func newDataExpandCmd() *cobra.Command {
@@ -399,15 +350,15 @@ func newDataStatsCmd() *cobra.Command {
 				return err
 			}
 			if plotPath != "" {
-				w, commit, abort, err := outputFile(cmd, plotPath)
+				w, err := dataset.CreateOutput(plotPath, cmd.OutOrStdout())
 				if err != nil {
 					return err
 				}
 				if err := st.WritePlot(w, format); err != nil {
-					abort()
+					w.Abort()
 					return err
 				}
-				if err := commit(); err != nil {
+				if err := w.Commit(); err != nil {
 					return err
 				}
 			}
