@@ -232,3 +232,33 @@ func TestSessionRecordings(t *testing.T) {
 		t.Fatalf("reports %v", reports)
 	}
 }
+
+func TestOpenAILogsStream(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "chat.jsonl")
+	good := `{"messages":[{"role":"user","content":"list files"},{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"ls","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":"a.txt"}],"tools":[]}`
+	os.WriteFile(p, []byte(good+"\n{\"messages\":[]}\n"+good+"\n"), 0o644)
+	var out bytes.Buffer
+	var reports []string
+	sum, err := ToTrajectories(context.Background(), []string{p}, &out, FromOpenAI, &ConvertOptions{Domain: "terminal"},
+		&Options{Workers: 2, report: func(e *RecordError) { reports = append(reports, e.Error()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Written != 2 || len(reports) != 1 || reports[0] != p+":2: messages: invalid record: no messages" {
+		t.Fatalf("summary %+v reports %v", sum, reports)
+	}
+	trajs := loadTrajectories(t, writeTemp(t, out.Bytes()))
+	if trajs[1].ID != "chat.jsonl:3" || trajs[1].Domain != "terminal" || trajs[1].Turns[0].Observation != "a.txt" {
+		t.Fatalf("%+v", trajs[1])
+	}
+}
+
+func writeTemp(t *testing.T, b []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "x.jsonl")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
