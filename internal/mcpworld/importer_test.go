@@ -156,3 +156,20 @@ func TestImportBadCommand(t *testing.T) {
 		t.Error("no command accepted")
 	}
 }
+
+// FuzzParseCall: any --call text parses or fails cleanly, and a parsed call
+// renders as a canonical action.
+func FuzzParseCall(f *testing.F) {
+	f.Add(`echo {"message":"hi"}`)
+	f.Add(`read_graph`)
+	f.Add(`x {"a":[1,{"b":null}]}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseCall(s)
+		if err != nil {
+			return
+		}
+		if _, err := RenderCall(c.Tool, c.Arguments); err != nil {
+			t.Fatalf("parsed call %+v does not render: %v", c, err)
+		}
+	})
+}
