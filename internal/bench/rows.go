@@ -21,14 +21,14 @@ const (
 // what it cost. Sample is the stable identity of the input row (content
 // hash plus occurrence), because ids repeat in the published data.
 type Prediction struct {
-	Sample   string `json:"sample"`
-	File     string `json:"file"`
-	Line     int    `json:"line"`
-	Task     string `json:"task"`
-	Domain   string `json:"domain"`
-	ID       string `json:"id"`
-	TurnIdx  int    `json:"turn_idx"`
-	Model    string `json:"model"`
+	Sample  string `json:"sample"`
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Task    string `json:"task"`
+	Domain  string `json:"domain"`
+	ID      string `json:"id"`
+	TurnIdx int    `json:"turn_idx"`
+	Model   string `json:"model"`
 	// Generation is the raw content the model returned; Prediction is what
 	// extraction made of it.
 	Generation   string               `json:"generation"`
