@@ -72,7 +72,7 @@ func NewModelBackend(c worldmodel.Completer, o *ModelOptions) BackendFactory {
 			limit = opts.ContextBudget / 2
 		}
 		b := Budget{Limit: limit, LowWater: int(float64(limit) * opts.LowWater), Count: opts.Count}
-		e := &modelEnv{c: c, opts: opts, s: s, budget: newBudgetState(b, s.SystemPrompt)}
+		e := &modelEnv{c: c, opts: opts, s: s, budget: newBudgetState(b, s.SystemPrompt), sysFP: msgHash("system", s.SystemPrompt)}
 		e.budget.replay(s.History)
 		return e, nil
 	}
@@ -83,10 +83,13 @@ type modelEnv struct {
 	opts   ModelOptions
 	s      SessionInfo
 	budget *budgetState
-	// prev is the transcript length and hash of the previous request, to
-	// detect prefix breaks.
-	prevLen  int
-	prevHash [32]byte
+	// prevFP fingerprints the previous request (one hash per message), to
+	// detect prefix breaks without rehashing the whole history each step.
+	prevFP [][32]byte
+	// turnFP caches the hashes of recorded turns' user and assistant
+	// messages as they are shown (without a truncation note).
+	turnFP [][2][32]byte
+	sysFP  [32]byte
 }
 
 func (e *modelEnv) Reset(ctx context.Context) (Observation, error) {
@@ -104,13 +107,11 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 	msgs := BuildMessages(e.s.SystemPrompt, in.History, e.budget.cut, msg)
 
 	info := StepInfo{Backend: BackendModel, HistoryCut: e.budget.cut}
-	tr := RenderTranscript(msgs)
-	if e.prevLen > 0 && !moved {
-		if len(tr) < e.prevLen || sha256.Sum256(tr[:e.prevLen]) != e.prevHash {
-			info.PrefixBreak = true
-		}
+	fp := e.fingerprint(in.History, msgs)
+	if len(e.prevFP) > 0 && !moved && !isPrefix(e.prevFP, fp) {
+		info.PrefixBreak = true
 	}
-	e.prevLen, e.prevHash = len(tr), sha256.Sum256(tr)
+	e.prevFP = fp
 
 	req := worldmodel.Request{Model: e.s.Model, Messages: msgs, MaxTokens: e.opts.MaxTokens, Temperature: e.opts.Temperature}
 	if req.Model == "" {
@@ -173,6 +174,58 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 		info.Replica = r
 	}
 	return Observation{Text: pred, Message: msg, Info: info}, nil
+}
+
+// msgHash fingerprints one message as RenderTranscript frames it.
+func msgHash(role, content string) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(role))
+	h.Write([]byte{0})
+	h.Write([]byte(content))
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// fingerprint hashes each message of a request; recorded turns' hashes are
+// computed once and reused, so a step costs O(turns) comparisons, not a
+// pass over the whole history's bytes. Message-wise prefix equals byte-wise
+// prefix of the rendered transcript, since messages are framed.
+func (e *modelEnv) fingerprint(history []HistoryTurn, msgs []worldmodel.Message) [][32]byte {
+	for len(e.turnFP) < len(history) {
+		h := history[len(e.turnFP)]
+		e.turnFP = append(e.turnFP, [2][32]byte{msgHash("user", h.Message), msgHash("assistant", h.Assistant)})
+	}
+	fp := make([][32]byte, 0, len(msgs))
+	i := 0
+	if len(msgs) > 0 && msgs[0].Role == "system" {
+		fp = append(fp, e.sysFP)
+		i = 1
+	}
+	cut := e.budget.cut
+	for t := cut; t < len(history); t++ {
+		if t == cut && cut > 0 {
+			fp = append(fp, msgHash("user", msgs[i].Content))
+		} else {
+			fp = append(fp, e.turnFP[t][0])
+		}
+		fp = append(fp, e.turnFP[t][1])
+		i += 2
+	}
+	last := msgs[len(msgs)-1]
+	return append(fp, msgHash(last.Role, last.Content))
+}
+
+func isPrefix(a, b [][32]byte) bool {
+	if len(a) > len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // addUsage folds the first attempt's token usage into the retry's answer,

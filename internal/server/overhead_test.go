@@ -1,0 +1,65 @@
+package server
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// BenchmarkStepOverhead measures what a step through the server adds over
+// calling the model server directly with the same prompts (goal: <= 1 ms at
+// p99), at 256 concurrent sessions against a zero-latency fake
+// OpenAI-compatible server over loopback. Run A steps 256 sessions x 20
+// turns through the simulator's HTTP API (in-memory store) and records
+// every prompt the fake model receives; run B sends exactly those requests
+// to the fake model directly from 256 goroutines with the same client. It
+// reports both p50/p99 latencies and their differences.
+func BenchmarkStepOverhead(b *testing.B) {
+	const sessions, steps = 256, 20
+	for i := 0; i < b.N; i++ {
+		model := newFakeModel(b)
+		c := worldmodel.New(model.URL(), "wm", &worldmodel.Options{MaxRetries: -1})
+		through := loadRun(b, sessions, steps, sessions, c, "")
+		reqs := model.Requests()
+		var mu sync.Mutex
+		var direct []time.Duration
+		var g errgroup.Group
+		g.SetLimit(sessions)
+		per := (len(reqs) + sessions - 1) / sessions
+		for s := 0; s < sessions; s++ {
+			lo, hi := s*per, min((s+1)*per, len(reqs))
+			g.Go(func() error {
+				for _, msgs := range reqs[lo:hi] {
+					start := time.Now()
+					if _, err := c.Complete(context.Background(), worldmodel.Request{Messages: msgs, MaxTokens: 32768}); err != nil {
+						return err
+					}
+					d := time.Since(start)
+					mu.Lock()
+					direct = append(direct, d)
+					mu.Unlock()
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		p := func(ds []time.Duration, q int) time.Duration {
+			sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+			return ds[len(ds)*q/100]
+		}
+		t50, t99, d50, d99 := p(through, 50), p(through, 99), p(direct, 50), p(direct, 99)
+		b.ReportMetric(float64((t99-d99).Microseconds()), "p99_overhead_us")
+		b.ReportMetric(float64((t50-d50).Microseconds()), "p50_overhead_us")
+		b.Logf("%d steps through the server: p50 %v p99 %v; %d direct calls: p50 %v p99 %v; overhead p50 %v p99 %v (goal p99 <= 1ms)",
+			len(through), t50, t99, len(direct), d50, d99, t50-d50, t99-d99)
+	}
+}
+
