@@ -180,4 +180,3 @@ func BenchmarkLoad1000x20(b *testing.B) {
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99_us")
 	}
 }
-

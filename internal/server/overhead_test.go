@@ -56,10 +56,9 @@ func BenchmarkStepOverhead(b *testing.B) {
 			return ds[len(ds)*q/100]
 		}
 		t50, t99, d50, d99 := p(through, 50), p(through, 99), p(direct, 50), p(direct, 99)
-		b.ReportMetric(float64((t99-d99).Microseconds()), "p99_overhead_us")
-		b.ReportMetric(float64((t50-d50).Microseconds()), "p50_overhead_us")
+		b.ReportMetric(float64((t99 - d99).Microseconds()), "p99_overhead_us")
+		b.ReportMetric(float64((t50 - d50).Microseconds()), "p50_overhead_us")
 		b.Logf("%d steps through the server: p50 %v p99 %v; %d direct calls: p50 %v p99 %v; overhead p50 %v p99 %v (goal p99 <= 1ms)",
 			len(through), t50, t99, len(direct), d50, d99, t50-d50, t99-d99)
 	}
 }
-
