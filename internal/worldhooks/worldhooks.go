@@ -91,18 +91,21 @@ func (p *Perturbations) engine(s sim.SessionInfo) (*perturb.Engine, error) {
 	return e, nil
 }
 
-// Stream is the key of a session's perturbation draws: its root session
-// (forks share their parent's draws) and its seed (branches given new seeds
-// draw anew).
+// Stream is the key of a session's perturbation draws. A seeded session
+// draws from its seed alone, so a run repeated with the same seeds sees the
+// same perturbations (even after a restart), and a fork keeping its parent's
+// seed repeats the parent's draws while a branch given a new seed draws
+// anew. An unseeded session draws from its root session id: its forks share
+// its draws, other sessions differ.
 func Stream(s sim.SessionInfo) string {
+	if s.Seed != nil {
+		return "seed:" + strconv.FormatInt(*s.Seed, 10)
+	}
 	root := s.Root
 	if root == "" {
 		root = s.ID
 	}
-	if s.Seed != nil {
-		return root + "/" + strconv.FormatInt(*s.Seed, 10)
-	}
-	return root
+	return "root:" + root
 }
 
 // BeforeStep implements sim.StepHook.

@@ -68,8 +68,8 @@ var trackerTools = []world.Tool{
 	{Name: "update_issue", InputSchema: json.RawMessage(`{"type":"object"}`)},
 }
 
-// TestRulesFireAtTheirRatesThroughSessions runs 1,000 steps (20 sessions of
-// 50) under a fixed seed through the session manager: each rule fires at
+// TestRulesFireAtTheirRatesThroughSessions runs 1,000 steps (20 seeded
+// sessions of 50, so the run is deterministic) through the session manager: each rule fires at
 // its configured rate within 4 sigma, every firing is recorded on the
 // step's stored labels, instructed rules put control text in the last user
 // message only, and direct faults never reach the model.
@@ -97,7 +97,8 @@ func TestRulesFireAtTheirRatesThroughSessions(t *testing.T) {
 	steps := 0
 	var sessions []string
 	for s := 0; s < 20; s++ {
-		rep, err := m.Create(ctx, sim.CreateRequest{WorldID: "tracker"})
+		seed := int64(1000 + s)
+		rep, err := m.Create(ctx, sim.CreateRequest{WorldID: "tracker", Seed: &seed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,9 +203,10 @@ func TestRulesFireAtTheirRatesThroughSessions(t *testing.T) {
 	t.Logf("%d direct faults answered without the model", faults)
 }
 
-// TestPerturbationsAreReproducible: the same seed, session root and turn
-// give the same firings, so a retried or forked step is perturbed alike;
-// a fork given another seed draws anew.
+// TestPerturbationsAreReproducible: the same seed and turn give the same
+// firings, so a rerun, a retried or a forked step is perturbed alike; a
+// branch given another seed draws anew; unseeded forks share their root's
+// draws.
 func TestPerturbationsAreReproducible(t *testing.T) {
 	info := func(id string, seed *int64) sim.SessionInfo {
 		return sim.SessionInfo{ID: id, Root: "root-1", Seed: seed, Spec: &world.Spec{
@@ -236,6 +238,16 @@ func TestPerturbationsAreReproducible(t *testing.T) {
 	}
 	if a == branch {
 		t.Error("a branch with another seed drew the same perturbations")
+	}
+	rerun := info("unrelated", &seed)
+	rerun.Root = "unrelated"
+	if seq(rerun) != a {
+		t.Error("a session with the same seed drew different perturbations")
+	}
+	u1, u2, u1fork := info("u1", nil), info("u2", nil), info("u1-fork", nil)
+	u1.Root, u2.Root, u1fork.Root = "u1", "u2", "u1"
+	if seq(u1) != seq(u1fork) || seq(u1) == seq(u2) {
+		t.Error("unseeded sessions: forks must share their root's draws, other sessions must not")
 	}
 	// A bad per-session override is a field error naming the parameter.
 	s := info("x", nil)
