@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/realenv"
+	"github.com/agentworld/agentworld/internal/server"
+	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/world"
 )
 
 func newRealenvCmd() *cobra.Command {
@@ -248,4 +252,48 @@ func newRealExportCmd() *cobra.Command {
 	cmd.Flags().Int64Var(&firstID, "first-id", 1, "id of the first exported trajectory")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+// realFlags let serve (and play) offer real environments: terminal tasks
+// and MCP servers the operator allows, by name.
+type realFlags struct {
+	tasksDir string
+	mcp      []string
+}
+
+func (r *realFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&r.tasksDir, "real-tasks", "", "directory of terminal tasks served as worlds on backend real:terminal (and for shadow: real)")
+	fl.StringArrayVar(&r.mcp, "real-mcp", nil, "NAME=COMMAND ARGS...: an MCP server sessions may launch on backend real:mcp (repeatable; a world of that name uses it)")
+}
+
+// apply hooks the real backends into the app config and returns the
+// task worlds to add once the manager exists.
+func (r *realFlags) apply(cmd *cobra.Command, cfg *server.AppConfig) ([]*world.Spec, error) {
+	opts := &realenv.BackendOptions{Logger: logger(cmd), MCPServers: map[string]realenv.MCPServer{}}
+	var worlds []*world.Spec
+	if r.tasksDir != "" {
+		tasks, err := realenv.LoadTasks(r.tasksDir)
+		if err != nil {
+			return nil, fmt.Errorf("--real-tasks: %w", err)
+		}
+		opts.Tasks = map[string]*realenv.Task{}
+		for _, t := range tasks {
+			opts.Tasks[t.Name] = t
+			worlds = append(worlds, realenv.TaskWorld(t))
+		}
+	}
+	for _, m := range r.mcp {
+		name, command, ok := strings.Cut(m, "=")
+		if !ok || name == "" || len(strings.Fields(command)) == 0 {
+			return nil, fmt.Errorf("--real-mcp %q: want NAME=COMMAND ARGS", m)
+		}
+		opts.MCPServers[name] = realenv.MCPServer{Command: strings.Fields(command)}
+	}
+	cfg.Extend = func(b map[string]sim.BackendFactory, simulator string) map[string]sim.BackendFactory {
+		o := *opts
+		o.Simulator, o.SimulatorName = b[simulator], simulator
+		return realenv.Backends(&o)
+	}
+	return worlds, nil
 }

@@ -17,6 +17,7 @@ type simFlags struct {
 	cfg         server.AppConfig
 	temperature float64
 	noDB        bool
+	real        realFlags
 }
 
 func (f *simFlags) register(cmd *cobra.Command) {
@@ -33,6 +34,7 @@ func (f *simFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.cfg.MaxTurns, "max-turns", 200, "steps before an episode is truncated (a world spec's max_turns wins)")
 	fl.StringVar(&f.cfg.DBPath, "db", server.DefaultDBPath(), "SQLite file holding sessions and transcripts")
 	fl.BoolVar(&f.noDB, "no-db", false, "keep sessions in memory only")
+	f.real.register(cmd)
 }
 
 func (f *simFlags) app(cmd *cobra.Command) (*server.App, error) {
@@ -44,7 +46,18 @@ func (f *simFlags) app(cmd *cobra.Command) (*server.App, error) {
 		f.cfg.ModelAPIKey = os.Getenv("AGENTWORLD_MODEL_API_KEY")
 	}
 	f.cfg.Logger = logger(cmd)
-	return server.NewApp(f.cfg)
+	realWorlds, err := f.real.apply(cmd, &f.cfg)
+	if err != nil {
+		return nil, err
+	}
+	app, err := server.NewApp(f.cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range realWorlds {
+		app.Manager.AddWorld(w)
+	}
+	return app, nil
 }
 
 func newServeCmd() *cobra.Command {

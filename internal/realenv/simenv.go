@@ -50,6 +50,10 @@ type BackendOptions struct {
 	// Simulator is the world-model backend that shadowed sessions compare
 	// against; nil disables shadow mode.
 	Simulator sim.BackendFactory
+	// SimulatorName is the backend name Simulator is registered under,
+	// which Backends replaces with its shadow-aware wrapper; "" means
+	// sim.BackendModel.
+	SimulatorName string
 	// Logger receives lifecycle logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -76,7 +80,7 @@ const (
 
 // Backends returns the real backends to register with a sim.Manager:
 // real:terminal and real:mcp, and, when o.Simulator is set, a replacement
-// for the simulator backend (sim.BackendModel) that honours shadow: real.
+// for the simulator backend (o.SimulatorName) that honours shadow: real.
 func Backends(o *BackendOptions) map[string]sim.BackendFactory {
 	b := &backends{}
 	if o != nil {
@@ -90,7 +94,11 @@ func Backends(o *BackendOptions) map[string]sim.BackendFactory {
 		BackendMCP:      b.factory(BackendMCP),
 	}
 	if b.o.Simulator != nil {
-		out[sim.BackendModel] = b.shadowable(b.o.Simulator)
+		name := b.o.SimulatorName
+		if name == "" {
+			name = sim.BackendModel
+		}
+		out[name] = b.shadowable(b.o.Simulator)
 	}
 	return out
 }

@@ -64,7 +64,11 @@ type AppConfig struct {
 	// environments).
 	Hooks    []sim.StepHook
 	Backends map[string]sim.BackendFactory
-	Logger   *slog.Logger
+	// Extend, when set, sees the assembled backends and the name of the
+	// default one (the simulator) and returns backends to add or replace;
+	// real environments use it to shadow the simulator.
+	Extend func(backends map[string]sim.BackendFactory, simulator string) map[string]sim.BackendFactory
+	Logger *slog.Logger
 }
 
 // App is an assembled simulator: manager, HTTP server, and what they own.
@@ -162,6 +166,9 @@ func NewApp(cfg AppConfig) (*App, error) {
 		return nil, errors.New("--cache needs a world model URL (--model or --replica)")
 	}
 	maps.Copy(backends, cfg.Backends)
+	if cfg.Extend != nil {
+		maps.Copy(backends, cfg.Extend(maps.Clone(backends), defaultBackend))
+	}
 
 	var st sim.Store
 	var ledgerStore fiction.Store = &fiction.MemStore{}

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentworld/agentworld/internal/realenv"
+	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
+)
+
+func postJSON(t *testing.T, url string, body any, out any) int {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode/100 == 2 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s: %v\n%s", url, err, raw)
+		}
+	}
+	if resp.StatusCode/100 != 2 {
+		t.Logf("%s: %d %s", url, resp.StatusCode, raw)
+	}
+	return resp.StatusCode
+}
+
+// TestServeRealTasks serves the example tasks through the session API:
+// a task world runs on the real terminal, and a world-model session
+// shadowed by the real terminal returns real screens with divergence.
+func TestServeRealTasks(t *testing.T) {
+	if err := realenv.ProbeSandbox(); err != nil {
+		t.Skipf("real terminal sessions need the sandbox: %v", err)
+	}
+	fake := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		return fakellm.Reply{Content: "<predicted_observation>root@sandbox:/app# ls\nroot@sandbox:/app#</predicted_observation>"}
+	})
+	defer fake.Close()
+	var f simFlags
+	cmd := &cobra.Command{}
+	f.register(cmd)
+	f.noDB = true
+	f.cfg.Model, f.cfg.ModelName, f.cfg.MaxTokens = fake.URL, "fake", 256
+	f.real.tasksDir = filepath.Join("..", "..", "examples", "tasks")
+	app, err := f.app(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	srv := httptest.NewServer(app.Server.Handler())
+	defer srv.Close()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		app.Manager.Close(ctx)
+	}()
+
+	var created struct {
+		SessionID   string `json:"session_id"`
+		Observation string `json:"observation"`
+		Info        struct {
+			Backend string `json:"backend"`
+		} `json:"info"`
+	}
+	if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": "hello-file"}, &created); code/100 != 2 {
+		t.Fatalf("create: %d", code)
+	}
+	if created.Info.Backend != realenv.BackendTerminal || created.Observation != "root@sandbox:/app#" {
+		t.Fatalf("created %+v", created)
+	}
+	var step struct {
+		Observation string `json:"observation"`
+		Info        struct {
+			Backend string                     `json:"backend"`
+			Extra   map[string]json.RawMessage `json:"extra"`
+		} `json:"info"`
+	}
+	action := `[{"keystrokes":"echo 'hello agentworld' > greeting.txt; cat greeting.txt\n","duration":0.5}]`
+	if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", map[string]any{"action": action}, &step); code/100 != 2 {
+		t.Fatalf("step: %d", code)
+	}
+	if !strings.Contains(step.Observation, "\nhello agentworld\nroot@sandbox:/app#") {
+		t.Fatalf("real step: %+v", step)
+	}
+
+	if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": "hello-file", "backend": "model", "shadow": "real"}, &created); code/100 != 2 {
+		t.Fatalf("create shadow: %d", code)
+	}
+	if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", map[string]any{"action": `[{"keystrokes":"ls\n","duration":0.3}]`}, &step); code/100 != 2 {
+		t.Fatalf("shadow step: %d", code)
+	}
+	var sh realenv.Shadow
+	if err := json.Unmarshal(step.Info.Extra["shadow"], &sh); err != nil || step.Observation != "root@sandbox:/app# ls\nroot@sandbox:/app#" || !sh.Divergence.Exact {
+		t.Fatalf("shadow step %+v (%v)", step, err)
+	}
+	if fake.Count() != 1 {
+		t.Fatalf("world model asked %d times", fake.Count())
+	}
+}
