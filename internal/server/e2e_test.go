@@ -43,6 +43,7 @@ type harness struct {
 	srv   *httptest.Server
 	spec  *world.Spec
 	key   string
+	base  string // server URL when not srv (a server process)
 }
 
 func newHarness(t *testing.T, dbPath string, opts *Options) *harness {
@@ -104,7 +105,11 @@ func (h *harness) do(method, path string, body any, out any) int {
 		js, _ := json.Marshal(b)
 		rd = bytes.NewReader(js)
 	}
-	req, _ := http.NewRequest(method, h.srv.URL+path, rd)
+	base := h.base
+	if base == "" {
+		base = h.srv.URL
+	}
+	req, _ := http.NewRequest(method, base+path, rd)
 	if h.key != "" {
 		req.Header.Set("Authorization", "Bearer "+h.key)
 	}

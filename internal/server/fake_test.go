@@ -18,7 +18,11 @@ type fakeModel struct {
 	mu       sync.Mutex
 	requests [][]worldmodel.Message
 	down     bool
-	srv      *httptest.Server
+	// gate, when set, holds each request until it is closed; arrived
+	// receives a value as each held request arrives.
+	gate    chan struct{}
+	arrived chan struct{}
+	srv     *httptest.Server
 }
 
 func newFakeModel(t testing.TB) *fakeModel {
@@ -38,6 +42,17 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		http.Error(w, err.Error(), 400)
 		return
+	}
+	f.mu.Lock()
+	gate, arrived := f.gate, f.arrived
+	f.mu.Unlock()
+	if gate != nil {
+		arrived <- struct{}{}
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
 	}
 	f.mu.Lock()
 	down := f.down
@@ -68,4 +83,18 @@ func (f *fakeModel) SetDown(d bool) {
 	f.mu.Lock()
 	f.down = d
 	f.mu.Unlock()
+}
+
+// Hold makes requests wait until the returned release is called.
+func (f *fakeModel) Hold() (arrived <-chan struct{}, release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gate, f.arrived = make(chan struct{}), make(chan struct{}, 16)
+	g := f.gate
+	return f.arrived, func() {
+		f.mu.Lock()
+		f.gate = nil
+		f.mu.Unlock()
+		close(g)
+	}
 }

@@ -278,6 +278,19 @@ func (d *DB) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []s
 	return rec, turns, rows.Err()
 }
 
+// IntegrityCheck runs SQLite's integrity check; a crash must never make it
+// fail.
+func (d *DB) IntegrityCheck(ctx context.Context) error {
+	var res string
+	if err := d.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&res); err != nil {
+		return fmt.Errorf("store %s: integrity check: %w", d.path, err)
+	}
+	if res != "ok" {
+		return fmt.Errorf("store %s: integrity check: %s", d.path, res)
+	}
+	return nil
+}
+
 // Close flushes pending writes and closes the database.
 func (d *DB) Close() error {
 	d.mu.Lock()

@@ -1,0 +1,169 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/world"
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// scriptedModel returns canned responses in order and records budgets.
+type scriptedModel struct {
+	mu      sync.Mutex
+	replies []worldmodel.Response
+	budgets []int
+}
+
+func (m *scriptedModel) Complete(_ context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.budgets = append(m.budgets, req.MaxTokens)
+	r := m.replies[0]
+	if len(m.replies) > 1 {
+		m.replies = m.replies[1:]
+	}
+	return &r, nil
+}
+
+func termWorld() *world.Spec {
+	return &world.Spec{Name: "t", Domain: "terminal", TaskDescription: "a shell", ActionSpace: world.ActionSpace{Description: "keys"}, InitialState: "$ "}
+}
+
+func newTestManager(t *testing.T, c worldmodel.Completer, o Options) *Manager {
+	t.Helper()
+	o.Worlds = map[string]*world.Spec{"t": termWorld()}
+	o.Backends = map[string]BackendFactory{BackendModel: NewModelBackend(c, &ModelOptions{MaxTokens: 1000})}
+	m := New(&o)
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	return m
+}
+
+var ls = StepRequest{Action: json.RawMessage(`[{"keystrokes":"ls\n"}]`)}
+
+func TestEmptyOrCutAnswersRetryOnceThenReport(t *testing.T) {
+	cases := []struct {
+		name    string
+		replies []worldmodel.Response
+		obs     string
+		errText string
+	}{
+		{"clean", []worldmodel.Response{{Content: "<predicted_observation>a</predicted_observation>", FinishReason: "stop"}}, "a", ""},
+		{"empty then good", []worldmodel.Response{{Content: "", FinishReason: "length"}, {Content: "<think>t</think><predicted_observation>b</predicted_observation>", FinishReason: "stop"}}, "b", ""},
+		{"cut twice", []worldmodel.Response{{Content: "<think>long", FinishReason: "length"}, {Content: "<think>longer", FinishReason: "length"}}, worldmodel.NoOutput, "cut by the token budget"},
+		{"empty twice", []worldmodel.Response{{Content: "", FinishReason: "stop"}}, worldmodel.NoOutput, "empty answer after one retry"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			model := &scriptedModel{replies: c.replies}
+			m := newTestManager(t, model, Options{})
+			rep, err := m.Create(context.Background(), CreateRequest{WorldID: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := m.Step(context.Background(), rep.SessionID, ls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Observation != c.obs || !strings.Contains(r.Info.Error, c.errText) || (c.errText == "") != (r.Info.Error == "") {
+				t.Fatalf("observation %q error %q", r.Observation, r.Info.Error)
+			}
+			if len(c.replies) > 1 || c.errText != "" {
+				if len(model.budgets) != 2 || model.budgets[1] != 2*model.budgets[0] || r.Info.Retries != 1 {
+					t.Fatalf("want one retry with twice the budget, got budgets %v retries %d", model.budgets, r.Info.Retries)
+				}
+			}
+		})
+	}
+}
+
+func TestCapacityAndIdleExpiry(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	model := &scriptedModel{replies: []worldmodel.Response{{Content: "<predicted_observation>x</predicted_observation>", FinishReason: "stop"}}}
+	m := newTestManager(t, model, Options{MaxSessions: 2, IdleTTL: time.Hour, Now: clock})
+	ctx := context.Background()
+	a, _ := m.Create(ctx, CreateRequest{WorldID: "t"})
+	b, _ := m.Create(ctx, CreateRequest{WorldID: "t"})
+	if _, err := m.Create(ctx, CreateRequest{WorldID: "t"}); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("third session: %v, want ErrCapacity", err)
+	}
+	// An ended session frees its slot at once.
+	if r, err := m.Step(ctx, a.SessionID, StepRequest{Action: json.RawMessage(`[]`)}); err != nil || !r.Terminated {
+		t.Fatalf("end: %+v %v", r, err)
+	}
+	c, err := m.Create(ctx, CreateRequest{WorldID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Leaked sessions expire after the idle TTL and free capacity.
+	mu.Lock()
+	now = now.Add(30 * time.Minute)
+	mu.Unlock()
+	if _, err := m.Step(ctx, c.SessionID, ls); err != nil { // c stays fresh
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(45 * time.Minute)
+	mu.Unlock()
+	if n := m.ReapIdle(); n != 1 {
+		t.Fatalf("reaped %d, want 1 (b)", n)
+	}
+	if _, err := m.Step(ctx, b.SessionID, ls); !errors.Is(err, ErrSessionClosed) {
+		t.Fatalf("step on expired session: %v", err)
+	}
+	if _, err := m.Create(ctx, CreateRequest{WorldID: "t"}); err != nil {
+		t.Fatalf("capacity not freed: %v", err)
+	}
+	// The expired session's transcript is still readable.
+	if tr, err := m.Trajectory(ctx, b.SessionID); err != nil || string(tr.Meta["status"]) != `"expired"` {
+		t.Fatalf("expired trajectory: %v %v", tr, err)
+	}
+}
+
+// hookFault is a StepHook that answers turn 2 itself and labels every step.
+type hookFault struct{ after []StepResult }
+
+func (h *hookFault) BeforeStep(_ context.Context, s SessionInfo, in *StepInput) (*Observation, error) {
+	in.Labels = map[string]string{"rule": "r1"}
+	in.Control = "make it fail"
+	if in.Turn == 2 {
+		return &Observation{Text: "HTTP 429 Too Many Requests"}, nil
+	}
+	return nil, nil
+}
+
+func (h *hookFault) AfterStep(_ context.Context, s SessionInfo, in StepInput, out StepResult) {
+	h.after = append(h.after, out)
+}
+
+func TestHooksControlLabelsAndDirectFaults(t *testing.T) {
+	fake := &scriptedModel{replies: []worldmodel.Response{{Content: "<predicted_observation>ok</predicted_observation>", FinishReason: "stop"}}}
+	h := &hookFault{}
+	m := newTestManager(t, fake, Options{Hooks: []StepHook{h}})
+	ctx := context.Background()
+	rep, _ := m.Create(ctx, CreateRequest{WorldID: "t"})
+	r1, err := m.Step(ctx, rep.SessionID, ls)
+	if err != nil || r1.Info.Labels["rule"] != "r1" || r1.Info.Backend != BackendModel {
+		t.Fatalf("turn 1: %+v %v", r1, err)
+	}
+	r2, err := m.Step(ctx, rep.SessionID, ls)
+	if err != nil || r2.Observation != "HTTP 429 Too Many Requests" || r2.Info.Backend != "hook" || len(fake.budgets) != 1 {
+		t.Fatalf("turn 2 should be a direct fault without a model call: %+v %v (model calls %d)", r2, err, len(fake.budgets))
+	}
+	tr, _ := m.Trajectory(ctx, rep.SessionID)
+	var msg string
+	_ = json.Unmarshal(tr.Turns[0].Meta["message"], &msg)
+	if !strings.Contains(msg, "make it fail") || !strings.HasSuffix(msg, AnswerReminder) {
+		t.Fatalf("control text not in the step's message: %q", msg)
+	}
+	if len(h.after) != 2 {
+		t.Fatalf("AfterStep saw %d steps", len(h.after))
+	}
+}
