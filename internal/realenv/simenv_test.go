@@ -155,6 +155,15 @@ func TestRealBackendsThroughSessions(t *testing.T) {
 	if res.Observation != "root@sandbox:/app# cat s.txt\nseeded\nroot@sandbox:/app#" || res.Info.Backend != BackendTerminal {
 		t.Fatalf("terminal step: %+v", res)
 	}
+	// The session's record exports to benchmark records like any other.
+	st, err := m.Trajectory(ctx, r.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := TrajectoryRecords(st, 7, nil)
+	if err != nil || len(recs) != 1 || recs[0].GroundTruth() != "**Environment Observation:**\n"+res.Observation || recs[0].SystemStr != st.SystemPrompt {
+		t.Fatalf("export of a session record: %v %+v", err, recs)
+	}
 	// A fork has the history but not the real state: its first step is
 	// refused as not resumable.
 	fork, err := m.Fork(ctx, r.SessionID, sim.ForkRequest{})
