@@ -44,7 +44,7 @@ A run directory (--out) holds:
 Rows are appended as they arrive, so a killed run loses nothing: rerun the same
 command and finished samples are skipped.`,
 	}
-	cmd.AddCommand(newBenchInferCmd(), newBenchJudgeCmd(), newBenchRunCmd(), newBenchScoreCmd())
+	cmd.AddCommand(newBenchInferCmd(), newBenchJudgeCmd(), newBenchRunCmd(), newBenchScoreCmd(), newBenchCompareCmd(), newBenchReportCmd())
 	return cmd
 }
 
@@ -457,4 +457,64 @@ func printBenchSummary(w io.Writer, s *bench.Summary) {
 			fmt.Fprintf(w, "  %s\n", e)
 		}
 	}
+}
+
+func newBenchCompareCmd() *cobra.Command {
+	var asJSON, strict bool
+	cmd := &cobra.Command{
+		Use:   "compare RUN...",
+		Short: "Compare runs side by side: domain × dimension, deltas, CI separation",
+		Long: `Score each run (a run directory or its judged.jsonl) and print a domain ×
+dimension table with each run's value, its delta from the first run and
+whether their 95% intervals are disjoint.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := bench.CompareRuns(args, &bench.ScoreOptions{Strict: strict})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				b, err := json.MarshalIndent(c, "", "  ")
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				return err
+			}
+			return c.WriteText(cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of the table")
+	cmd.Flags().BoolVar(&strict, "strict", false, "score failed samples as the lowest score instead of excluding them")
+	return cmd
+}
+
+func newBenchReportCmd() *cobra.Command {
+	var (
+		htmlPath, data string
+		strict         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "report RUN --html FILE",
+		Short: "Write one self-contained HTML page for a run",
+		Long: `Write an HTML page for a run (a run directory or its judged.jsonl): the
+score table, a per-domain bar chart with 95% intervals, failures, and the
+worst samples with context, prediction against ground truth and the judge's
+weaknesses. Records are read from --data (default: the run's run.json).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if htmlPath == "" {
+				return errors.New("missing required flag: --html")
+			}
+			if err := bench.WriteHTMLReport(args[0], htmlPath, data, &bench.ScoreOptions{Strict: strict}); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintln(cmd.ErrOrStderr(), "wrote", htmlPath)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&htmlPath, "html", "", "HTML file to write")
+	cmd.Flags().StringVar(&data, "data", "", "data dir of the run (default: from run.json)")
+	cmd.Flags().BoolVar(&strict, "strict", false, "score failed samples as the lowest score instead of excluding them")
+	return cmd
 }

@@ -301,6 +301,20 @@ func TestBenchRunJudgeAndScoreOnExamples(t *testing.T) {
 	if !strings.Contains(stdout, "offline rules scorer") {
 		t.Fatalf("rules report not marked as such:\n%s", stdout)
 	}
+	// Compare the rubric-judged run with the rules-scored one, and render
+	// the HTML report.
+	stdout, _, err = runBenchCLI(t, "bench", "compare", out, rules)
+	if err != nil || !strings.Contains(stdout, filepath.Base(rules)) || !strings.Contains(stdout, "mcp") {
+		t.Fatalf("bench compare: %v\n%s", err, stdout)
+	}
+	page := filepath.Join(t.TempDir(), "report.html")
+	if _, stderr, err := runBenchCLI(t, "bench", "report", out, "--html", page); err != nil {
+		t.Fatalf("bench report: %v\n%s", err, stderr)
+	}
+	if b, err := os.ReadFile(page); err != nil || !bytes.Contains(b, []byte("data:image/png;base64,")) || !bytes.Contains(b, []byte("<html")) {
+		t.Fatalf("report page: %v (%d bytes)", err, len(b))
+	}
+
 	srv.Reset()
 	// Rerunning the whole command costs nothing.
 	if _, stderr, err := runBenchCLI(t, "bench", "run", "--data", "../../examples/bench", "--model-url", srv.URL, "--model", "wm",

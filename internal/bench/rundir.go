@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// JudgedPathOf accepts a run directory or a judged file and returns the
+// judged file.
+func JudgedPathOf(run string) string {
+	if st, err := os.Stat(run); err == nil && st.IsDir() {
+		return filepath.Join(run, JudgedFile)
+	}
+	return run
+}
+
+// runLabel names a run after its directory (or its judged file's directory).
+func runLabel(run string) string {
+	p := filepath.Clean(run)
+	if st, err := os.Stat(p); err == nil && !st.IsDir() {
+		p = filepath.Dir(p)
+	}
+	return filepath.Base(p)
+}
+
+// LoadRun scores a run directory or judged file, labelled with the run's
+// directory name.
+func LoadRun(run string, opts *ScoreOptions) (*Report, []*Judged, error) {
+	rows, err := ReadJudged(JudgedPathOf(run))
+	if err != nil {
+		return nil, nil, fmt.Errorf("run %s: %w", run, err)
+	}
+	var o ScoreOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Label == "" {
+		o.Label = runLabel(run)
+	}
+	return Score(rows, &o), rows, nil
+}
+
+// CompareRuns scores each run and sets them side by side, the first as
+// baseline.
+func CompareRuns(runs []string, opts *ScoreOptions) (*Comparison, error) {
+	reps := make([]*Report, 0, len(runs))
+	for _, r := range runs {
+		rep, _, err := LoadRun(r, opts)
+		if err != nil {
+			return nil, err
+		}
+		reps = append(reps, rep)
+	}
+	return Compare(reps...), nil
+}
+
+// WriteHTMLReport renders the HTML report of a run directory (or judged
+// file) to htmlPath atomically. The records of the worst samples are read
+// from dataDir, or from the data dir recorded in the run's run.json when
+// dataDir is empty.
+func WriteHTMLReport(run, htmlPath, dataDir string, opts *ScoreOptions) error {
+	rep, rows, err := LoadRun(run, opts)
+	if err != nil {
+		return err
+	}
+	if dataDir == "" {
+		dataDir, _ = RunData(filepath.Dir(JudgedPathOf(run)))
+	}
+	var buf bytes.Buffer
+	if err := WriteHTML(rep, rows, &buf, &HTMLOptions{DataDir: dataDir}); err != nil {
+		return fmt.Errorf("report %s: %w", run, err)
+	}
+	if err := writeFileAtomic(htmlPath, buf.Bytes(), true); err != nil {
+		return fmt.Errorf("write %s: %w", htmlPath, err)
+	}
+	return nil
+}
