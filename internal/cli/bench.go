@@ -184,6 +184,9 @@ finished samples are skipped. Responses are cached under OUT/cache, so a
 rerun with the same settings costs no calls (--no-cache forces them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tf.url == bench.CopyBaselineURL && tf.model == "" {
+				tf.model = "copy-baseline"
+			}
 			if err := need(map[string]string{"--data": rf.data, "--out": rf.out, "--model-url": tf.url, "--model": tf.model}); err != nil {
 				return err
 			}
@@ -194,7 +197,7 @@ rerun with the same settings costs no calls (--no-cache forces them).`,
 			if o.Infer, err = gf.inferSettings(cmd); err != nil {
 				return err
 			}
-			o.Model, o.ModelName, o.ModelURL = tf.client(cmd, "AGENTWORLD_MODEL_API_KEY", "OPENAI_API_KEY"), tf.model, tf.url
+			tf.setModel(cmd, o)
 			if err := jf.apply(cmd, o); err != nil {
 				return err
 			}
@@ -203,7 +206,7 @@ rerun with the same settings costs no calls (--no-cache forces them).`,
 		},
 	}
 	rf.register(cmd)
-	tf.register(cmd, "model-", "model under test")
+	tf.registerAs(cmd, "model-", "api-key", "", "model under test")
 	cmd.Flags().StringVar(&tf.model, "model", "", "model name of the world model under test")
 	gf.register(cmd, "", bench.DefaultMaxTokens, bench.DefaultTemperature, "model under test")
 	jf.register(cmd)
@@ -258,13 +261,25 @@ type transportFlags struct {
 	retries            int
 }
 
+// register adds the endpoint flags --<prefix>url, --<prefix>api-key,
+// --<prefix>rps, --<prefix>timeout and --<prefix>retries.
 func (t *transportFlags) register(cmd *cobra.Command, prefix, what string) {
+	t.registerAs(cmd, prefix, prefix+"api-key", prefix, what)
+}
+
+// registerAs adds the endpoint flags with explicit names: --<prefix>url,
+// --<keyFlag>, and the transport flags named with tprefix (--<tprefix>rps, …).
+func (t *transportFlags) registerAs(cmd *cobra.Command, prefix, keyFlag, tprefix, what string) {
 	f := cmd.Flags()
-	f.StringVar(&t.url, prefix+"url", "", "OpenAI-compatible base URL of the "+what+" (e.g. http://localhost:8000/v1)")
-	f.StringVar(&t.apiKey, prefix+"api-key", "", "API key of the "+what+" (default from the environment)")
-	f.Float64Var(&t.rps, prefix+"rps", 0, "requests per second to the "+what+" (0: unlimited)")
-	f.DurationVar(&t.timeout, prefix+"timeout", 10*time.Minute, "timeout of one request attempt to the "+what)
-	f.IntVar(&t.retries, prefix+"retries", 4, "retries of a failed request to the "+what+" (429, 5xx, timeouts, dropped connections), with exponential backoff and jitter")
+	help := "OpenAI-compatible base URL of the " + what + " (e.g. http://localhost:8000/v1)"
+	if prefix == "model-" {
+		help += `, or "baseline:copy" for the built-in copy-the-last-observation baseline (no server)`
+	}
+	f.StringVar(&t.url, prefix+"url", "", help)
+	f.StringVar(&t.apiKey, keyFlag, "", "API key of the "+what+" (default from the environment)")
+	f.Float64Var(&t.rps, tprefix+"rps", 0, "requests per second to the "+what+" (0: unlimited)")
+	f.DurationVar(&t.timeout, tprefix+"timeout", 10*time.Minute, "timeout of one request attempt to the "+what)
+	f.IntVar(&t.retries, tprefix+"retries", 4, "retries of a failed request to the "+what+" (429, 5xx, timeouts, dropped connections), with exponential backoff and jitter")
 }
 
 func (t *transportFlags) client(cmd *cobra.Command, envKeys ...string) *worldmodel.Client {
@@ -285,6 +300,17 @@ func (t *transportFlags) client(cmd *cobra.Command, envKeys ...string) *worldmod
 	return worldmodel.New(t.url, t.model, o)
 }
 
+// setModel sets the model under test of o: the endpoint, or the built-in
+// copy baseline for --model-url baseline:copy.
+func (t *transportFlags) setModel(cmd *cobra.Command, o *bench.Options) {
+	o.ModelName, o.ModelURL = t.model, t.url
+	if t.url == bench.CopyBaselineURL {
+		o.Model = bench.CopyBaseline{}
+		return
+	}
+	o.Model = t.client(cmd, "AGENTWORLD_MODEL_API_KEY", "OPENAI_API_KEY")
+}
+
 // genFlags are generation parameters; only those set are sent (beyond the
 // published defaults of inference).
 type genFlags struct {
@@ -299,7 +325,11 @@ func (g *genFlags) register(cmd *cobra.Command, prefix string, defMax int, defTe
 	f := cmd.Flags()
 	f.IntVar(&g.maxTokens, prefix+"max-tokens", defMax, "token budget of the "+what+" (0: none sent)")
 	f.BoolVar(&g.maxCompletionTokens, prefix+"max-completion-tokens", false, "send the budget as max_completion_tokens (for APIs that reject max_tokens)")
-	f.Float64Var(&g.temperature, prefix+"temperature", defTemp, "sampling temperature of the "+what)
+	tempHelp := "sampling temperature of the " + what
+	if defTemp == 0 {
+		tempHelp += " (sent only when given)"
+	}
+	f.Float64Var(&g.temperature, prefix+"temperature", defTemp, tempHelp)
 	f.Float64Var(&g.topP, prefix+"top-p", 1, "top_p of the "+what+" (sent only when given)")
 	f.Int64Var(&g.seed, prefix+"seed", 0, "seed of the "+what+" (sent only when given)")
 	f.StringVar(&g.extraBody, prefix+"extra-body", "", `JSON object merged into every request to the `+what+` (e.g. '{"top_k":20}')`)
@@ -381,6 +411,9 @@ func newBenchInferCmd() *cobra.Command {
 		Short: "Generate the world model's predictions for every sample",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tf.url == bench.CopyBaselineURL && tf.model == "" {
+				tf.model = "copy-baseline"
+			}
 			if err := need(map[string]string{"--data": rf.data, "--out": rf.out, "--model-url": tf.url, "--model": tf.model}); err != nil {
 				return err
 			}
@@ -391,13 +424,13 @@ func newBenchInferCmd() *cobra.Command {
 			if o.Infer, err = gf.inferSettings(cmd); err != nil {
 				return err
 			}
-			o.Model, o.ModelName, o.ModelURL = tf.client(cmd, "AGENTWORLD_MODEL_API_KEY", "OPENAI_API_KEY"), tf.model, tf.url
+			tf.setModel(cmd, o)
 			sum, err := bench.Run(cmd.Context(), o)
 			return finish(cmd, sum, err)
 		},
 	}
 	rf.register(cmd)
-	tf.register(cmd, "model-", "model under test")
+	tf.registerAs(cmd, "model-", "api-key", "", "model under test")
 	cmd.Flags().StringVar(&tf.model, "model", "", "model name of the world model under test")
 	gf.register(cmd, "", bench.DefaultMaxTokens, bench.DefaultTemperature, "model under test")
 	return cmd

@@ -131,7 +131,7 @@ func TestBenchRunSurvivesKill9(t *testing.T) {
 	writeBenchData(t, data, samples)
 	args := func(out string) []string {
 		return []string{"bench", "run", "--data", data, "--model-url", srv.URL, "--model", "wm",
-			"--judge-url", srv.URL, "--judge-model", "judge", "--out", out, "--concurrency", "4", "--model-retries", "0", "--judge-retries", "0"}
+			"--judge-url", srv.URL, "--judge-model", "judge", "--out", out, "--concurrency", "4", "--retries", "0", "--judge-retries", "0"}
 	}
 	run := func(out string) ([]byte, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -337,6 +337,51 @@ func TestBenchFlagErrors(t *testing.T) {
 		_, _, err := runBenchCLI(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want one mentioning %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestReadmeBenchQuickstart runs the README's bench quickstart commands as
+// written (in process, with runs/ in a temporary directory), so the
+// quickstart keeps working on a fresh machine without a model server.
+func TestReadmeBenchQuickstart(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- bench-quickstart -->\n```sh\n")
+	if !ok {
+		t.Fatal("README has no bench quickstart block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	runs := t.TempDir()
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		args := strings.Fields(line)
+		if len(args) < 4 || strings.Join(args[:3], " ") != "go run ./cmd/agentworld" {
+			t.Fatalf("quickstart line %q is not a go run ./cmd/agentworld command", line)
+		}
+		args = args[3:]
+		for i, a := range args {
+			switch {
+			case strings.HasPrefix(a, "runs/"):
+				args[i] = filepath.Join(runs, strings.TrimPrefix(a, "runs/"))
+			case a == "examples/bench":
+				args[i] = "../../examples/bench"
+			}
+		}
+		stdout, stderr, err := runBenchCLI(t, args...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s\n%s", line, err, stdout, stderr)
+		}
+		n++
+	}
+	if n < 3 {
+		t.Fatalf("quickstart has %d commands, want run, score and report", n)
+	}
+	for _, f := range []string{"copy/judged.jsonl", "copy/scores.json", "copy/report.html"} {
+		if _, err := os.Stat(filepath.Join(runs, f)); err != nil {
+			t.Errorf("quickstart did not produce %s", f)
 		}
 	}
 }
