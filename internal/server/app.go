@@ -134,6 +134,9 @@ func NewApp(cfg AppConfig) (*App, error) {
 	if app.Library != nil {
 		backends[replay.BackendReplay] = replay.Backend(app.Library)
 	}
+	if len(urls) > 0 && strings.TrimSpace(cfg.ModelName) == "" {
+		return nil, errors.New("--model-name is required with a model URL (vLLM and SGLang answer only to the name they serve)")
+	}
 	if len(urls) > 0 {
 		reps := make([]route.Replica, len(urls))
 		for i, u := range urls {

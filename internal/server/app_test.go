@@ -107,3 +107,30 @@ func (p managerAsPlayer) Create(ctx context.Context, r sim.CreateRequest) (*sim.
 func (p managerAsPlayer) Step(ctx context.Context, id string, r sim.StepRequest) (*sim.StepResult, error) {
 	return p.m.Step(ctx, id, r)
 }
+
+func TestPlayAgainstServer(t *testing.T) {
+	h := newHarness(t, "", &Options{APIKey: "k"})
+	var out strings.Builder
+	cl := &Client{BaseURL: h.srv.URL, APIKey: "k"}
+	if err := Play(context.Background(), cl, "term", strings.NewReader("ls\n^C\n:q\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"answered by model", "obs 1 for ### Turn 1", "turn 2 (model)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("play output lacks %q:\n%s", want, out.String())
+		}
+	}
+	reqs := h.model.Requests()
+	if len(reqs) != 2 || !strings.Contains(reqs[1][len(reqs[1])-1].Content, `"keystrokes":"C-c"`) {
+		t.Fatalf("typed lines became the wrong actions: %v", reqs)
+	}
+	if err := Play(context.Background(), &Client{BaseURL: h.srv.URL}, "term", strings.NewReader(""), &out); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("missing key: %v", err)
+	}
+}
+
+func TestModelURLNeedsModelName(t *testing.T) {
+	if _, err := NewApp(AppConfig{Model: "http://127.0.0.1:1/v1"}); err == nil || !strings.Contains(err.Error(), "--model-name") {
+		t.Fatalf("got %v", err)
+	}
+}
