@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -20,26 +21,17 @@ import (
 // the five components.
 type SystemPromptFunc func(d domain.Domain, c trajectory.Components) (string, error)
 
-// DefaultSystemPrompt renders the components under one heading each, in
-// schema order. It is used when no domain template is supplied.
+// DefaultSystemPrompt renders the domain's world-model system prompt from
+// the five components with the same templates the simulator uses, so an
+// exported record's system_str is what `agentworld serve` would send.
 func DefaultSystemPrompt(d domain.Domain, c trajectory.Components) (string, error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "You simulate a %s environment. Given the history and the agent's next action, predict the environment's next observation exactly as the real environment would show it, inside <predicted_observation></predicted_observation>.\n", d)
-	sec := func(title, body string) {
-		if strings.TrimSpace(body) != "" {
-			fmt.Fprintf(&b, "\n# %s\n%s\n", title, strings.TrimSpace(body))
-		}
-	}
-	sec("Task description", c.TaskDescription)
-	sec("Action space", c.ActionSpace)
-	sec("Initial state", c.InitialState)
-	var demos strings.Builder
-	for i, dm := range c.Demonstrations {
-		fmt.Fprintf(&demos, "## Example %d\n**Action:**\n%s\n%s\n%s\n\n", i+1, dm.Action, domain.ObservationMarker, dm.Observation)
-	}
-	sec("Demonstrations", demos.String())
-	sec("Simulation instruction", c.SimulationInstruction)
-	return strings.TrimRight(b.String(), "\n"), nil
+	return domain.RenderWorldPrompt(d, domain.WorldPromptParts{
+		TaskDescription:       c.TaskDescription,
+		ActionSpace:           c.ActionSpace,
+		InitialState:          c.InitialState,
+		Demonstrations:        sim.RenderDemonstrations(c.Demonstrations),
+		SimulationInstruction: c.SimulationInstruction,
+	})
 }
 
 // ReadTrajectories loads unified trajectories from files and directories:
