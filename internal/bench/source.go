@@ -140,7 +140,9 @@ func readFile(path string, skipBad bool, seen map[[32]byte]int, st *SourceStats,
 }
 
 // CountRows counts the non-blank lines of a data dir without decoding them,
-// for progress totals; it reads at disk speed and holds one buffer.
+// for progress totals; it reads at disk speed and holds one buffer. Only
+// ASCII whitespace makes a line blank here, so a line of Unicode spaces
+// (which readers skip) is counted: the count is an upper bound.
 func CountRows(dir string) (int, error) {
 	files, err := trajectory.DataFiles(dir)
 	if err != nil {

@@ -15,7 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/judge"
+	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/worldmodel"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
@@ -383,5 +388,77 @@ func TestReadmeBenchQuickstart(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(runs, f)); err != nil {
 			t.Errorf("quickstart did not produce %s", f)
 		}
+	}
+}
+
+// TestBenchRunSendsPublishedMessages checks the exact conversations the
+// model and the rubric judge receive for a multi-turn example record (the
+// terminal row evaluated at turn 4).
+func TestBenchRunSendsPublishedMessages(t *testing.T) {
+	src, err := os.ReadFile("../../examples/bench/terminal_test.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line []byte
+	for _, l := range bytes.Split(src, []byte("\n")) {
+		if bytes.Contains(l, []byte(`"turn_idx": 4`)) {
+			line = l
+		}
+	}
+	if line == nil {
+		t.Fatal("no terminal example evaluated at turn 4")
+	}
+	var rec trajectory.Record
+	if err := json.Unmarshal(line, &rec); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	os.WriteFile(filepath.Join(data, "terminal_test.jsonl"), append(line, '\n'), 0o644)
+	const gen = "<think>plan</think>\n<predicted_observation>\n**Environment Observation:**\n$ pytest\n1 passed\n</predicted_observation>"
+	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		if r.Model == "judge" {
+			return fakellm.Reply{Content: "<final_evaluation>```json\n{\"scores\":{\"format\":5,\"factuality\":4,\"consistency\":4,\"realism\":5,\"quality\":4}}\n```</final_evaluation>"}
+		}
+		return fakellm.Reply{Content: gen}
+	})
+	defer srv.Close()
+	if _, stderr, err := runBenchCLI(t, "bench", "run", "--data", data, "--model-url", srv.URL, "--model", "wm",
+		"--judge-url", srv.URL, "--judge-model", "judge", "--out", t.TempDir()); err != nil {
+		t.Fatalf("bench run: %v\n%s", err, stderr)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	convert := func(ms []worldmodel.Message) []fakellm.Message {
+		var out []fakellm.Message
+		for _, m := range ms {
+			out = append(out, fakellm.Message{Role: m.Role, Content: m.Content})
+		}
+		return out
+	}
+	wantModel := []fakellm.Message{{Role: "system", Content: rec.SystemStr}}
+	for i := 0; i < 3; i++ {
+		wantModel = append(wantModel, fakellm.Message{Role: "user", Content: rec.Prompt[i]}, fakellm.Message{Role: "assistant", Content: rec.Response[i]})
+	}
+	wantModel = append(wantModel, fakellm.Message{Role: "user", Content: rec.Prompt[3]})
+	if d := cmp.Diff(wantModel, reqs[0].Messages); d != "" {
+		t.Errorf("model messages (-want +got):\n%s", d)
+	}
+	if rec.Prompt[3] == rec.CurrentPrompt {
+		t.Error("the example's last prompt should carry the instruction suffix that current_prompt lacks")
+	}
+	wantJudge := convert(judge.Messages(&rec, worldmodel.ExtractPrediction(gen)))
+	if d := cmp.Diff(wantJudge, reqs[1].Messages); d != "" {
+		t.Errorf("judge messages (-want +got):\n%s", d)
+	}
+	user := reqs[1].Messages[1].Content
+	for _, want := range []string{"# Context (Historical Interactions):", "# Current Turn:\n" + rec.CurrentPrompt, "$ pytest\n1 passed"} {
+		if !strings.Contains(user, want) {
+			t.Errorf("judge prompt lacks %q", want)
+		}
+	}
+	if strings.Contains(user, "**Environment Observation:**\n$ pytest") {
+		t.Error("the observation marker was not stripped from the prediction")
 	}
 }
