@@ -563,3 +563,29 @@ func TestRunStopsWhenBackendStaysDown(t *testing.T) {
 		t.Fatalf("summary %+v: want an early stop after 5 transport failures", sum)
 	}
 }
+
+// TestRunProgressLines checks the plain (non-terminal) progress display:
+// done/total, rate, ETA and failures, ending with a final line.
+func TestRunProgressLines(t *testing.T) {
+	srv := fakellm.New(fakeBackend(20 * time.Millisecond))
+	defer srv.Close()
+	data := t.TempDir()
+	writeData(t, data, 6)
+	var buf strings.Builder
+	o := options(srv, data, t.TempDir())
+	o.Concurrency = 2
+	o.Progress, o.ProgressInterval = &buf, 10*time.Millisecond
+	if _, err := bench.Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("progress wrote %d lines, want periodic ones and a final one:\n%s", len(lines), buf.String())
+	}
+	last := lines[len(lines)-1]
+	for _, want := range []string{"bench: 6/6 (100%)", "samples/s", "ETA", "failed 0"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("final progress line %q lacks %q", last, want)
+		}
+	}
+}
