@@ -88,7 +88,7 @@ func TestServeRealTasks(t *testing.T) {
 			Extra   map[string]json.RawMessage `json:"extra"`
 		} `json:"info"`
 	}
-	action := `[{"keystrokes":"echo 'hello agentworld' > greeting.txt; cat greeting.txt\n","duration":0.5}]`
+	action := `[{"keystrokes":"echo 'hello agentworld' > greeting.txt; cat greeting.txt\n","duration":1}]`
 	if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", map[string]any{"action": action}, &step); code/100 != 2 {
 		t.Fatalf("step: %d", code)
 	}
@@ -99,7 +99,7 @@ func TestServeRealTasks(t *testing.T) {
 	if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": "hello-file", "backend": "model", "shadow": "real"}, &created); code/100 != 2 {
 		t.Fatalf("create shadow: %d", code)
 	}
-	if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", map[string]any{"action": `[{"keystrokes":"ls\n","duration":0.3}]`}, &step); code/100 != 2 {
+	if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", map[string]any{"action": `[{"keystrokes":"ls\n","duration":1}]`}, &step); code/100 != 2 {
 		t.Fatalf("shadow step: %d", code)
 	}
 	var sh realenv.Shadow

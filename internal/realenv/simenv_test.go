@@ -73,9 +73,9 @@ func TestShadowSessionRecordsDivergence(t *testing.T) {
 		t.Fatalf("first observation %q is not the real screen", reply.Observation)
 	}
 	actions := []string{
-		`[{"keystrokes":"echo 'hello agentworld' > greeting.txt\n","duration":0.5}]`,
-		`[{"keystrokes":"cat greeting.txt\n","duration":0.5}]`,
-		`[{"keystrokes":"ls\n","duration":0.5}]`,
+		`[{"keystrokes":"echo 'hello agentworld' > greeting.txt\n","duration":1}]`,
+		`[{"keystrokes":"cat greeting.txt\n","duration":1}]`,
+		`[{"keystrokes":"ls\n","duration":1}]`,
 	}
 	wantExact := []bool{true, false, false}
 	for i, a := range actions {
@@ -151,7 +151,7 @@ func TestRealBackendsThroughSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := simStep(t, m, r.SessionID, `[{"keystrokes":"cat s.txt\n","duration":0.5}]`)
+	res := simStep(t, m, r.SessionID, `[{"keystrokes":"cat s.txt\n","duration":1}]`)
 	if res.Observation != "root@sandbox:/app# cat s.txt\nseeded\nroot@sandbox:/app#" || res.Info.Backend != BackendTerminal {
 		t.Fatalf("terminal step: %+v", res)
 	}

@@ -277,6 +277,10 @@ func RunTask(ctx context.Context, t *Task, actions []string, opts *RunOptions) (
 			o.Logger.Warn("task script failed", "task", t.Name, "exit", code, "output", tail(out, 500))
 		}
 	}
+	// Let the agent's last command finish (briefly) before judging.
+	if !term.WaitIdle(ctx, 5*time.Second) {
+		o.Logger.Debug("task check runs while the shell is busy", "task", t.Name)
+	}
 	check, err := runCheck(ctx, term, t, o.CheckTimeout)
 	if err != nil {
 		return run, err

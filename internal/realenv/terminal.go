@@ -402,6 +402,34 @@ func (t *Terminal) exec(ctx context.Context, script string) (string, int, error)
 	}
 }
 
+// WaitIdle waits, up to limit, until the agent's shell runs no foreground
+// command (tmux reports bash as the pane's current command twice in a row),
+// so a check does not race the last command. It reports whether the shell
+// became idle.
+func (t *Terminal) WaitIdle(ctx context.Context, limit time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	deadline := time.Now().Add(limit)
+	idle := 0
+	for {
+		out, err := t.tmux(ctx, "display-message", "-p", "-t", t.pane, "#{pane_current_command}")
+		if err != nil {
+			return false
+		}
+		if strings.TrimSpace(out) == "bash" {
+			idle++
+			if idle == 2 {
+				return true
+			}
+		} else {
+			idle = 0
+		}
+		if time.Now().After(deadline) || sleepCtx(ctx, 50*time.Millisecond) != nil {
+			return false
+		}
+	}
+}
+
 // Screen returns the pane as it is now.
 func (t *Terminal) Screen(ctx context.Context) (string, error) {
 	t.mu.Lock()

@@ -100,12 +100,12 @@ func TestClosedLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := &trajectory.Trajectory{ID: "sim-good", Domain: "terminal", SystemPrompt: "s", Turns: []trajectory.Turn{
-		{Action: `[{"keystrokes":"echo 'hello agentworld' > greeting.txt\n","duration":0.5}]`, Observation: "root@sandbox:/app# echo 'hello agentworld' > greeting.txt\nroot@sandbox:/app#"},
+		{Action: `[{"keystrokes":"echo 'hello agentworld' > greeting.txt\n","duration":1}]`, Observation: "root@sandbox:/app# echo 'hello agentworld' > greeting.txt\nroot@sandbox:/app#"},
 		{Action: `[]`, Observation: "root@sandbox:/app# echo 'hello agentworld' > greeting.txt\nroot@sandbox:/app#"},
 	}}
 	bad := &trajectory.Trajectory{ID: "sim-bad", Domain: "terminal", SystemPrompt: "s", Turns: []trajectory.Turn{
 		// The simulator let a write into a missing directory succeed.
-		{Action: `[{"keystrokes":"echo 'hello agentworld' > out/greeting.txt\n","duration":0.5}]`, Observation: "root@sandbox:/app# echo 'hello agentworld' > out/greeting.txt\nroot@sandbox:/app#"},
+		{Action: `[{"keystrokes":"echo 'hello agentworld' > out/greeting.txt\n","duration":1}]`, Observation: "root@sandbox:/app# echo 'hello agentworld' > out/greeting.txt\nroot@sandbox:/app#"},
 		{Action: `[]`, Observation: "root@sandbox:/app# echo 'hello agentworld' > out/greeting.txt\nroot@sandbox:/app#"},
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
