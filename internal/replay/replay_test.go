@@ -115,3 +115,19 @@ func TestBadRecordingNamesTheLine(t *testing.T) {
 		t.Fatalf("want an error at rec.jsonl:2, got %v", err)
 	}
 }
+
+func FuzzRead(f *testing.F) {
+	f.Add(`{"id":"a","domain":"terminal","system_prompt":"s","turns":[{"action":"[]","observation":""}]}`)
+	f.Add(`{"id":"b","domain":"mcp","system_prompt":"s","turns":[{"action":"{\"name\":\"x\"}","observation":"y"}],"meta":{"world":"w"}}`)
+	f.Add("{}\n[")
+	f.Fuzz(func(t *testing.T, in string) {
+		lib := New()
+		if err := lib.Read(strings.NewReader(in), "f.jsonl"); err != nil {
+			return
+		}
+		// Whatever loaded can be looked up without panicking.
+		for _, d := range lib.Domains() {
+			lib.Lookup(d, "w", nil, "x")
+		}
+	})
+}

@@ -68,8 +68,14 @@ func ParseAction(d domain.Domain, raw json.RawMessage) (Action, error) {
 			return Action{}, badField("action", "not a valid JSON string: %v", err)
 		}
 	} else {
+		if !json.Valid(raw) {
+			return Action{}, badField("action", "not valid JSON")
+		}
 		text = string(raw)
 	}
+	// Invalid UTF-8 becomes U+FFFD, as JSON decoding does, so the
+	// canonical text survives a JSON round trip unchanged.
+	text = strings.ToValidUTF8(text, "\uFFFD")
 	if strings.TrimSpace(text) == "" {
 		return Action{}, badField("action", "empty")
 	}
