@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -89,43 +90,11 @@ func (c *Cache) Misses() int64 {
 	return c.misses.Load()
 }
 
-// writeFileAtomic writes b to path through a temporary file in the same
-// directory, renamed over path (fsynced first when sync is set), so readers
-// see the old or the new content and never a torn file.
+// writeFileAtomic creates path's directory and writes b through
+// atomicfile; sync false is for entries that can be recomputed.
 func writeFileAtomic(path string, b []byte, sync bool) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := syncIf(f, sync); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
-}
-
-func syncIf(f *os.File, sync bool) error {
-	if !sync {
-		return nil
-	}
-	return f.Sync()
+	return atomicfile.WriteFile(path, b, &atomicfile.Options{NoSync: !sync})
 }

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/agentworld/agentworld/internal/atomicfile"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -234,36 +236,27 @@ func compact(path string) error {
 		}
 		return x.Sample < y.Sample
 	})
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".compact-*")
+	out, err := atomicfile.Create(path, nil)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	bw := bufio.NewWriterSize(tmp, 1<<20)
+	defer out.Abort()
+	bw := bufio.NewWriterSize(out, 1<<20)
 	var buf []byte
 	for _, e := range entries {
 		if cap(buf) < e.n {
 			buf = make([]byte, e.n)
 		}
 		if _, err := f.ReadAt(buf[:e.n], e.off); err != nil {
-			tmp.Close()
 			return err
 		}
 		bw.Write(buf[:e.n])
 		bw.WriteByte('\n')
 	}
 	if err := bw.Flush(); err != nil {
-		tmp.Close()
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return out.Commit()
 }
 
 // readLine reads one whole line of any length, newline included.

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/agentworld/agentworld/internal/atomicfile"
+
 	"errors"
 	"fmt"
 
@@ -85,7 +87,7 @@ check passes and how each simulated observation differs from the real one.`,
 				return err
 			}
 			if f.out != "" {
-				if err := realenv.WriteFileAtomic(f.out, append(b, '\n')); err != nil {
+				if err := atomicfile.WriteFile(f.out, append(b, '\n'), nil); err != nil {
 					return err
 				}
 			} else {

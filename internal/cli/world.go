@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/mcpworld"
 	"github.com/agentworld/agentworld/internal/server"
@@ -58,7 +58,7 @@ func newWorldFromMCPCmd() *cobra.Command {
 				_, err = cmd.OutOrStdout().Write(y)
 				return err
 			}
-			if err := writeWorldFile(out, y); err != nil {
+			if err := atomicfile.WriteFile(out, y, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: world %q, %d tools, %d demonstrations\n", out, spec.Name, len(spec.ActionSpace.Tools), len(spec.Demonstrations))
@@ -164,27 +164,4 @@ func resolveWorldFacts(arg, worldsDir string) (string, *fiction.Facts, error) {
 		return "", nil, fmt.Errorf("world %q: no spec of that name in %s", arg, worldsDir)
 	}
 	return arg, nil, nil
-}
-
-// writeWorldFile writes data to path via a synced temporary file and a
-// rename, so a killed run never leaves a half-written file.
-func writeWorldFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

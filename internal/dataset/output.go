@@ -5,20 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/agentworld/agentworld/internal/atomicfile"
 )
 
 // Output is where a command writes its result: stdout, or a file written
-// through a temporary file beside it and renamed into place by Commit, so
-// a killed or failed run never leaves a half-written file under the final
-// name.
+// through atomicfile, so a killed or failed run never leaves a half-written
+// file under the final name.
 type Output struct {
 	*bufio.Writer
-	f    *os.File
-	path string
+	f *atomicfile.File
 }
 
 // CreateOutput opens path for writing; "" or "-" means stdout.
@@ -26,14 +24,14 @@ func CreateOutput(path string, stdout io.Writer) (*Output, error) {
 	if path == "" || path == "-" {
 		return &Output{Writer: bufio.NewWriterSize(stdout, 1<<20)}, nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	f, err := atomicfile.Create(path, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &Output{Writer: bufio.NewWriterSize(f, 1<<20), f: f, path: path}, nil
+	return &Output{Writer: bufio.NewWriterSize(f, 1<<20), f: f}, nil
 }
 
-// Commit flushes, syncs and renames the file into place.
+// Commit flushes the output and puts the file in place.
 func (o *Output) Commit() error {
 	if err := o.Flush(); err != nil {
 		o.Abort()
@@ -42,22 +40,13 @@ func (o *Output) Commit() error {
 	if o.f == nil {
 		return nil
 	}
-	if err := o.f.Sync(); err != nil {
-		o.Abort()
-		return err
-	}
-	if err := o.f.Close(); err != nil {
-		os.Remove(o.f.Name())
-		return err
-	}
-	return os.Rename(o.f.Name(), o.path)
+	return o.f.Commit()
 }
 
-// Abort drops the temporary file; the final path is left untouched.
+// Abort drops the pending file; the final path is left untouched.
 func (o *Output) Abort() {
 	if o.f != nil {
-		o.f.Close()
-		os.Remove(o.f.Name())
+		o.f.Abort()
 	}
 }
 

@@ -1,6 +1,8 @@
 package realenv
 
 import (
+	"github.com/agentworld/agentworld/internal/atomicfile"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -241,7 +243,7 @@ func ExportRecords(trajs []*trajectory.Trajectory, dir string, opts *ExportOptio
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		if err := WriteFileAtomic(n, bufs[n].Bytes()); err != nil {
+		if err := atomicfile.WriteFile(n, bufs[n].Bytes(), nil); err != nil {
 			return stats, fmt.Errorf("write %s: %w", n, err)
 		}
 	}

@@ -1,6 +1,8 @@
 package realenv
 
 import (
+	"github.com/agentworld/agentworld/internal/atomicfile"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -201,42 +203,8 @@ func (r *Recorded) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(r.path, append(b, '\n'))
-}
-
-// WriteFileAtomic writes data to path through a temporary file in the same
-// directory, synced and renamed, so a reader sees the old or the new file,
-// never a torn one. A target that exists and is not a regular file (a
-// device such as /dev/null or /dev/stdout, a pipe) is written in place,
-// never replaced.
-func WriteFileAtomic(path string, data []byte) error {
-	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		_, werr := f.Write(data)
-		return errors.Join(werr, f.Close())
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(r.path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return atomicfile.WriteFile(r.path, append(b, '\n'), nil)
 }
