@@ -33,7 +33,11 @@ func (m *instantModel) Complete(_ context.Context, req worldmodel.Request) (*wor
 
 // loadRun drives sessions x steps through a real loopback server and
 // returns per-step latencies.
-func loadRun(t testing.TB, sessions, steps, concurrency int, c worldmodel.Completer, dbPath string) []time.Duration {
+// loadRun steps sessions through the HTTP API and returns every step's
+// latency. think is an agent's pause before each step (0: step back to back,
+// which saturates the machine); the pause is spread per session so sessions
+// do not step in lockstep.
+func loadRun(t testing.TB, sessions, steps, concurrency int, c worldmodel.Completer, dbPath string, think time.Duration) []time.Duration {
 	spec, err := world.Parse([]byte(termSpec), "term.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +91,7 @@ func loadRun(t testing.TB, sessions, steps, concurrency int, c worldmodel.Comple
 				return err
 			}
 			for i := 1; i <= steps; i++ {
+				pause(think, s, i)
 				start := time.Now()
 				var r sim.StepResult
 				act := fmt.Sprintf(`[{"keystrokes":"echo %d\n","duration":0.1}]`, i)
@@ -155,7 +160,7 @@ func TestLoadSessionsSteps(t *testing.T) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	g0 := runtime.NumGoroutine()
-	lat := loadRun(t, sessions, 20, 64, &instantModel{}, filepath.Join(t.TempDir(), "load.db"))
+	lat := loadRun(t, sessions, 20, 64, &instantModel{}, filepath.Join(t.TempDir(), "load.db"), 0)
 	if len(lat) != sessions*20 {
 		t.Fatalf("%d steps, want %d", len(lat), sessions*20)
 	}
@@ -173,10 +178,20 @@ func TestLoadSessionsSteps(t *testing.T) {
 func BenchmarkLoad1000x20(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		g0 := runtime.NumGoroutine()
-		lat := loadRun(b, 1000, 20, 64, &instantModel{}, filepath.Join(b.TempDir(), "load.db"))
+		lat := loadRun(b, 1000, 20, 64, &instantModel{}, filepath.Join(b.TempDir(), "load.db"), 0)
 		waitGoroutines(b, g0)
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		b.ReportMetric(float64(len(lat)), "steps")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99_us")
 	}
+}
+
+// pause sleeps an agent's think time: think scaled by a factor in [0.5, 1.5)
+// that depends on the session and turn, so sessions drift apart.
+func pause(think time.Duration, session, turn int) {
+	if think <= 0 {
+		return
+	}
+	f := 0.5 + float64((session*7919+turn*104729)%1000)/1000
+	time.Sleep(time.Duration(float64(think) * f))
 }
