@@ -29,10 +29,12 @@ const (
 //
 // The observation marker is stripped from the prediction and the ground
 // truth (domain.StripObservationMarker), never from the history. The fence is
-// three backticks, or one backtick more than the longest backtick run inside
-// the fenced text, so an observation that itself contains a code fence cannot
-// close the block early. The record must have passed Validate; out-of-range
-// turns are treated as absent rather than panicking.
+// always three backticks, as published, even when the fenced text holds a
+// code fence of its own: a longer fence would read more cleanly but would
+// change the judge's input, and with it the scores, for exactly the samples
+// that contain one (SWE and MCP outputs often do). The record must have
+// passed Validate; out-of-range turns are treated as absent rather than
+// panicking.
 func Messages(rec *trajectory.Record, prediction string) []worldmodel.Message {
 	system, _ := SystemPrompt(rec.Domain())
 	turn := rec.TurnIdx
@@ -68,7 +70,7 @@ func Messages(rec *trajectory.Record, prediction string) []worldmodel.Message {
 }
 
 func writeFenced(b *strings.Builder, heading, body string) {
-	f := fence(body)
+	const f = "```"
 	b.WriteString(heading)
 	b.WriteByte('\n')
 	b.WriteString(f)
@@ -77,18 +79,4 @@ func writeFenced(b *strings.Builder, heading, body string) {
 	b.WriteByte('\n')
 	b.WriteString(f)
 	b.WriteString("\n\n")
-}
-
-// fence returns a backtick fence longer than any backtick run in s.
-func fence(s string) string {
-	longest, run := 0, 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '`' {
-			run++
-			longest = max(longest, run)
-		} else {
-			run = 0
-		}
-	}
-	return strings.Repeat("`", max(3, longest+1))
 }
