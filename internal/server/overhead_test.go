@@ -42,6 +42,60 @@ func BenchmarkStepOverhead(b *testing.B) {
 			}
 		})
 	}
+	b.Run("side-by-side", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			stepOverheadSideBySide(b, 200*time.Millisecond)
+		}
+	})
+}
+
+// stepOverheadSideBySide runs the two paths at the same time, 128 sessions
+// through the server and 128 direct callers, so that both see the same
+// machine (the runs above happen one after the other, and on a shared
+// machine their tails move by tens of milliseconds between runs). The
+// direct callers send the prompts of an identical earlier run through the
+// server; they differ from the concurrent run's only in the fake model's
+// request counter.
+func stepOverheadSideBySide(b *testing.B, think time.Duration) {
+	const half, steps = 128, 20
+	model := newFakeModel(b)
+	c := worldmodel.New(model.URL(), "wm", &worldmodel.Options{MaxRetries: -1})
+	loadRun(b, half, steps, half, c, "", 0)
+	reqs := model.Requests()
+	var mu sync.Mutex
+	var direct []time.Duration
+	var g errgroup.Group
+	per := (len(reqs) + half - 1) / half
+	for s := 0; s < half; s++ {
+		lo, hi := s*per, min((s+1)*per, len(reqs))
+		g.Go(func() error {
+			for i, msgs := range reqs[lo:hi] {
+				pause(think, s, i+1)
+				start := time.Now()
+				if _, err := c.Complete(context.Background(), worldmodel.Request{Messages: msgs, MaxTokens: 32768}); err != nil {
+					return err
+				}
+				d := time.Since(start)
+				mu.Lock()
+				direct = append(direct, d)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	through := loadRun(b, half, steps, half, c, "", think)
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	p := func(ds []time.Duration, q int) time.Duration {
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		return ds[len(ds)*q/100]
+	}
+	t50, t99, d50, d99 := p(through, 50), p(through, 99), p(direct, 50), p(direct, 99)
+	b.ReportMetric(float64((t99 - d99).Microseconds()), "p99_overhead_us")
+	b.ReportMetric(float64((t50 - d50).Microseconds()), "p50_overhead_us")
+	b.Logf("side by side, think %v: %d steps through the server: p50 %v p99 %v; %d direct calls: p50 %v p99 %v; overhead p50 %v p99 %v (goal p99 <= 1ms)",
+		think, len(through), t50, t99, len(direct), d50, d99, t50-d50, t99-d99)
 }
 
 func stepOverhead(b *testing.B, think time.Duration) {

@@ -116,7 +116,8 @@ type Options struct {
 	MaxRetryDelay time.Duration
 	// Limiter, when set, is waited on before every request.
 	Limiter *rate.Limiter
-	// HTTPClient replaces the default transport.
+	// HTTPClient replaces the default transport; nil means one that keeps up
+	// to 512 idle connections per host (see pooledHTTPClient).
 	HTTPClient *http.Client
 	// Logger receives retry and failure logs; nil discards them.
 	Logger *slog.Logger
@@ -167,10 +168,23 @@ func New(baseURL, model string, opts *Options) *Client {
 		// retry is for.
 		option.WithMiddleware(attemptTimeout(o.Timeout)),
 	}
-	if o.HTTPClient != nil {
-		ro = append(ro, option.WithHTTPClient(o.HTTPClient))
+	if o.HTTPClient == nil {
+		o.HTTPClient = pooledHTTPClient()
 	}
+	ro = append(ro, option.WithHTTPClient(o.HTTPClient))
 	return &Client{api: openai.NewClient(ro...), model: model, baseURL: baseURL, opts: o, log: log}
+}
+
+// pooledHTTPClient keeps enough idle connections for many concurrent
+// sessions or samples. net/http's default transport keeps 2 idle connections
+// per host, so 256 concurrent calls to one model server would open and tear
+// down a TCP connection on almost every request, which shows up as
+// tens-of-milliseconds latency tails and TIME_WAIT sockets.
+func pooledHTTPClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 1024
+	tr.MaxIdleConnsPerHost = 512
+	return &http.Client{Transport: tr}
 }
 
 // Model is the model name requests default to.
