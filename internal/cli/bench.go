@@ -184,20 +184,10 @@ finished samples are skipped. Responses are cached under OUT/cache, so a
 rerun with the same settings costs no calls (--no-cache forces them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if tf.url == bench.CopyBaselineURL && tf.model == "" {
-				tf.model = "copy-baseline"
-			}
-			if err := need(map[string]string{"--data": rf.data, "--out": rf.out, "--model-url": tf.url, "--model": tf.model}); err != nil {
-				return err
-			}
-			o, err := rf.options(cmd)
+			o, err := inferOptions(cmd, &rf, &tf, &gf)
 			if err != nil {
 				return err
 			}
-			if o.Infer, err = gf.inferSettings(cmd); err != nil {
-				return err
-			}
-			tf.setModel(cmd, o)
 			if err := jf.apply(cmd, o); err != nil {
 				return err
 			}
@@ -411,20 +401,10 @@ func newBenchInferCmd() *cobra.Command {
 		Short: "Generate the world model's predictions for every sample",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if tf.url == bench.CopyBaselineURL && tf.model == "" {
-				tf.model = "copy-baseline"
-			}
-			if err := need(map[string]string{"--data": rf.data, "--out": rf.out, "--model-url": tf.url, "--model": tf.model}); err != nil {
-				return err
-			}
-			o, err := rf.options(cmd)
+			o, err := inferOptions(cmd, &rf, &tf, &gf)
 			if err != nil {
 				return err
 			}
-			if o.Infer, err = gf.inferSettings(cmd); err != nil {
-				return err
-			}
-			tf.setModel(cmd, o)
 			sum, err := bench.Run(cmd.Context(), o)
 			return finish(cmd, sum, err)
 		},
@@ -437,6 +417,26 @@ func newBenchInferCmd() *cobra.Command {
 }
 
 // need reports the first required flag left empty.
+// inferOptions checks the flags every command that runs the model under test
+// needs and turns them into pipeline options.
+func inferOptions(cmd *cobra.Command, rf *runFlags, tf *transportFlags, gf *genFlags) (*bench.Options, error) {
+	if tf.url == bench.CopyBaselineURL && tf.model == "" {
+		tf.model = "copy-baseline"
+	}
+	if err := need(map[string]string{"--data": rf.data, "--out": rf.out, "--model-url": tf.url, "--model": tf.model}); err != nil {
+		return nil, err
+	}
+	o, err := rf.options(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if o.Infer, err = gf.inferSettings(cmd); err != nil {
+		return nil, err
+	}
+	tf.setModel(cmd, o)
+	return o, nil
+}
+
 func need(flags map[string]string) error {
 	var missing []string
 	for name, v := range flags {
