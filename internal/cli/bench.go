@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/judge"
-	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -48,25 +47,6 @@ command and finished samples are skipped.`,
 	return cmd
 }
 
-// rubric adapts the judge package (which imports bench) to the pipeline's
-// Rubric and RuleJudge interfaces.
-type rubric struct{}
-
-func (rubric) Messages(rec *trajectory.Record, prediction string) ([]worldmodel.Message, bool) {
-	_, generic := judge.SystemPrompt(rec.Domain())
-	return judge.Messages(rec, prediction), generic
-}
-
-func (rubric) Parse(output string) (bench.Verdict, error) {
-	s, v, err := judge.Parse(output)
-	return bench.Verdict{Scores: s, Strengths: v.Strengths, Weaknesses: v.Weaknesses}, err
-}
-
-func (rubric) Rules(rec *trajectory.Record, prediction string) bench.Verdict {
-	s, v := judge.Rules(rec, prediction)
-	return bench.Verdict{Scores: s, Strengths: v.Strengths, Weaknesses: v.Weaknesses}
-}
-
 // judgeFlags select and configure the judge.
 type judgeFlags struct {
 	kind string
@@ -85,7 +65,7 @@ func (j *judgeFlags) register(cmd *cobra.Command) {
 func (j *judgeFlags) apply(cmd *cobra.Command, o *bench.Options) error {
 	switch j.kind {
 	case "rules":
-		o.Rules = rubric{}
+		o.Rules = judge.RuleScorer{}
 		return nil
 	case "llm", "":
 	default:
@@ -102,7 +82,7 @@ func (j *judgeFlags) apply(cmd *cobra.Command, o *bench.Options) error {
 		mt = 0
 	}
 	o.Judge = bench.JudgeSettings{MaxTokens: mt, MaxCompletionTokens: j.gf.maxCompletionTokens, Temperature: temp, TopP: topP, Seed: seed, Extra: extra}
-	o.Rubric = rubric{}
+	o.Rubric = judge.Rubric{}
 	o.JudgeModel = j.tf.client(cmd, "AGENTWORLD_JUDGE_API_KEY", "OPENAI_API_KEY")
 	o.JudgeName, o.JudgeURL = j.tf.model, j.tf.url
 	return nil
