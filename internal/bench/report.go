@@ -198,15 +198,26 @@ func WriteHTML(r *Report, rows []*Judged, w io.Writer, opts *HTMLOptions) error 
 
 // LoadRecords reads the input records of rows by their File and Line,
 // streaming each file once and decoding only the wanted lines. dataDir, when
-// set, replaces the directory part of File.
+// set, is the run's data: a directory holding the files, or the one data
+// file itself (rows from other files then have no record).
 func LoadRecords(dataDir string, rows []*Judged) (map[string]*trajectory.Record, error) {
+	single := ""
+	if st, err := os.Stat(dataDir); err == nil && st.Mode().IsRegular() {
+		single = dataDir
+	}
 	want := map[string]map[int][]string{} // path → line → samples
 	for _, j := range rows {
 		if j.File == "" || j.Line <= 0 {
 			continue
 		}
 		p := j.File
-		if dataDir != "" {
+		switch {
+		case single != "":
+			if filepath.Base(single) != filepath.Base(j.File) {
+				continue
+			}
+			p = single
+		case dataDir != "":
 			p = filepath.Join(dataDir, filepath.Base(j.File))
 		}
 		if want[p] == nil {

@@ -119,3 +119,22 @@ func TestLoadRecords(t *testing.T) {
 		t.Error("missing data dir must be an error")
 	}
 }
+
+// TestLoadRecordsFromOneDataFile covers a run whose --data was a single
+// file: the rows' files are that file, not files inside it.
+func TestLoadRecordsFromOneDataFile(t *testing.T) {
+	rows := exampleJudged(t)
+	var want []*bench.Judged
+	for _, r := range rows {
+		if r.File == rows[0].File {
+			want = append(want, r)
+		}
+	}
+	recs, err := bench.LoadRecords(filepath.Join("..", "..", "examples", "bench", filepath.Base(rows[0].File)), rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != len(want) {
+		t.Errorf("loaded %d records, want the %d of %s", len(recs), len(want), rows[0].File)
+	}
+}
