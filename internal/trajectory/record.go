@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/agentworld/agentworld/internal/domain"
 )
 
 // ID is a record identifier kept as its JSON literal. The published data has
@@ -107,13 +108,9 @@ var (
 
 var knownKeys = []string{"task", "id", "prompt", "response", "current_prompt", "system_str", "turn_idx", "total_turns"}
 
-// Domain is the last '/'-separated part of Task.
-func (r *Record) Domain() string {
-	if i := strings.LastIndexByte(r.Task, '/'); i >= 0 {
-		return r.Task[i+1:]
-	}
-	return r.Task
-}
+// Domain is the last '/'-separated part of Task, normalized as
+// domain.FromTask does.
+func (r *Record) Domain() string { return string(domain.FromTask(r.Task)) }
 
 // Key identifies the trajectory a record belongs to; rows of one trajectory
 // share it and are not independent samples.
