@@ -210,29 +210,18 @@ func (d *DB) SetStatus(ctx context.Context, id, status string) error {
 	return d.do(ctx, func(ctx context.Context, tx *sql.Tx) error { return setStatus(ctx, tx, id, status, now) })
 }
 
+// setStatus records a session's status and last activity in their columns.
+// It runs on every step inside the single writer, so it touches only those
+// two columns; LoadSession takes both from there, not from the record JSON.
 func setStatus(ctx context.Context, tx *sql.Tx, id, status string, now time.Time) error {
-	var raw string
-	if err := tx.QueryRowContext(ctx, `SELECT record FROM sessions WHERE id = ?`, id).Scan(&raw); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
-		}
-		return err
-	}
-	var rec sim.SessionRecord
-	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
-		return fmt.Errorf("session %s: stored record: %w", id, err)
-	}
-	if rec.Status == status {
-		_, err := tx.ExecContext(ctx, `UPDATE sessions SET updated_at = ? WHERE id = ?`, now.UnixMilli(), id)
-		return err
-	}
-	rec.Status, rec.UpdatedAt = status, now
-	b, err := json.Marshal(rec)
+	res, err := tx.ExecContext(ctx, `UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?`, status, now.UnixMilli(), id)
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE sessions SET status = ?, updated_at = ?, record = ? WHERE id = ?`, status, now.UnixMilli(), string(b), id)
-	return err
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
+	}
+	return nil
 }
 
 // LoadSession implements sim.Store.
@@ -244,7 +233,8 @@ func (d *DB) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []s
 	}
 	defer func() { _ = tx.Rollback() }()
 	var raw, status string
-	if err := tx.QueryRowContext(ctx, `SELECT status, record FROM sessions WHERE id = ?`, id).Scan(&status, &raw); err != nil {
+	var updated int64
+	if err := tx.QueryRowContext(ctx, `SELECT status, updated_at, record FROM sessions WHERE id = ?`, id).Scan(&status, &updated, &raw); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return rec, nil, sim.ErrNotFound
 		}
@@ -253,7 +243,7 @@ func (d *DB) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []s
 	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
 		return rec, nil, fmt.Errorf("session %s: stored record: %w", id, err)
 	}
-	rec.Status = status
+	rec.Status, rec.UpdatedAt = status, time.UnixMilli(updated).UTC()
 	rows, err := tx.QueryContext(ctx, `SELECT turn, record FROM turns WHERE session_id = ? ORDER BY turn`, id)
 	if err != nil {
 		return rec, nil, fmt.Errorf("load session %s turns: %w", id, err)
