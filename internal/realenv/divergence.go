@@ -147,11 +147,11 @@ func CompareTurn(d domain.Domain, history []trajectory.Turn, action, real, sim s
 	div := Compare(d, real, sim)
 	rec := &trajectory.Record{Task: string(d), ID: trajectory.IntID("0"), TurnIdx: len(history) + 1, TotalTurns: len(history) + 1}
 	for i, h := range history {
-		rec.Prompt = append(rec.Prompt, ActionPrompt(i+1, h.Action))
-		rec.Response = append(rec.Response, ObservationResponse(h.Observation))
+		rec.Prompt = append(rec.Prompt, trajectory.ActionPrompt(i+1, h.Action))
+		rec.Response = append(rec.Response, trajectory.ObservationResponse(h.Observation))
 	}
-	rec.Prompt = append(rec.Prompt, ActionPrompt(len(history)+1, action))
-	rec.Response = append(rec.Response, ObservationResponse(real))
+	rec.Prompt = append(rec.Prompt, trajectory.ActionPrompt(len(history)+1, action))
+	rec.Response = append(rec.Response, trajectory.ObservationResponse(real))
 	rec.CurrentPrompt = rec.Prompt[len(rec.Prompt)-1]
 	scores, _ := judge.Rules(rec, sim)
 	div.RuleScores = &scores

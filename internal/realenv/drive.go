@@ -83,7 +83,7 @@ func Drive(ctx context.Context, rec *Recorded, actions []string, w io.Writer) (i
 			}
 			return i, err
 		}
-		fmt.Fprintf(w, "%s\n%s\n%s\n\n", ActionPrompt(i+1, a), domain.ObservationMarker, res.Observation)
+		fmt.Fprintf(w, "%s\n%s\n%s\n\n", trajectory.ActionPrompt(i+1, a), domain.ObservationMarker, res.Observation)
 		if res.Broken {
 			return i + 1, fmt.Errorf("%w: %s", ErrBroken, res.Error)
 		}

@@ -109,19 +109,6 @@ func readTrajectoryFile(path string) ([]*trajectory.Trajectory, error) {
 	return []*trajectory.Trajectory{t}, nil
 }
 
-// ActionPrompt is turn n's action as AgentWorldBench records show it.
-func ActionPrompt(n int, action string) string {
-	return fmt.Sprintf("### Turn %d\n**Action:**\n%s", n, action)
-}
-
-// ObservationResponse is an observation as AgentWorldBench records show it.
-func ObservationResponse(obs string) string {
-	if strings.HasPrefix(obs, domain.ObservationMarker) {
-		return obs
-	}
-	return domain.ObservationMarker + "\n" + obs
-}
-
 // ExportOptions configure ExportRecords. The zero value numbers
 // trajectories from 1 and renders missing system prompts with
 // DefaultSystemPrompt.
@@ -161,8 +148,8 @@ func TrajectoryRecords(t *trajectory.Trajectory, id int64, sp SystemPromptFunc) 
 	prompts := make([]string, len(t.Turns))
 	responses := make([]string, len(t.Turns))
 	for i, tu := range t.Turns {
-		prompts[i] = ActionPrompt(i+1, tu.Action)
-		responses[i] = ObservationResponse(tu.Observation)
+		prompts[i] = trajectory.ActionPrompt(i+1, tu.Action)
+		responses[i] = trajectory.ObservationResponse(tu.Observation)
 	}
 	var extra []trajectory.Field
 	for _, kv := range [][2]string{{"trajectory_id", t.ID}, {"source", t.Source}} {
