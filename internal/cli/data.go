@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -52,11 +51,6 @@ func (p *pipelineFlags) options(cmd *cobra.Command) (*dataset.Options, error) {
 	return o, nil
 }
 
-// dataSignalContext stops a run on Ctrl-C; outputs written so far stay valid.
-func dataSignalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(cmd.Context(), os.Interrupt)
-}
-
 func printSummary(cmd *cobra.Command, s *dataset.Summary) {
 	if s != nil {
 		fmt.Fprintln(cmd.ErrOrStderr(), s.String())
@@ -86,8 +80,7 @@ func newDataValidateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := dataSignalContext(cmd)
-			defer stop()
+			ctx := cmd.Context()
 			sum, err := dataset.Validate(ctx, args, cmd.OutOrStdout(), opts)
 			printSummary(cmd, sum)
 			if err != nil {
@@ -124,19 +117,9 @@ func newDataMaskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := dataSignalContext(cmd)
-			defer stop()
-			w, err := dataset.CreateOutput(out, cmd.OutOrStdout())
-			if err != nil {
-				return err
-			}
-			sum, err := dataset.Mask(ctx, args, w, cfg, opts)
-			printSummary(cmd, sum)
-			if err != nil {
-				w.Abort()
-				return err
-			}
-			return w.Commit()
+			return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
+				return dataset.Mask(ctx, args, w, cfg, opts)
+			})
 		},
 	}
 	pf.add(cmd)
@@ -198,8 +181,7 @@ func (e *expandFlags) options() (*dataset.ExpandOptions, error) {
 
 // runToOutput runs fn writing to --out (atomically) and prints the summary.
 func runToOutput(cmd *cobra.Command, out string, fn func(ctx context.Context, w io.Writer) (*dataset.Summary, error)) error {
-	ctx, stop := dataSignalContext(cmd)
-	defer stop()
+	ctx := cmd.Context()
 	w, err := dataset.CreateOutput(out, cmd.OutOrStdout())
 	if err != nil {
 		return err
@@ -342,8 +324,7 @@ func newDataStatsCmd() *cobra.Command {
 					return err
 				}
 			}
-			ctx, stop := dataSignalContext(cmd)
-			defer stop()
+			ctx := cmd.Context()
 			st, sum, err := dataset.CollectStats(ctx, args, cfg, opts)
 			printSummary(cmd, sum)
 			if err != nil {

@@ -30,8 +30,7 @@ messages. Configure it in an MCP client as the command
 "agentworld mcp WORLD --model http://host:8000/v1".`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := signalContext(cmd)
-			defer cancel()
+			ctx := cmd.Context()
 			var so mcpworld.SessionOptions
 			if cmd.Flags().Changed("seed") {
 				so.Seed = &seed

@@ -1,14 +1,11 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -27,10 +24,6 @@ func newRealenvCmd() *cobra.Command {
 	}
 	cmd.AddCommand(newRealTerminalCmd(), newRealMCPCmd(), newRealTaskCmd(), newRealExportCmd())
 	return cmd
-}
-
-func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 }
 
 // readActionsFlag reads actions from a file, or stdin for "-".
@@ -57,8 +50,7 @@ private work dir at /app), performs the actions read from --actions (or stdin),
 one per line, prints every screen, and records the session as a trajectory.
 A line that is not a JSON array of {keystrokes, duration} is typed as a command.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := signalContext(cmd)
-			defer cancel()
+			ctx := cmd.Context()
 			opts := &realenv.TerminalOptions{Seed: seed, Width: width, Height: height, Logger: logger(cmd)}
 			if setupFile != "" {
 				b, err := os.ReadFile(setupFile)
@@ -99,8 +91,7 @@ func newRealMCPCmd() *cobra.Command {
 		Short: "Launch an MCP server over stdio, call its tools (one JSON call per line) and record the session",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := signalContext(cmd)
-			defer cancel()
+			ctx := cmd.Context()
 			m, err := realenv.NewMCP(&realenv.MCPOptions{Command: args, Env: env, Logger: logger(cmd)})
 			if err != nil {
 				return err
@@ -135,8 +126,7 @@ func newRealTaskCmd() *cobra.Command {
 		Short: "Run a task in the real terminal with its oracle, an action file or a trajectory's actions, then its check",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := signalContext(cmd)
-			defer cancel()
+			ctx := cmd.Context()
 			task, err := realenv.LoadTask(args[0])
 			if err != nil {
 				return err
@@ -162,8 +152,7 @@ func newRealTaskCmd() *cobra.Command {
 		Short: "Run every task's oracle and report whether each passes its check",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := signalContext(cmd)
-			defer cancel()
+			ctx := cmd.Context()
 			tasks, err := realenv.LoadTasks(args[0])
 			if err != nil {
 				return err

@@ -90,8 +90,7 @@ simulation.`,
 			log := logger(cmd)
 			log.Info("agentworld serve", "addr", ln.Addr().String(), "worlds", len(app.Manager.Worlds()), "backend", app.Describe, "db", f.cfg.DBPath, "auth", f.cfg.APIKey != "")
 			fmt.Fprintf(cmd.ErrOrStderr(), "serving on http://%s (%s)\n", ln.Addr(), app.Describe)
-			ctx, cancel := signalContext(cmd)
-			defer cancel()
+			ctx := cmd.Context()
 			return app.Server.Serve(ctx, ln)
 		},
 	}
@@ -117,8 +116,7 @@ embedded replay over the bundled worlds, e.g. "agentworld play
 python-terminal"); with --server it plays against a running server.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := signalContext(cmd)
-			defer cancel()
+			ctx := cmd.Context()
 			var p server.Player
 			if remote != "" {
 				p = &server.Client{BaseURL: remote, APIKey: key}

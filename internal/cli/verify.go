@@ -39,8 +39,7 @@ check passes and how each simulated observation differs from the real one.`,
 			if f.traj == "" {
 				return errors.New("--trajectory is required")
 			}
-			ctx, cancel := signalContext(cmd)
-			defer cancel()
+			ctx := cmd.Context()
 			trajs, err := realenv.ReadTrajectories(f.traj)
 			if err != nil {
 				return err
