@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -76,15 +77,7 @@ func RenderCall(name string, args json.RawMessage) (string, error) {
 			return "", fmt.Errorf("tool %s arguments: %w", name, err)
 		}
 	}
-	return canonical(map[string]any{"name": name, "arguments": a}), nil
-}
-
-func canonical(v any) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-	return strings.TrimSuffix(b.String(), "\n")
+	return sim.Canonical(map[string]any{"name": name, "arguments": a}), nil
 }
 
 // RenderResult writes a tool result as an observation: the MCP wire shape
@@ -101,7 +94,7 @@ func RenderResult(r *mcp.CallToolResult) (string, error) {
 // RenderRPCError writes a protocol-level error as an observation:
 // {"error": {"code": …, "message": …}}.
 func RenderRPCError(code int64, msg string) string {
-	return canonical(map[string]any{"error": map[string]any{"code": code, "message": msg}})
+	return sim.Canonical(map[string]any{"error": map[string]any{"code": code, "message": msg}})
 }
 
 // Result is what a simulated observation becomes on the MCP wire: a tool

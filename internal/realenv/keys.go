@@ -114,8 +114,3 @@ func KeyOps(keystrokes string) []KeyOp {
 	}
 	return ops
 }
-
-func jsonString(s string) (string, error) {
-	b, err := json.Marshal(s)
-	return string(b), err
-}

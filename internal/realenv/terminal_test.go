@@ -2,6 +2,7 @@ package realenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -75,7 +76,7 @@ func step(t *testing.T, term *Terminal, action string) StepResult {
 func keys(pairs ...any) string {
 	var parts []string
 	for i := 0; i < len(pairs); i += 2 {
-		b, _ := jsonString(pairs[i].(string))
+		b, _ := json.Marshal(pairs[i].(string))
 		parts = append(parts, fmt.Sprintf(`{"keystrokes":%s,"duration":%v}`, b, pairs[i+1]))
 	}
 	return "[" + strings.Join(parts, ",") + "]"

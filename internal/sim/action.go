@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
 // Action is one agent action, validated for its domain and rendered
@@ -115,11 +116,8 @@ func decodeJSON(s string) (any, error) {
 // Canonical renders a decoded JSON value compactly with sorted object keys
 // and without HTML escaping.
 func Canonical(v any) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // values come from decodeJSON: always encodable
-	return strings.TrimSuffix(b.String(), "\n")
+	b, _ := trajectory.Marshal(v) // values come from decodeJSON: always encodable
+	return string(b)
 }
 
 func parseTerminal(text string) (Action, error) {
