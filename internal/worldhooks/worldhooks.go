@@ -5,8 +5,6 @@ package worldhooks
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -19,6 +17,7 @@ import (
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/world"
 )
 
 // ParamPerturbations is the session parameter (CreateRequest.Params) that
@@ -43,7 +42,15 @@ type Perturbations struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 
 	mu      sync.Mutex
-	engines map[string]*perturb.Engine // by hash of the effective config
+	engines map[engineKey]*perturb.Engine
+}
+
+// engineKey names a session's effective rules without recomputing them: the
+// world spec (its rules and tool names) and the raw per-session override.
+// Sessions of one world share the spec pointer, so a step costs a map lookup.
+type engineKey struct {
+	spec     *world.Spec
+	override string
 }
 
 // NewPerturbations makes the hook; log may be nil.
@@ -51,39 +58,42 @@ func NewPerturbations(log *slog.Logger) *Perturbations {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Perturbations{log: log, engines: map[string]*perturb.Engine{}}
+	return &Perturbations{log: log, engines: map[engineKey]*perturb.Engine{}}
 }
 
 var _ sim.StepHook = (*Perturbations)(nil)
 
-// engine compiles (once per distinct config) the session's effective rules.
+// engine compiles (once per world spec and override) the session's
+// effective rules; nil when the session has none.
 func (p *Perturbations) engine(s sim.SessionInfo) (*perturb.Engine, error) {
+	raw := s.Params[ParamPerturbations]
+	if string(raw) == "null" {
+		raw = nil
+	}
+	if s.Spec.Perturbations == nil && len(raw) == 0 {
+		return nil, nil
+	}
+	key := engineKey{spec: s.Spec, override: string(raw)}
+	p.mu.Lock()
+	e, ok := p.engines[key]
+	p.mu.Unlock()
+	if ok {
+		return e, nil
+	}
 	var override *perturb.Config
-	if raw, ok := s.Params[ParamPerturbations]; ok && len(raw) > 0 && string(raw) != "null" {
+	if len(raw) > 0 {
 		override = &perturb.Config{}
 		if err := json.Unmarshal(raw, override); err != nil {
 			return nil, &sim.FieldError{Field: "params.perturbations", Msg: err.Error()}
 		}
 	}
-	if s.Spec.Perturbations == nil && override == nil {
-		return nil, nil
-	}
-	cfg := perturb.Merge(s.Spec.Perturbations, override, nil)
-	b, _ := json.Marshal(struct {
-		C     *perturb.Config
-		Tools []string
-	}{cfg, s.Spec.ToolNames()})
-	sum := sha256.Sum256(b)
-	key := hex.EncodeToString(sum[:])
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if e, ok := p.engines[key]; ok {
-		return e, nil
-	}
-	e, err := perturb.New(cfg, s.Spec.ToolNames())
+	tools := s.Spec.ToolNames()
+	e, err := perturb.New(perturb.Merge(s.Spec.Perturbations, override, nil), tools)
 	if err != nil {
 		return nil, &sim.FieldError{Field: "params.perturbations", Msg: err.Error()}
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if len(p.engines) > 4096 { // bound the cache; configs rarely vary this much
 		clear(p.engines)
 	}
