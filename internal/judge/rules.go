@@ -60,7 +60,10 @@ func Rules(rec *trajectory.Record, prediction string) (bench.Scores, Verdict) {
 		return uniform(5), v
 	}
 	d := domain.FromTask(rec.Task)
-	predLines, truthLines := maskedLines(pred), maskedLines(truth)
+	// Metadata is masked once per text; the checks below all read the
+	// masked forms (rows average ~185 KB, the mask is a large alternation).
+	mp, mt := maskMeta(pred), maskMeta(truth)
+	predLines, truthLines := normalizedLines(mp), normalizedLines(mt)
 
 	format, note := formatCheck(d, rec, pred, truth)
 	note.add(&v, "format")
@@ -77,17 +80,17 @@ func Rules(rec *trajectory.Record, prediction string) (bench.Scores, Verdict) {
 	}
 	addScore(&v, fact, "deterministic content matches the ground truth", "deterministic content differs from the ground truth")
 
+	quality := tokenF1(mp, mt)
 	if preexisting == 0 {
-		cons = tokenF1(pred, truth)
+		cons = quality
 	}
 	addScore(&v, cons, "pre-existing content preserved", "pre-existing content not preserved")
 
-	realism := lengthAgreement(pred, truth)
+	realism := lengthAgreement(mp, mt)
 	if manipulation.MatchString(pred) {
 		realism = 0
 		v.Weaknesses = append(v.Weaknesses, "prediction addresses the evaluator")
 	}
-	quality := tokenF1(pred, truth)
 	return bench.Scores{
 		Format:      scale(format),
 		Factuality:  scale(fact),
@@ -171,9 +174,12 @@ func normalizeText(s string) string {
 
 // maskedLines returns the non-empty lines of s, whitespace-normalized, with
 // runtime metadata masked.
-func maskedLines(s string) []string {
+func maskedLines(s string) []string { return normalizedLines(maskMeta(s)) }
+
+// normalizedLines is the normalized non-empty lines of already masked text.
+func normalizedLines(masked string) []string {
 	var out []string
-	for _, l := range strings.Split(normalizeText(maskMeta(s)), "\n") {
+	for _, l := range strings.Split(normalizeText(masked), "\n") {
 		if l != "" {
 			out = append(out, l)
 		}
@@ -222,11 +228,9 @@ func multisetJaccard(a, b []string) float64 {
 	return float64(inter) / float64(len(a)+len(b)-inter)
 }
 
-func tokens(s string) []string { return strings.Fields(maskMeta(s)) }
-
-// tokenF1 is the bag-of-tokens F1 of two texts, metadata masked.
+// tokenF1 is the bag-of-tokens F1 of two texts whose metadata is masked.
 func tokenF1(pred, truth string) float64 {
-	p, t := tokens(pred), tokens(truth)
+	p, t := strings.Fields(pred), strings.Fields(truth)
 	if len(p) == 0 || len(t) == 0 {
 		if len(p) == len(t) {
 			return 1
@@ -242,7 +246,7 @@ func tokenF1(pred, truth string) float64 {
 }
 
 func lengthAgreement(pred, truth string) float64 {
-	a, b := len(maskMeta(pred)), len(maskMeta(truth))
+	a, b := len(pred), len(truth)
 	if a == 0 || b == 0 {
 		if a == b {
 			return 1
