@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -242,13 +243,23 @@ func (v *Validator) Check(args json.RawMessage) string {
 	return "Invalid input: " + err.Error()
 }
 
+// outputSchemas caches compiled output schemas by their text: a world's
+// tools are few and fixed, and every tool call is checked against one.
+var outputSchemas sync.Map // string → *jsonschema.Resolved, nil when it does not compile
+
 func validate(schema json.RawMessage, inst any) error {
-	var s jsonschema.Schema
-	if err := json.Unmarshal(schema, &s); err != nil {
-		return err
+	var rs *jsonschema.Resolved
+	if v, ok := outputSchemas.Load(string(schema)); ok {
+		rs = v.(*jsonschema.Resolved)
+	} else {
+		var s jsonschema.Schema
+		if err := json.Unmarshal(schema, &s); err != nil {
+			return err
+		}
+		rs, _ = s.Resolve(nil)
+		outputSchemas.Store(string(schema), rs)
 	}
-	rs, err := s.Resolve(nil)
-	if err != nil {
+	if rs == nil {
 		return nil // a schema we cannot compile does not veto the output
 	}
 	// Round-trip so numbers are float64 as the validator expects.
