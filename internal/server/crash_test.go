@@ -2,13 +2,14 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,38 +20,93 @@ import (
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
-// TestHelperServeProcess is the server process TestKill9Restart starts and
-// kills; it does nothing in a normal run.
+// TestHelperServeProcess is the server process that TestKill9Restart
+// starts and kills and that BenchmarkStepOverhead steps through; it does
+// nothing in a normal run. The environment says where the model is, which
+// store to use (AGENTWORLD_TEST_SERVE_DB; empty keeps sessions in memory),
+// where to write the listening address, and how long to serve at most.
 func TestHelperServeProcess(t *testing.T) {
-	if os.Getenv("AGENTWORLD_TEST_SERVE_DB") == "" {
-		t.Skip("helper process of TestKill9RestartContinuesSession")
+	addrFile := os.Getenv("AGENTWORLD_TEST_SERVE_ADDR")
+	if addrFile == "" {
+		t.Skip("helper process of TestKill9RestartContinuesSession and BenchmarkStepOverhead")
 	}
-	spec, err := world.Parse([]byte(termSpec), "term.yaml")
-	if err != nil {
-		t.Fatal(err)
+	var serve func(context.Context, net.Listener) error
+	if os.Getenv("AGENTWORLD_TEST_SERVE_HOP") != "" {
+		serve = func(ctx context.Context, ln net.Listener) error {
+			srv := &http.Server{Handler: nullHop(t, os.Getenv("AGENTWORLD_TEST_SERVE_MODEL"))}
+			go func() {
+				<-ctx.Done()
+				_ = srv.Shutdown(context.Background())
+			}()
+			return srv.Serve(ln)
+		}
+	} else {
+		serve = helperServer(t).Serve
 	}
-	db, err := store.Open(os.Getenv("AGENTWORLD_TEST_SERVE_DB"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := worldmodel.New(os.Getenv("AGENTWORLD_TEST_SERVE_MODEL"), "wm", &worldmodel.Options{MaxRetries: -1})
-	m := sim.New(&sim.Options{Store: db, Worlds: map[string]*world.Spec{"term": spec},
-		Backends: map[string]sim.BackendFactory{sim.BackendModel: sim.NewModelBackend(c, nil)}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addrFile := os.Getenv("AGENTWORLD_TEST_SERVE_ADDR")
 	if err := os.WriteFile(addrFile+".tmp", []byte(ln.Addr().String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(addrFile+".tmp", addrFile); err != nil {
 		t.Fatal(err)
 	}
-	// Serve until killed (or, as a safety net, for a minute).
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Serve until killed or stopped, or, as a safety net, for a minute.
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer cancel()
-	_ = New(m, nil).Serve(ctx, ln)
+	ctx, cancelT := context.WithTimeout(ctx, time.Minute)
+	defer cancelT()
+	_ = serve(ctx, ln)
+}
+
+// helperServer is the simulator's HTTP API over the term world, with the
+// store AGENTWORLD_TEST_SERVE_DB names (empty: in memory).
+func helperServer(t *testing.T) *Server {
+	spec, err := world.Parse([]byte(termSpec), "term.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st sim.Store
+	if path := os.Getenv("AGENTWORLD_TEST_SERVE_DB"); path != "" {
+		db, err := store.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = db
+	}
+	c := worldmodel.New(os.Getenv("AGENTWORLD_TEST_SERVE_MODEL"), "wm", &worldmodel.Options{MaxRetries: -1})
+	m := sim.New(&sim.Options{Store: st, Worlds: map[string]*world.Spec{"term": spec},
+		Backends: map[string]sim.BackendFactory{sim.BackendModel: sim.NewModelBackend(c, nil)}})
+	return New(m, nil)
+}
+
+// startServeProcess starts TestHelperServeProcess against modelURL (with
+// AGENTWORLD_TEST_SERVE_HOP=1 in env, the null hop instead of the server) and
+// returns the process and the server's base URL. The process is killed at
+// the end of the test if it still runs.
+func startServeProcess(t testing.TB, modelURL, dbPath string, env ...string) (*exec.Cmd, string) {
+	t.Helper()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperServeProcess$")
+	cmd.Env = append(os.Environ(), "AGENTWORLD_TEST_SERVE_DB="+dbPath, "AGENTWORLD_TEST_SERVE_MODEL="+modelURL, "AGENTWORLD_TEST_SERVE_ADDR="+addrFile)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, err := os.ReadFile(addrFile); err == nil {
+			return cmd, "http://" + string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("server process did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TestKill9RestartContinuesSession kills the server process with SIGKILL
@@ -65,26 +121,11 @@ func TestKill9RestartContinuesSession(t *testing.T) {
 	model := newFakeModel(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "s.db")
-	start := func(n int) (*exec.Cmd, *harness) {
-		addrFile := filepath.Join(dir, fmt.Sprint("addr", n))
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperServeProcess$")
-		cmd.Env = append(os.Environ(), "AGENTWORLD_TEST_SERVE_DB="+dbPath, "AGENTWORLD_TEST_SERVE_MODEL="+model.URL(), "AGENTWORLD_TEST_SERVE_ADDR="+addrFile)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			if b, err := os.ReadFile(addrFile); err == nil {
-				return cmd, &harness{t: t, model: model, base: "http://" + string(b)}
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("server process did not start")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	start := func() (*exec.Cmd, *harness) {
+		cmd, base := startServeProcess(t, model.URL(), dbPath)
+		return cmd, &harness{t: t, model: model, base: base}
 	}
-	p1, h := start(1)
+	p1, h := start()
 	var created sim.Reply
 	if st := h.do("POST", "/v1/sessions", `{"world_id":"term"}`, &created); st != 201 {
 		t.Fatalf("create: %d", st)
@@ -112,7 +153,7 @@ func TestKill9RestartContinuesSession(t *testing.T) {
 	}
 	release()
 
-	p2, h2 := start(2)
+	p2, h2 := start()
 	var r3 sim.StepResult
 	if st := h2.do("POST", "/v1/sessions/"+id+"/step", `{"action":[{"keystrokes":"cat x\n"}],"turn":3}`, &r3); st != 200 || r3.Info.Turn != 3 {
 		t.Fatalf("turn 3 after the restart: %d %+v", st, r3)

@@ -11,10 +11,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentworld/agentworld/internal/sim"
@@ -31,39 +34,38 @@ func (m *instantModel) Complete(_ context.Context, req worldmodel.Request) (*wor
 	return &worldmodel.Response{Content: fmt.Sprintf("<predicted_observation>out %d</predicted_observation>", n), FinishReason: "stop", PromptTokens: len(req.Messages)}, nil
 }
 
-// loadRun drives sessions x steps through a real loopback server and
-// returns per-step latencies.
-// loadRun steps sessions through the HTTP API and returns every step's
-// latency. think is an agent's pause before each step (0: step back to back,
-// which saturates the machine); the pause is spread per session so sessions
-// do not step in lockstep.
-func loadRun(t testing.TB, sessions, steps, concurrency int, c worldmodel.Completer, dbPath string, think time.Duration) []time.Duration {
-	spec, err := world.Parse([]byte(termSpec), "term.yaml")
-	if err != nil {
-		t.Fatal(err)
+// load describes one loadRun.
+type load struct {
+	sessions, steps int
+	// concurrency bounds the sessions in flight at once.
+	concurrency int
+	model       worldmodel.Completer
+	// remote is the base URL of a server running in another process; ""
+	// serves one in this process with model and dbPath.
+	remote string
+	// dbPath is the SQLite store's file; "" keeps sessions in memory.
+	dbPath string
+	// think is an agent's pause before each step (0: back to back, which
+	// saturates the machine); it varies per session and turn so sessions do
+	// not step in lockstep.
+	think time.Duration
+	// websocket steps through the OpenEnv WebSocket instead of the native
+	// HTTP API.
+	websocket bool
+	// afterStep, when set, runs after each step, outside its timing (the
+	// overhead benchmark makes its paired direct call there).
+	afterStep func(session, turn int, r *sim.StepResult) error
+}
+
+// loadRun steps l.sessions sessions through the HTTP API of a real loopback
+// server and returns every step's latency, session by session in turn
+// order.
+func loadRun(t testing.TB, l load) []time.Duration {
+	base, stop := l.remote, func() {}
+	if base == "" {
+		base, stop = startLoadServer(t, l)
 	}
-	var st sim.Store
-	if dbPath != "" {
-		db, err := store.Open(dbPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st = db
-	}
-	m := sim.New(&sim.Options{
-		Store: st, Worlds: map[string]*world.Spec{"term": spec}, MaxSessions: concurrency + 8,
-		Backends: map[string]sim.BackendFactory{sim.BackendModel: sim.NewModelBackend(c, nil)},
-	})
-	srv := New(m, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	base := "http://" + ln.Addr().String()
-	tr := &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}
+	tr := &http.Transport{MaxIdleConnsPerHost: l.concurrency, MaxConnsPerHost: l.concurrency}
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	post := func(path string, body any, out any) error {
 		b, _ := json.Marshal(body)
@@ -81,50 +83,175 @@ func loadRun(t testing.TB, sessions, steps, concurrency int, c worldmodel.Comple
 		}
 		return nil
 	}
-	lat := make([][]time.Duration, sessions)
+	lat := make([][]time.Duration, l.sessions)
 	var g errgroup.Group
-	g.SetLimit(concurrency)
-	for s := 0; s < sessions; s++ {
+	g.SetLimit(l.concurrency)
+	for s := 0; s < l.sessions; s++ {
 		g.Go(func() error {
-			var rep sim.Reply
-			if err := post("/v1/sessions", map[string]any{"world_id": "term"}, &rep); err != nil {
+			var a agent = &httpAgent{post: post, do: hc.Do, base: base}
+			if l.websocket {
+				a = &wsAgent{url: "ws" + strings.TrimPrefix(base, "http") + "/ws"}
+			}
+			if err := a.open(); err != nil {
 				return err
 			}
-			for i := 1; i <= steps; i++ {
-				pause(think, s, i)
+			for i := 1; i <= l.steps; i++ {
+				pause(l.think, s, i)
 				start := time.Now()
-				var r sim.StepResult
 				act := fmt.Sprintf(`[{"keystrokes":"echo %d\n","duration":0.1}]`, i)
-				if err := post("/v1/sessions/"+rep.SessionID+"/step", map[string]any{"action": act, "turn": i}, &r); err != nil {
+				r, err := a.step(i, act)
+				if err != nil {
 					return err
 				}
 				lat[s] = append(lat[s], time.Since(start))
 				if r.Info.Turn != i || r.Info.PrefixBreak {
-					return fmt.Errorf("session %s turn %d: %+v", rep.SessionID, i, r.Info)
+					return fmt.Errorf("session %d turn %d: %+v", s, i, r.Info)
+				}
+				if l.afterStep != nil {
+					if err := l.afterStep(s, i, r); err != nil {
+						return err
+					}
 				}
 			}
-			req, _ := http.NewRequest("DELETE", base+"/v1/sessions/"+rep.SessionID, nil)
-			resp, err := hc.Do(req)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			return nil
+			return a.close()
 		})
 	}
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	stop()
-	if err := <-served; err != nil {
-		t.Fatal(err)
-	}
 	tr.CloseIdleConnections()
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
 	}
 	return all
+}
+
+// agent is one load session's client of the server.
+type agent interface {
+	open() error
+	step(turn int, action string) (*sim.StepResult, error)
+	close() error
+}
+
+// httpAgent uses the native session API: create, step with turn numbers,
+// delete.
+type httpAgent struct {
+	post func(path string, body, out any) error
+	do   func(*http.Request) (*http.Response, error)
+	base string
+	id   string
+}
+
+func (a *httpAgent) open() error {
+	var rep sim.Reply
+	if err := a.post("/v1/sessions", map[string]any{"world_id": "term"}, &rep); err != nil {
+		return err
+	}
+	a.id = rep.SessionID
+	return nil
+}
+
+func (a *httpAgent) step(turn int, action string) (*sim.StepResult, error) {
+	var r sim.StepResult
+	err := a.post("/v1/sessions/"+a.id+"/step", map[string]any{"action": action, "turn": turn}, &r)
+	return &r, err
+}
+
+func (a *httpAgent) close() error {
+	req, _ := http.NewRequest("DELETE", a.base+"/v1/sessions/"+a.id, nil)
+	resp, err := a.do(req)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
+// wsAgent is an OpenEnv client on the WebSocket: reset, steps, close, one
+// connection per session.
+type wsAgent struct {
+	url  string
+	c    *websocket.Conn
+	turn int
+}
+
+func (a *wsAgent) call(typ string, data any) (*OpenEnvResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := wsjson.Write(ctx, a.c, map[string]any{"type": typ, "data": data}); err != nil {
+		return nil, err
+	}
+	var msg OpenEnvWSMessage
+	if err := wsjson.Read(ctx, a.c, &msg); err != nil {
+		return nil, err
+	}
+	if msg.Type != "observation" {
+		return nil, fmt.Errorf("websocket %s: %s %s", typ, msg.Type, msg.Data)
+	}
+	var r OpenEnvResult
+	return &r, json.Unmarshal(msg.Data, &r)
+}
+
+func (a *wsAgent) open() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, a.url, nil)
+	if err != nil {
+		return err
+	}
+	a.c = c
+	_, err = a.call("reset", map[string]any{"world_id": "term"})
+	return err
+}
+
+func (a *wsAgent) step(turn int, action string) (*sim.StepResult, error) {
+	r, err := a.call("step", map[string]any{"action": json.RawMessage(action)})
+	if err != nil {
+		return nil, err
+	}
+	return &sim.StepResult{Observation: r.Observation.Text, Terminated: r.Done, Info: sim.StepInfo{Turn: r.Observation.Turn}}, nil
+}
+
+func (a *wsAgent) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = wsjson.Write(ctx, a.c, map[string]any{"type": "close"})
+	return a.c.Close(websocket.StatusNormalClosure, "")
+}
+
+// startLoadServer serves the simulator for l in this process and returns
+// its base URL and a function that shuts it down.
+func startLoadServer(t testing.TB, l load) (string, func()) {
+	spec, err := world.Parse([]byte(termSpec), "term.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st sim.Store
+	if l.dbPath != "" {
+		db, err := store.Open(l.dbPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = db
+	}
+	m := sim.New(&sim.Options{
+		Store: st, Worlds: map[string]*world.Spec{"term": spec}, MaxSessions: l.concurrency + 8,
+		Backends: map[string]sim.BackendFactory{sim.BackendModel: sim.NewModelBackend(l.model, nil)},
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- New(m, nil).Serve(ctx, ln) }()
+	return "http://" + ln.Addr().String(), func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // waitGoroutines waits for the goroutine count to come back to at most
@@ -160,7 +287,7 @@ func TestLoadSessionsSteps(t *testing.T) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	g0 := runtime.NumGoroutine()
-	lat := loadRun(t, sessions, 20, 64, &instantModel{}, filepath.Join(t.TempDir(), "load.db"), 0)
+	lat := loadRun(t, load{sessions: sessions, steps: 20, concurrency: 64, model: &instantModel{}, dbPath: filepath.Join(t.TempDir(), "load.db")})
 	if len(lat) != sessions*20 {
 		t.Fatalf("%d steps, want %d", len(lat), sessions*20)
 	}
@@ -178,7 +305,7 @@ func TestLoadSessionsSteps(t *testing.T) {
 func BenchmarkLoad1000x20(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		g0 := runtime.NumGoroutine()
-		lat := loadRun(b, 1000, 20, 64, &instantModel{}, filepath.Join(b.TempDir(), "load.db"), 0)
+		lat := loadRun(b, load{sessions: 1000, steps: 20, concurrency: 64, model: &instantModel{}, dbPath: filepath.Join(b.TempDir(), "load.db")})
 		waitGoroutines(b, g0)
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		b.ReportMetric(float64(len(lat)), "steps")

@@ -2,94 +2,200 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
-	"sort"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
+
+// overheadThink is each agent's mean pause before every call of the paired
+// modes. A session makes three calls a round (a step and two replays of its
+// request), so at 200 ms it steps every ~0.6 s, and 256 of them send the
+// fake model ~1,300 requests a second. Real agents think for seconds (an
+// LLM policy generates each action), so this is a heavy load.
+var overheadThink = flag.Duration("overhead.think", 200*time.Millisecond, "mean agent pause before each call in BenchmarkStepOverhead's paired modes")
 
 // BenchmarkStepOverhead measures what a step through the server adds over
 // calling the model server directly with the same prompts (goal: <= 1 ms at
 // p99), at 256 concurrent sessions against a zero-latency fake
-// OpenAI-compatible server over loopback. The through-server path steps
-// sessions x 20 turns through the simulator's HTTP API (in-memory store) and
-// records every prompt the fake model receives; the direct path sends those
-// recorded requests to the fake model with the same client and pacing. It
-// reports p50/p99 latencies and their differences, and (for the sequential
-// modes) the process CPU each step costs.
+// OpenAI-compatible server over loopback (zeroModel). Beside the server it
+// measures a do-nothing reverse proxy (httputil.ReverseProxy) in the same
+// place: the cost of one more loopback HTTP hop on this machine, which no
+// server in the path can go below.
 //
-// Modes. "paced": each session pauses an agent's think time (200 ms on
-// average) before each step; 256 such sessions offer ~1,300 steps/s, which
-// with the fake model and the clients in the same process keeps two cores
-// busy enough that p99 is mostly CPU queueing. "saturated": back to back, so
-// latency is queueing (concurrency x CPU per step / cores) and the difference
-// is the server hop's extra CPU times the queue. "side-by-side": 128 sessions
-// through the server and 128 direct callers at the same time, so both paths
-// see the same machine (the sequential runs' tails move by tens of
-// milliseconds between runs on a shared machine); the direct callers replay
-// the prompts of an identical earlier run, which differ only in the fake
-// model's request counter.
+// The paired modes are the ones the goal is read from. Each of 256 agents
+// owns one session and, each call after a pause (-overhead.think), makes a
+// step through the server (in-memory store), then sends the very request
+// that step sent to the model again directly and through the proxy, in
+// alternating order, with the same client code. All paths run at the same
+// time in one process, so they share the machine, the collector and the
+// scheduler: the difference of their percentiles is what each hop costs,
+// not what the machine was doing during one of several runs. "paired"
+// steps through the native HTTP API, "paired-websocket" through the
+// OpenEnv WebSocket (one connection per session, no HTTP request per step),
+// "paired-own-process" runs the server and the proxy each in a process of
+// their own, as `agentworld serve` runs.
+//
+// "saturated" steps back to back through the server, then sends the
+// recorded requests back to back directly and through the proxy. Its
+// latencies are queueing (concurrency x CPU per step / cores); what it
+// measures is the process CPU per step on each path, and so the CPU the
+// server adds per step next to what the proxy adds.
 func BenchmarkStepOverhead(b *testing.B) {
 	for _, mode := range []struct {
-		name  string
-		think time.Duration
-	}{{"paced", 200 * time.Millisecond}, {"saturated", 0}} {
+		name                  string
+		ownProcess, websocket bool
+	}{
+		{"paired", false, false},
+		{"paired-websocket", false, true},
+		{"paired-own-process", true, false},
+	} {
 		b.Run(mode.name, func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				stepOverhead(b, mode.think)
+			for b.Loop() {
+				stepOverheadPaired(b, *overheadThink, mode.ownProcess, mode.websocket)
 			}
 		})
 	}
-	b.Run("side-by-side", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			stepOverheadSideBySide(b, 200*time.Millisecond)
+	b.Run("saturated", func(b *testing.B) {
+		for b.Loop() {
+			stepOverheadSaturated(b)
 		}
 	})
 }
 
-func stepOverhead(b *testing.B, think time.Duration) {
-	const sessions, steps = 256, 20
-	model := newFakeModel(b)
+const overheadSessions, overheadSteps = 256, 20
+
+func stepOverheadPaired(b *testing.B, think time.Duration, ownProcess, websocket bool) {
+	model := newZeroModel(b)
 	c := worldmodel.New(model.URL(), "wm", &worldmodel.Options{MaxRetries: -1})
+	remote, hopURL, where := "", "", "in this process"
+	if ownProcess {
+		var cmd, hopCmd *exec.Cmd
+		cmd, remote = startServeProcess(b, model.URL(), "")
+		hopCmd, hopURL = startServeProcess(b, model.srv.URL, "", "AGENTWORLD_TEST_SERVE_HOP=1")
+		where = "and the hop each in its own process"
+		defer func() {
+			for _, c := range []*exec.Cmd{cmd, hopCmd} {
+				_ = c.Process.Signal(syscall.SIGTERM)
+				_ = c.Wait()
+			}
+		}()
+	} else {
+		hop := httptest.NewServer(nullHop(b, model.srv.URL))
+		defer hop.Close()
+		hopURL = hop.URL
+	}
+	viaHop := worldmodel.New(hopURL+"/v1", "wm", &worldmodel.Options{MaxRetries: -1})
+	var mu sync.Mutex
+	var direct, hop []time.Duration
+	call := func(c worldmodel.Completer, req worldmodel.Request, into *[]time.Duration) error {
+		start := time.Now()
+		if _, err := c.Complete(context.Background(), req); err != nil {
+			return err
+		}
+		d := time.Since(start)
+		mu.Lock()
+		*into = append(*into, d)
+		mu.Unlock()
+		return nil
+	}
+	through := loadRun(b, load{
+		sessions: overheadSessions, steps: overheadSteps, concurrency: overheadSessions, model: c, remote: remote, think: think, websocket: websocket,
+		afterStep: func(s, turn int, r *sim.StepResult) error {
+			req, err := model.requestFor(r.Observation)
+			if err != nil {
+				return fmt.Errorf("session %d turn %d: %w", s, turn, err)
+			}
+			// Alternate the order so neither path always follows the step.
+			first, second := &direct, &hop
+			c1, c2 := worldmodel.Completer(c), worldmodel.Completer(viaHop)
+			if turn%2 == 0 {
+				first, second, c1, c2 = second, first, c2, c1
+			}
+			pause(think, s+overheadSessions, turn)
+			if err := call(c1, req, first); err != nil {
+				return err
+			}
+			pause(think, s+2*overheadSessions, turn)
+			return call(c2, req, second)
+		},
+	})
+	api := "HTTP"
+	if websocket {
+		api = "WebSocket"
+	}
+	label := fmt.Sprintf("paired, %s, server %s, think %v", api, where, think)
+	reportOverhead(b, label, through, direct)
+	reportHop(b, label, through, hop, direct)
+}
+
+// nullHop is a reverse proxy in front of the model at target: one more
+// loopback HTTP hop with no logic, the least any server in the path can
+// cost on this machine.
+func nullHop(t testing.TB, target string) http.Handler {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := httputil.NewSingleHostReverseProxy(u)
+	p.Transport = &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 512}
+	return p
+}
+
+func stepOverheadSaturated(b *testing.B) {
+	model := newZeroModel(b)
+	c := worldmodel.New(model.URL(), "wm", &worldmodel.Options{MaxRetries: -1})
+	hop := httptest.NewServer(nullHop(b, model.srv.URL))
+	defer hop.Close()
+	viaHop := worldmodel.New(hop.URL+"/v1", "wm", &worldmodel.Options{MaxRetries: -1})
 	cpu0 := cpuTime()
-	through := loadRun(b, sessions, steps, sessions, c, "", think)
+	through := loadRun(b, load{sessions: overheadSessions, steps: overheadSteps, concurrency: overheadSessions, model: c})
 	cpuThrough := cpuTime() - cpu0
+	reqs := model.requests(b)
 	cpu1 := cpuTime()
-	direct, err := startDirect(c, model.Requests(), sessions, think)()
+	direct, err := sendDirect(c, reqs, overheadSessions)
 	if err != nil {
 		b.Fatal(err)
 	}
 	cpuDirect := cpuTime() - cpu1
-	perThrough, perDirect := cpuThrough/time.Duration(len(through)), cpuDirect/time.Duration(len(direct))
-	b.ReportMetric(float64((perThrough - perDirect).Microseconds()), "cpu_overhead_us/step")
-	b.Logf("process CPU per step: %v through the server, %v direct, %v added by the server", perThrough, perDirect, perThrough-perDirect)
-	reportOverhead(b, fmt.Sprintf("think %v", think), through, direct)
-}
-
-func stepOverheadSideBySide(b *testing.B, think time.Duration) {
-	const half, steps = 128, 20
-	model := newFakeModel(b)
-	c := worldmodel.New(model.URL(), "wm", &worldmodel.Options{MaxRetries: -1})
-	loadRun(b, half, steps, half, c, "", 0)
-	wait := startDirect(c, model.Requests(), half, think)
-	through := loadRun(b, half, steps, half, c, "", think)
-	direct, err := wait()
+	cpu2 := cpuTime()
+	hopped, err := sendDirect(viaHop, reqs, overheadSessions)
 	if err != nil {
 		b.Fatal(err)
 	}
-	reportOverhead(b, fmt.Sprintf("side by side, think %v", think), through, direct)
+	cpuHop := cpuTime() - cpu2
+	per := func(cpu time.Duration, n int) time.Duration { return cpu / time.Duration(n) }
+	perThrough, perDirect, perHop := per(cpuThrough, len(through)), per(cpuDirect, len(direct)), per(cpuHop, len(hopped))
+	b.ReportMetric(float64((perThrough - perDirect).Microseconds()), "cpu_overhead_us/step")
+	b.ReportMetric(float64((perHop - perDirect).Microseconds()), "cpu_hop_us/call")
+	b.ReportMetric(float64(perThrough-perDirect)/float64(perHop-perDirect), "cpu_server/hop")
+	b.Logf("process CPU per step: %v through the server, %v direct, %v through the do-nothing hop: the server adds %v, the hop %v (server/hop %.2fx)",
+		perThrough, perDirect, perHop, perThrough-perDirect, perHop-perDirect, float64(perThrough-perDirect)/float64(perHop-perDirect))
+	reportOverhead(b, "saturated", through, direct)
+	reportHop(b, "saturated", through, hopped, direct)
 }
 
-// startDirect sends reqs to the model from callers goroutines, each pausing
-// like a session of loadRun, and returns a function that waits for them and
-// yields every call's latency.
-func startDirect(c worldmodel.Completer, reqs [][]worldmodel.Message, callers int, think time.Duration) func() ([]time.Duration, error) {
+// sendDirect sends reqs to the model back to back from callers goroutines
+// and returns every call's latency.
+func sendDirect(c worldmodel.Completer, reqs []worldmodel.Request, callers int) ([]time.Duration, error) {
 	var mu sync.Mutex
 	var lat []time.Duration
 	var g errgroup.Group
@@ -97,10 +203,9 @@ func startDirect(c worldmodel.Completer, reqs [][]worldmodel.Message, callers in
 	for s := 0; s < callers; s++ {
 		lo, hi := min(s*per, len(reqs)), min((s+1)*per, len(reqs))
 		g.Go(func() error {
-			for i, msgs := range reqs[lo:hi] {
-				pause(think, s, i+1)
+			for _, req := range reqs[lo:hi] {
 				start := time.Now()
-				if _, err := c.Complete(context.Background(), worldmodel.Request{Messages: msgs, MaxTokens: 32768}); err != nil {
+				if _, err := c.Complete(context.Background(), req); err != nil {
 					return err
 				}
 				d := time.Since(start)
@@ -111,23 +216,35 @@ func startDirect(c worldmodel.Completer, reqs [][]worldmodel.Message, callers in
 			return nil
 		})
 	}
-	return func() ([]time.Duration, error) {
-		err := g.Wait()
-		return lat, err
-	}
+	err := g.Wait()
+	return lat, err
+}
+
+func percentile(ds []time.Duration, q float64) time.Duration {
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[int(float64(len(ds))*q)]
 }
 
 // reportOverhead reports the p50 and p99 differences between the two paths.
 func reportOverhead(b *testing.B, label string, through, direct []time.Duration) {
-	p := func(ds []time.Duration, q int) time.Duration {
-		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-		return ds[len(ds)*q/100]
-	}
-	t50, t99, d50, d99 := p(through, 50), p(through, 99), p(direct, 50), p(direct, 99)
+	t50, t99, d50, d99 := percentile(through, .50), percentile(through, .99), percentile(direct, .50), percentile(direct, .99)
 	b.ReportMetric(float64((t99 - d99).Microseconds()), "p99_overhead_us")
 	b.ReportMetric(float64((t50 - d50).Microseconds()), "p50_overhead_us")
 	b.Logf("%s: %d steps through the server: p50 %v p99 %v; %d direct calls: p50 %v p99 %v; overhead p50 %v p99 %v (goal p99 <= 1ms)",
 		label, len(through), t50, t99, len(direct), d50, d99, t50-d50, t99-d99)
+}
+
+// reportHop reports what the null hop costs over the direct path (the
+// floor of any server in the path) and what the server costs over it.
+func reportHop(b *testing.B, label string, through, hop, direct []time.Duration) {
+	t50, t99 := percentile(through, .50), percentile(through, .99)
+	h50, h99 := percentile(hop, .50), percentile(hop, .99)
+	d50, d99 := percentile(direct, .50), percentile(direct, .99)
+	b.ReportMetric(float64((h99 - d99).Microseconds()), "p99_hop_us")
+	b.ReportMetric(float64((t99 - h99).Microseconds()), "p99_over_hop_us")
+	b.Logf("%s: %d calls through a do-nothing reverse proxy: p50 %v p99 %v; the hop alone adds p50 %v p99 %v; the server adds over the hop p50 %v p99 %v",
+		label, len(hop), h50, h99, h50-d50, h99-d99, t50-h50, t99-h99)
 }
 
 // cpuTime is the process's user+system CPU time so far.
@@ -137,4 +254,101 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// zeroModel is the zero-latency backend of the overhead benchmark: an
+// OpenAI-compatible endpoint that does as little as an HTTP server can. It
+// keeps each request body as raw bytes (so the recording adds no pointers
+// for the collector to scan while the run is measured) and answers a fixed
+// reply numbered by arrival, without parsing the request. fakeModel, which
+// decodes every request to answer from its last message, costs the process
+// more CPU and garbage per call than the whole simulator step it serves.
+type zeroModel struct {
+	srv    *httptest.Server
+	n      atomic.Int64
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+func newZeroModel(t testing.TB) *zeroModel {
+	z := &zeroModel{}
+	z.srv = httptest.NewServer(http.HandlerFunc(z.serve))
+	t.Cleanup(z.srv.Close)
+	return z
+}
+
+func (z *zeroModel) URL() string { return z.srv.URL + "/v1" }
+
+func (z *zeroModel) serve(w http.ResponseWriter, r *http.Request) {
+	var body []byte
+	var err error
+	if r.ContentLength > 0 {
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, body)
+	} else {
+		body, err = io.ReadAll(r.Body)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	n := z.n.Add(1)
+	z.mu.Lock()
+	z.bodies = append(z.bodies, body)
+	z.mu.Unlock()
+	out := make([]byte, 0, 320)
+	out = append(out, `{"id":"x","object":"chat.completion","created":1,"model":"wm","choices":[{"index":0,"message":{"role":"assistant","content":"<think>t</think><predicted_observation>obs `...)
+	out = strconv.AppendInt(out, n, 10)
+	out = append(out, `</predicted_observation>"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"completion_tokens":7,"total_tokens":107}}`...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.Write(out)
+}
+
+// requests decodes every recorded body, in arrival order.
+func (z *zeroModel) requests(t testing.TB) []worldmodel.Request {
+	z.mu.Lock()
+	bodies := z.bodies
+	z.mu.Unlock()
+	out := make([]worldmodel.Request, len(bodies))
+	for i, b := range bodies {
+		req, err := decodeRecorded(b)
+		if err != nil {
+			t.Fatalf("recorded request %d: %v", i+1, err)
+		}
+		out[i] = req
+	}
+	return out
+}
+
+// requestFor finds the request that produced an observation ("obs N" is
+// the Nth request) and decodes it.
+func (z *zeroModel) requestFor(observation string) (worldmodel.Request, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(observation, "obs "))
+	if err != nil {
+		return worldmodel.Request{}, fmt.Errorf("observation %q is not one of the zero model's", observation)
+	}
+	z.mu.Lock()
+	if n < 1 || n > len(z.bodies) {
+		z.mu.Unlock()
+		return worldmodel.Request{}, fmt.Errorf("observation %q: no request %d", observation, n)
+	}
+	b := z.bodies[n-1]
+	z.mu.Unlock()
+	return decodeRecorded(b)
+}
+
+// decodeRecorded reads back what the simulator sent: messages, model and
+// sampling parameters, so the direct call is the same request.
+func decodeRecorded(body []byte) (worldmodel.Request, error) {
+	var w struct {
+		Model       string               `json:"model"`
+		Messages    []worldmodel.Message `json:"messages"`
+		MaxTokens   int                  `json:"max_tokens"`
+		Temperature *float64             `json:"temperature"`
+	}
+	if err := json.Unmarshal(body, &w); err != nil {
+		return worldmodel.Request{}, err
+	}
+	return worldmodel.Request{Model: w.Model, Messages: w.Messages, MaxTokens: w.MaxTokens, Temperature: w.Temperature}, nil
 }

@@ -204,36 +204,28 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	if model == "" {
 		model = c.model
 	}
-	params := openai.ChatCompletionNewParams{Model: model, Messages: toParams(req.Messages)}
-	if req.MaxTokens > 0 {
-		if req.MaxCompletionTokens {
-			params.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
-		} else {
-			params.MaxTokens = openai.Int(int64(req.MaxTokens))
-		}
-	}
-	if req.Temperature != nil {
-		params.Temperature = openai.Float(*req.Temperature)
-	}
-	if req.TopP != nil {
-		params.TopP = openai.Float(*req.TopP)
-	}
-	if req.Seed != nil {
-		params.Seed = openai.Int(*req.Seed)
+	body, err := encodeChatRequest(newChatRequest(req, model))
+	if err != nil {
+		return nil, err
 	}
 	var attempts atomic.Int32
-	ro := []option.RequestOption{option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		n := attempts.Add(1)
-		resp, err := next(r)
-		if n > 1 || err != nil || (resp != nil && resp.StatusCode >= 400) {
-			status := 0
-			if resp != nil {
-				status = resp.StatusCode
+	var answer chatResponse
+	ro := []option.RequestOption{
+		option.WithRequestBody("application/json", body),
+		option.WithResponseBodyInto(&answer),
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			n := attempts.Add(1)
+			resp, err := next(r)
+			if n > 1 || err != nil || (resp != nil && resp.StatusCode >= 400) {
+				status := 0
+				if resp != nil {
+					status = resp.StatusCode
+				}
+				c.log.Debug("world model attempt", "url", c.baseURL, "attempt", n, "status", status, "err", err)
 			}
-			c.log.Debug("world model attempt", "url", c.baseURL, "attempt", n, "status", status, "err", err)
-		}
-		return resp, err
-	})}
+			return resp, err
+		})}
+	// Extra fields go in after the body is set: WithJSONSet edits it.
 	keys := make([]string, 0, len(req.Extra))
 	for k := range req.Extra {
 		keys = append(keys, k)
@@ -243,26 +235,19 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		ro = append(ro, option.WithJSONSet(k, req.Extra[k]))
 	}
 	start := time.Now()
-	out, err := c.api.Chat.Completions.New(ctx, params, ro...)
+	// The SDK's typed params stay empty: the body and the answer's target are
+	// replaced by the options above (see wire.go for why).
+	_, err = c.api.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{}, ro...)
 	lat := time.Since(start)
 	if err != nil {
 		return nil, classify(err, int(attempts.Load()))
 	}
-	if len(out.Choices) == 0 {
+	resp, ok := answer.toResponse()
+	if !ok {
 		return nil, ErrNoChoices
 	}
-	ch := out.Choices[0]
-	resp := &Response{
-		Content:          ch.Message.Content,
-		Reasoning:        reasoningOf(ch.Message.RawJSON()),
-		FinishReason:     ch.FinishReason,
-		Model:            out.Model,
-		PromptTokens:     int(out.Usage.PromptTokens),
-		CompletionTokens: int(out.Usage.CompletionTokens),
-		CachedTokens:     int(out.Usage.PromptTokensDetails.CachedTokens),
-		LatencyMS:        lat.Milliseconds(),
-		Attempts:         int(attempts.Load()),
-	}
+	resp.LatencyMS = lat.Milliseconds()
+	resp.Attempts = int(attempts.Load())
 	return resp, nil
 }
 
@@ -293,25 +278,6 @@ func attemptTimeout(d time.Duration) option.Middleware {
 	}
 }
 
-// reasoningOf reads the server-separated thinking from the raw message JSON
-// (vLLM and SGLang call it reasoning_content, some servers reasoning); the
-// SDK's typed view does not carry it.
-func reasoningOf(rawMessage string) string {
-	var m struct {
-		ReasoningContent *string `json:"reasoning_content"`
-		Reasoning        *string `json:"reasoning"`
-	}
-	if json.Unmarshal([]byte(rawMessage), &m) != nil {
-		return ""
-	}
-	for _, s := range []*string{m.ReasoningContent, m.Reasoning} {
-		if s != nil && *s != "" {
-			return *s
-		}
-	}
-	return ""
-}
-
 // classify maps a client error to a sentinel so callers can tell a dead
 // backend (retry later, count as transport failure) from a bad request.
 func classify(err error, attempts int) error {
@@ -334,19 +300,4 @@ func classify(err error, attempts int) error {
 		return fmt.Errorf("%w: HTTP %d: %s", ErrRejected, code, msg)
 	}
 	return fmt.Errorf("%w after %d attempts: %w", ErrUnavailable, attempts, err)
-}
-
-func toParams(msgs []Message) []openai.ChatCompletionMessageParamUnion {
-	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
-	for _, m := range msgs {
-		switch m.Role {
-		case "system":
-			out = append(out, openai.SystemMessage(m.Content))
-		case "assistant":
-			out = append(out, openai.AssistantMessage(m.Content))
-		default:
-			out = append(out, openai.UserMessage(m.Content))
-		}
-	}
-	return out
 }

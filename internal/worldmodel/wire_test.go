@@ -1,0 +1,154 @@
+package worldmodel
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/openai/openai-go/v3"
+)
+
+func TestEncodeChatRequest(t *testing.T) {
+	temp, topP, seed := 0.6, 0.95, int64(7)
+	msgs := []Message{{Role: "system", Content: "Reply in <predicted_observation> tags & nothing else."}, {Role: "user", Content: "ls\n\u2028"}}
+	cases := []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"bare", Request{Messages: msgs},
+			`{"model":"m","messages":[{"role":"system","content":"Reply in <predicted_observation> tags & nothing else."},{"role":"user","content":"ls\n\u2028"}]}`},
+		{"no messages", Request{},
+			`{"model":"m","messages":[]}`},
+		{"max_tokens", Request{Messages: msgs[1:], MaxTokens: 32768},
+			`{"model":"m","messages":[{"role":"user","content":"ls\n\u2028"}],"max_tokens":32768}`},
+		{"max_completion_tokens", Request{Messages: msgs[1:], MaxTokens: 100, MaxCompletionTokens: true},
+			`{"model":"m","messages":[{"role":"user","content":"ls\n\u2028"}],"max_completion_tokens":100}`},
+		{"sampling", Request{Model: "other", Messages: msgs[1:], Temperature: &temp, TopP: &topP, Seed: &seed},
+			`{"model":"other","messages":[{"role":"user","content":"ls\n\u2028"}],"temperature":0.6,"top_p":0.95,"seed":7}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			model := tc.req.Model
+			if model == "" {
+				model = "m"
+			}
+			got, err := encodeChatRequest(newChatRequest(tc.req, model))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, string(got)); diff != "" {
+				t.Errorf("body (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestChatResponseToResponse(t *testing.T) {
+	cases := []struct {
+		name   string
+		body   string
+		want   *Response
+		wantOK bool
+	}{
+		{"vllm with reasoning_content",
+			`{"id":"x","model":"wm","choices":[{"index":0,"message":{"role":"assistant","content":"<predicted_observation>ok</predicted_observation>","reasoning_content":"thought"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":8}}}`,
+			&Response{Content: "<predicted_observation>ok</predicted_observation>", Reasoning: "thought", FinishReason: "stop", Model: "wm", PromptTokens: 12, CompletionTokens: 5, CachedTokens: 8}, true},
+		{"reasoning field and null content",
+			`{"model":"wm","choices":[{"message":{"content":null,"reasoning":"long"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":9,"prompt_tokens_details":null}}`,
+			&Response{Reasoning: "long", FinishReason: "length", Model: "wm", PromptTokens: 3, CompletionTokens: 9}, true},
+		{"empty reasoning_content falls through to reasoning",
+			`{"choices":[{"message":{"content":"a","reasoning_content":"","reasoning":"b"},"finish_reason":"stop"}]}`,
+			&Response{Content: "a", Reasoning: "b", FinishReason: "stop"}, true},
+		{"non-string reasoning is ignored, not fatal",
+			`{"choices":[{"message":{"content":"a","reasoning":{"summary":"x"}},"finish_reason":"stop"}]}`,
+			&Response{Content: "a", FinishReason: "stop"}, true},
+		{"no choices", `{"model":"wm","choices":[]}`, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var r chatResponse
+			if err := json.Unmarshal([]byte(tc.body), &r); err != nil {
+				t.Fatal(err)
+			}
+			got, ok := r.toResponse()
+			if ok != tc.wantOK {
+				t.Fatalf("ok = %v, want %v", ok, tc.wantOK)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("response (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// FuzzChatResponse feeds arbitrary answer bodies through the decoder: it
+// may reject them, never panic, and a decoded choice always converts.
+func FuzzChatResponse(f *testing.F) {
+	f.Add(`{"choices":[{"message":{"content":"a","reasoning_content":"r"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1}}`)
+	f.Add(`{"choices":[{"message":{"content":null,"reasoning":[1,2]}}]}`)
+	f.Add(`{"choices":null}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		var r chatResponse
+		if json.Unmarshal([]byte(body), &r) != nil {
+			return
+		}
+		resp, ok := r.toResponse()
+		if ok != (len(r.Choices) > 0) || (ok && resp.Content != r.Choices[0].Message.Content) {
+			t.Fatalf("toResponse(%q) = %+v, %v", body, resp, ok)
+		}
+	})
+}
+
+// history is a 20-turn terminal episode's prompt, the size a simulator step
+// sends late in an episode.
+func history() []Message {
+	msgs := []Message{{Role: "system", Content: strings.Repeat("You simulate a Linux terminal in a Python project. <rules> & details\n", 40)}}
+	for i := 1; i <= 20; i++ {
+		msgs = append(msgs,
+			Message{Role: "user", Content: fmt.Sprintf(`[{"keystrokes":"python -m pytest -q tests/test_%d.py\n","duration":5}]`, i)},
+			Message{Role: "assistant", Content: strings.Repeat(fmt.Sprintf("tests/test_%d.py ....F.. [ 80%%]\n\"quoted\" <tag>\n", i), 12)})
+	}
+	return msgs
+}
+
+// BenchmarkEncodeChatRequest compares the body encoding with the SDK's
+// typed params for the same 20-turn request (the SDK figure is what each
+// model call cost before wire.go).
+func BenchmarkEncodeChatRequest(b *testing.B) {
+	msgs := history()
+	b.Run("wire", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := encodeChatRequest(newChatRequest(Request{Messages: msgs, MaxTokens: 32768}, "wm")); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sdk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			params := openai.ChatCompletionNewParams{Model: "wm", Messages: sdkMessages(msgs), MaxTokens: openai.Int(32768)}
+			if _, err := json.Marshal(params); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func sdkMessages(msgs []Message) []openai.ChatCompletionMessageParamUnion {
+	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
+	for _, m := range msgs {
+		switch m.Role {
+		case "system":
+			out = append(out, openai.SystemMessage(m.Content))
+		case "assistant":
+			out = append(out, openai.AssistantMessage(m.Content))
+		default:
+			out = append(out, openai.UserMessage(m.Content))
+		}
+	}
+	return out
+}
