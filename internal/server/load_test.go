@@ -18,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentworld/agentworld/internal/sim"
@@ -49,6 +50,8 @@ type load struct {
 	// saturates the machine); it varies per session and turn so sessions do
 	// not step in lockstep.
 	think time.Duration
+	// observer, when set, sees every step of the in-process server.
+	observer sim.Observer
 	// websocket steps through the OpenEnv WebSocket instead of the native
 	// HTTP API.
 	websocket bool
@@ -220,6 +223,15 @@ func (a *wsAgent) close() error {
 	return a.c.Close(websocket.StatusNormalClosure, "")
 }
 
+// observers tells each of its observers about every step.
+type observers []sim.Observer
+
+func (o observers) ObserveStep(ev sim.StepEvent) {
+	for _, x := range o {
+		x.ObserveStep(ev)
+	}
+}
+
 // startLoadServer serves the simulator for l in this process and returns
 // its base URL and a function that shuts it down.
 func startLoadServer(t testing.TB, l load) (string, func()) {
@@ -235,8 +247,16 @@ func startLoadServer(t testing.TB, l load) (string, func()) {
 		}
 		st = db
 	}
+	// Metrics as `agentworld serve` keeps them: every step and request is
+	// counted.
+	reg := prometheus.NewRegistry()
+	met := NewMetrics(reg)
+	obs := sim.Observer(met)
+	if l.observer != nil {
+		obs = observers{met, l.observer}
+	}
 	m := sim.New(&sim.Options{
-		Store: st, Worlds: map[string]*world.Spec{"term": spec}, MaxSessions: l.concurrency + 8,
+		Store: st, Worlds: map[string]*world.Spec{"term": spec}, MaxSessions: l.concurrency + 8, Observer: obs,
 		Backends: map[string]sim.BackendFactory{sim.BackendModel: sim.NewModelBackend(l.model, nil)},
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -245,7 +265,7 @@ func startLoadServer(t testing.TB, l load) (string, func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- New(m, nil).Serve(ctx, ln) }()
+	go func() { served <- New(m, &Options{Metrics: met, Registry: reg}).Serve(ctx, ln) }()
 	return "http://" + ln.Addr().String(), func() {
 		cancel()
 		if err := <-served; err != nil {

@@ -104,6 +104,12 @@ func stepOverheadPaired(b *testing.B, think time.Duration, ownProcess, websocket
 		hopURL = hop.URL
 	}
 	viaHop := worldmodel.New(hopURL+"/v1", "wm", &worldmodel.Options{MaxRetries: -1})
+	var own *ownTime
+	var model0 worldmodel.Completer = c
+	if !ownProcess {
+		own = &ownTime{}
+		model0 = &modelTimer{c: c, own: own}
+	}
 	var mu sync.Mutex
 	var direct, hop []time.Duration
 	call := func(c worldmodel.Completer, req worldmodel.Request, into *[]time.Duration) error {
@@ -118,7 +124,7 @@ func stepOverheadPaired(b *testing.B, think time.Duration, ownProcess, websocket
 		return nil
 	}
 	through := loadRun(b, load{
-		sessions: overheadSessions, steps: overheadSteps, concurrency: overheadSessions, model: c, remote: remote, think: think, websocket: websocket,
+		sessions: overheadSessions, steps: overheadSteps, concurrency: overheadSessions, model: model0, remote: remote, think: think, websocket: websocket, observer: own,
 		afterStep: func(s, turn int, r *sim.StepResult) error {
 			req, err := model.requestFor(r.Observation)
 			if err != nil {
@@ -145,6 +151,41 @@ func stepOverheadPaired(b *testing.B, think time.Duration, ownProcess, websocket
 	label := fmt.Sprintf("paired, %s, server %s, think %v", api, where, think)
 	reportOverhead(b, label, through, direct)
 	reportHop(b, label, through, hop, direct)
+	if own != nil {
+		o50, o99 := percentile(own.d, .50), percentile(own.d, .99)
+		b.ReportMetric(float64(o99.Microseconds()), "p99_sim_us")
+		b.Logf("%s: the simulator's own work per step (Manager step minus the model call): p50 %v p99 %v", label, o50, o99)
+	}
+}
+
+// modelTimer times each session's model calls for ownTime.
+type modelTimer struct {
+	c   worldmodel.Completer
+	own *ownTime
+}
+
+func (t *modelTimer) Complete(ctx context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
+	start := time.Now()
+	resp, err := t.c.Complete(ctx, req)
+	t.own.model.Store(worldmodel.Affinity(ctx), time.Since(start))
+	return resp, err
+}
+
+// ownTime collects, for every step, the simulator's time minus the time its
+// model call took (the session's latest, since a session steps one at a
+// time).
+type ownTime struct {
+	model sync.Map // session id -> time.Duration
+	mu    sync.Mutex
+	d     []time.Duration
+}
+
+func (o *ownTime) ObserveStep(ev sim.StepEvent) {
+	m, _ := o.model.Load(ev.Session)
+	d, _ := m.(time.Duration)
+	o.mu.Lock()
+	o.d = append(o.d, ev.Duration-d)
+	o.mu.Unlock()
 }
 
 // nullHop is a reverse proxy in front of the model at target: one more

@@ -57,6 +57,8 @@ type Observer interface {
 
 // StepEvent is one step's outcome.
 type StepEvent struct {
+	// Session is the stepped session's id.
+	Session  string
 	Domain   string
 	Backend  string
 	Duration time.Duration

@@ -176,7 +176,7 @@ func (m *Manager) Step(ctx context.Context, id string, req StepRequest) (*StepRe
 
 	start := m.opts.Now()
 	res, err := m.step(ctx, s, env, info, act, req, n+1)
-	ev := StepEvent{Domain: string(s.spec.Domain), Backend: s.rec.Backend, Duration: time.Since(start), Result: res, Err: err}
+	ev := StepEvent{Session: id, Domain: string(s.spec.Domain), Backend: s.rec.Backend, Duration: time.Since(start), Result: res, Err: err}
 	if m.opts.Observer != nil {
 		m.opts.Observer.ObserveStep(ev)
 	}
