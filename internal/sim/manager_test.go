@@ -82,6 +82,39 @@ func TestEmptyOrCutAnswersRetryOnceThenReport(t *testing.T) {
 	}
 }
 
+// TestReasoningKeptAside checks that the model's thinking reaches
+// info.reasoning and never the observation, whether the server separates it,
+// the generation carries a <think> pair, or the chat template opened the
+// block in the prompt so the generation starts inside it.
+func TestReasoningKeptAside(t *testing.T) {
+	cases := []struct {
+		name  string
+		reply worldmodel.Response
+		want  string
+	}{
+		{"server-separated", worldmodel.Response{Content: "<predicted_observation>a</predicted_observation>", Reasoning: "plan", FinishReason: "stop"}, "plan"},
+		{"pair", worldmodel.Response{Content: "<think>plan</think><predicted_observation>a</predicted_observation>", FinishReason: "stop"}, "plan"},
+		{"headless", worldmodel.Response{Content: "plan\n</think>\n\n<predicted_observation>a</predicted_observation>", FinishReason: "stop"}, "plan"},
+		{"none", worldmodel.Response{Content: "<predicted_observation>a</predicted_observation>", FinishReason: "stop"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := newTestManager(t, &scriptedModel{replies: []worldmodel.Response{c.reply}}, Options{})
+			rep, err := m.Create(context.Background(), CreateRequest{WorldID: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := m.Step(context.Background(), rep.SessionID, ls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Observation != "a" || r.Info.Reasoning != c.want {
+				t.Fatalf("observation %q reasoning %q, want a and %q", r.Observation, r.Info.Reasoning, c.want)
+			}
+		})
+	}
+}
+
 func TestCapacityAndIdleExpiry(t *testing.T) {
 	now := time.Unix(1000, 0)
 	var mu sync.Mutex

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -98,8 +97,6 @@ func (e *modelEnv) Reset(ctx context.Context) (Observation, error) {
 
 func (e *modelEnv) Close() error { return nil }
 
-var thinkBlock = regexp.MustCompile(`(?is)<think>(.*?)(?:</think>|$)`)
-
 func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) {
 	msg := UserMessage(in.Turn, in.Action.Text, in.WorldState, in.Control)
 	e.budget.sync(in.History)
@@ -166,9 +163,7 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 	info.FinishReason = resp.FinishReason
 	info.Reasoning = resp.Reasoning
 	if info.Reasoning == "" {
-		if m := thinkBlock.FindStringSubmatch(resp.Content); m != nil {
-			info.Reasoning = strings.TrimSpace(m[1])
-		}
+		info.Reasoning = worldmodel.Reasoning(resp.Content)
 	}
 	if r, ok := replicaOf(resp); ok {
 		info.Replica = r

@@ -2,6 +2,7 @@ package worldmodel
 
 import (
 	"regexp"
+	"strings"
 
 	"github.com/agentworld/agentworld/internal/pytext"
 )
@@ -11,7 +12,7 @@ import (
 const NoOutput = "No output"
 
 var (
-	thinkPair   = regexp.MustCompile(`(?is)<think>.*?</think>`)
+	thinkPair   = regexp.MustCompile(`(?is)<think>(.*?)</think>`)
 	thinkClose  = regexp.MustCompile(`(?i)</think>`)
 	thinkOpen   = regexp.MustCompile(`(?i)<think>`)
 	answerOpen  = regexp.MustCompile(`(?i)<predicted_observation>`)
@@ -39,6 +40,47 @@ func StripThinking(s string) string {
 			s = s[:loc[0]]
 		}
 	}
+}
+
+// Reasoning returns the thinking StripThinking removes, by the same rules:
+// the inside of every matched <think>…</think> pair, then everything before
+// an unmatched </think> (the usual shape when the chat template opens the
+// <think> block in the prompt and the generation starts inside it), then an
+// unmatched <think>'s text up to the first <predicted_observation> or the
+// end. Pieces are trimmed and joined with a blank line; "" when there is no
+// thinking. Servers with a reasoning parser return the thinking separately
+// (Response.Reasoning); this is for those without one.
+func Reasoning(s string) string {
+	var parts []string
+	add := func(p string) {
+		if p = strings.TrimSpace(p); p != "" {
+			parts = append(parts, p)
+		}
+	}
+	for _, m := range thinkPair.FindAllStringSubmatch(s, -1) {
+		add(m[1])
+	}
+	s = thinkPair.ReplaceAllString(s, "")
+	if locs := thinkClose.FindAllStringIndex(s, -1); len(locs) > 0 {
+		last := locs[len(locs)-1]
+		add(thinkClose.ReplaceAllString(s[:last[0]], ""))
+		s = s[last[1]:]
+	}
+	for {
+		loc := thinkOpen.FindStringIndex(s)
+		if loc == nil {
+			break
+		}
+		rest := s[loc[1]:]
+		if a := answerOpen.FindStringIndex(rest); a != nil {
+			add(rest[:a[0]])
+			s = s[:loc[0]] + rest[a[0]:]
+		} else {
+			add(rest)
+			s = s[:loc[0]]
+		}
+	}
+	return strings.Join(parts, "\n\n")
 }
 
 // ExtractPrediction returns the predicted observation of a generation as the

@@ -1,6 +1,9 @@
 package worldmodel
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestExtractPredictionBasics(t *testing.T) {
 	tests := []struct{ name, in, want string }{
@@ -20,4 +23,40 @@ func TestExtractPredictionBasics(t *testing.T) {
 			t.Errorf("%s: ExtractPrediction(%q) = %q, want %q", tt.name, tt.in, got, tt.want)
 		}
 	}
+}
+
+func TestReasoning(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"none", "<predicted_observation>ok</predicted_observation>", ""},
+		{"pair", "<think> plan </think><predicted_observation>a</predicted_observation>", "plan"},
+		{"headless", "the file is small\nso cat prints it</think>\n<predicted_observation>x</predicted_observation>", "the file is small\nso cat prints it"},
+		{"pair then orphan close", "<think>a</think> b </think>answer", "a\n\nb"},
+		{"open to tag", "<think>still thinking <predicted_observation>ok</predicted_observation>", "still thinking"},
+		{"open to end", "before<think>never closed", "never closed"},
+		{"case", "<THINK>x</Think>y", "x"},
+		{"empty pair", "<think>  </think>z", ""},
+	}
+	for _, tt := range tests {
+		if got := Reasoning(tt.in); got != tt.want {
+			t.Errorf("%s: Reasoning(%q) = %q, want %q", tt.name, tt.in, got, tt.want)
+		}
+	}
+}
+
+// FuzzReasoning checks that thinking and prediction partition a generation
+// the same way: whatever Reasoning returns is gone from StripThinking's
+// result when it held no tags of its own.
+func FuzzReasoning(f *testing.F) {
+	for _, s := range []string{"a</think>b", "<think>x</think>y", "<think>x<predicted_observation>y", "plain"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r := Reasoning(s)
+		if strings.TrimSpace(r) != r {
+			t.Fatalf("Reasoning(%q) = %q is not trimmed", s, r)
+		}
+		if !strings.ContainsAny(s, "<>") && r != "" {
+			t.Fatalf("Reasoning(%q) = %q without any tag", s, r)
+		}
+	})
 }
