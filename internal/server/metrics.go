@@ -20,6 +20,7 @@ type Metrics struct {
 	prefixBreaks prometheus.Counter
 	historyCuts  prometheus.Counter
 	retries      prometheus.Counter
+	transport    prometheus.Counter
 	requests     *prometheus.CounterVec
 	reqLatency   *prometheus.HistogramVec
 
@@ -48,6 +49,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agentworld_answer_retries_total", Help: "Extra generations after empty or length-cut answers.",
 		}),
+		transport: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentworld_model_transport_retries_total", Help: "HTTP attempts the world-model client repeated (429, 5xx, timeouts, dropped connections).",
+		}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentworld_http_requests_total", Help: "HTTP requests by route and status code.",
 		}, []string{"route", "code"}),
@@ -56,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.0005, .001, .005, .01, .05, .1, .5, 1, 5, 30, 120},
 		}, []string{"route"}),
 	}
-	reg.MustRegister(m.steps, m.stepLatency, m.tokens, m.prefixBreaks, m.historyCuts, m.retries, m.requests, m.reqLatency)
+	reg.MustRegister(m.steps, m.stepLatency, m.tokens, m.prefixBreaks, m.historyCuts, m.retries, m.transport, m.requests, m.reqLatency)
 	return m
 }
 
@@ -96,6 +100,9 @@ func (m *Metrics) ObserveStep(ev sim.StepEvent) {
 	}
 	if r.Info.Retries > 0 {
 		m.retries.Add(float64(r.Info.Retries))
+	}
+	if r.Info.TransportRetries > 0 {
+		m.transport.Add(float64(r.Info.TransportRetries))
 	}
 }
 

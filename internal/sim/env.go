@@ -149,8 +149,13 @@ type StepInfo struct {
 	// Error explains an observation that is not a clean answer (an empty or
 	// length-cut generation after its retry).
 	Error string `json:"error,omitempty"`
-	// Retries counts extra generations this step needed.
+	// Retries counts extra generations this step needed (after an empty or
+	// length-cut answer).
 	Retries int `json:"retries,omitempty"`
+	// TransportRetries counts HTTP attempts the model client repeated
+	// inside this step's calls (429, 5xx, timeouts, dropped connections):
+	// a step that succeeds slowly on a struggling server says so here.
+	TransportRetries int `json:"transport_retries,omitempty"`
 	// HistoryCut is the number of earliest turns left out of the prompt to
 	// fit the context budget.
 	HistoryCut int `json:"history_cut,omitempty"`

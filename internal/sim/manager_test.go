@@ -115,6 +115,35 @@ func TestReasoningKeptAside(t *testing.T) {
 	}
 }
 
+func TestTransportRetriesReported(t *testing.T) {
+	cases := []struct {
+		name    string
+		replies []worldmodel.Response
+		want    int
+	}{
+		{"first attempt", []worldmodel.Response{{Content: "<predicted_observation>a</predicted_observation>", FinishReason: "stop", Attempts: 1}}, 0},
+		{"two 503s then ok", []worldmodel.Response{{Content: "<predicted_observation>a</predicted_observation>", FinishReason: "stop", Attempts: 3}}, 2},
+		{"answer retry, each call retried once", []worldmodel.Response{{FinishReason: "length", Attempts: 2}, {Content: "<predicted_observation>a</predicted_observation>", FinishReason: "stop", Attempts: 2}}, 2},
+		{"uncounted", []worldmodel.Response{{Content: "<predicted_observation>a</predicted_observation>", FinishReason: "stop"}}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := newTestManager(t, &scriptedModel{replies: c.replies}, Options{})
+			rep, err := m.Create(context.Background(), CreateRequest{WorldID: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := m.Step(context.Background(), rep.SessionID, ls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Observation != "a" || r.Info.TransportRetries != c.want {
+				t.Fatalf("observation %q transport retries %d, want a and %d", r.Observation, r.Info.TransportRetries, c.want)
+			}
+		})
+	}
+}
+
 func TestCapacityAndIdleExpiry(t *testing.T) {
 	now := time.Unix(1000, 0)
 	var mu sync.Mutex

@@ -156,6 +156,9 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 		}
 	}
 	info.LatencyMS = time.Since(start).Milliseconds()
+	if resp.Attempts > 0 { // 0: the completer does not count attempts (replay)
+		info.TransportRetries = max(resp.Attempts-1-info.Retries, 0)
+	}
 	info.Model = resp.Model
 	info.PromptTokens = resp.PromptTokens
 	info.CompletionTokens = resp.CompletionTokens
