@@ -183,6 +183,15 @@ func TestFileStoreSkipsTornLine(t *testing.T) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("got %v, %v", got, err)
 	}
+	// The next append starts a line of its own instead of extending the
+	// torn one.
+	if err := s.AppendFacts(ctx, "w/../x", []Fact{{Entity: "d", Attribute: "e", Value: "f", Source: SourceObservation}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.WorldFacts(ctx, "w/../x")
+	if err != nil || len(got) != 2 || got[1].Entity != "d" {
+		t.Fatalf("after a torn line: got %v, %v", got, err)
+	}
 }
 
 func TestStateTextBudget(t *testing.T) {

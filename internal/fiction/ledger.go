@@ -1,19 +1,20 @@
 package fiction
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
 // Source says where a ledger fact came from.
@@ -74,11 +75,15 @@ func (s *MemStore) WorldFacts(_ context.Context, world string) ([]Fact, error) {
 
 // FileStore keeps each world's ledger in DIR/<world>.facts.jsonl, one fact
 // per line, appended and synced per batch, so a crash loses at most the
-// batch being written (a torn last line is skipped on load).
+// batch being written (a torn last line is skipped on load, and the next
+// append starts on a line of its own). Worlds have separate locks, so one
+// world's fsync never holds up another's step.
 type FileStore struct {
 	dir string
 	log *slog.Logger
-	mu  sync.Mutex
+
+	mu    sync.Mutex
+	files map[string]*sync.Mutex // ledger path → lock of that file
 }
 
 // NewFileStore opens (creating) a ledger directory; log may be nil.
@@ -89,12 +94,25 @@ func NewFileStore(dir string, log *slog.Logger) (*FileStore, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &FileStore{dir: dir, log: log}, nil
+	return &FileStore{dir: dir, log: log, files: map[string]*sync.Mutex{}}, nil
 }
 
 // Path is the file holding a world's ledger.
 func (s *FileStore) Path(world string) string {
 	return filepath.Join(s.dir, fileName(world)+".facts.jsonl")
+}
+
+// lock takes the lock of a ledger file and returns its unlock.
+func (s *FileStore) lock(path string) func() {
+	s.mu.Lock()
+	m, ok := s.files[path]
+	if !ok {
+		m = new(sync.Mutex)
+		s.files[path] = m
+	}
+	s.mu.Unlock()
+	m.Lock()
+	return m.Unlock
 }
 
 // fileName keeps [A-Za-z0-9._-] and escapes the rest, so any world name maps
@@ -120,7 +138,7 @@ func (s *FileStore) AppendFacts(ctx context.Context, world string, facts []Fact)
 	if len(facts) == 0 {
 		return ctx.Err()
 	}
-	var buf []byte
+	buf := []byte{'\n'} // dropped below unless the file ends in a torn line
 	for _, f := range facts {
 		b, err := json.Marshal(f)
 		if err != nil {
@@ -128,11 +146,14 @@ func (s *FileStore) AppendFacts(ctx context.Context, world string, facts []Fact)
 		}
 		buf = append(append(buf, b...), '\n')
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, err := os.OpenFile(s.Path(world), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	path := s.Path(world)
+	defer s.lock(path)()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("ledger %s: %w", world, err)
+	}
+	if !endsTorn(f) {
+		buf = buf[1:]
 	}
 	if _, err := f.Write(buf); err != nil {
 		f.Close()
@@ -145,11 +166,24 @@ func (s *FileStore) AppendFacts(ctx context.Context, world string, facts []Fact)
 	return f.Close()
 }
 
+// endsTorn reports whether f is non-empty and its last byte is not a
+// newline: a crash tore its last line, and an append must not extend it.
+func endsTorn(f *os.File) bool {
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return false
+	}
+	var last [1]byte
+	_, err = f.ReadAt(last[:], st.Size()-1)
+	return err == nil && last[0] != '\n'
+}
+
 // WorldFacts implements Store. A world without a ledger file has no facts.
+// Lines may be of any length; a line that does not decode (a torn last
+// line) is logged with its file:line and skipped.
 func (s *FileStore) WorldFacts(ctx context.Context, world string) ([]Fact, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	path := s.Path(world)
+	defer s.lock(path)()
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -159,28 +193,25 @@ func (s *FileStore) WorldFacts(ctx context.Context, world string) ([]Fact, error
 	}
 	defer f.Close()
 	var out []Fact
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		if line%1024 == 0 && ctx.Err() != nil {
+	lr := trajectory.NewLineReader(f, path, 0)
+	for read := 1; ; read++ {
+		line, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ledger %s: %w", world, err)
+		}
+		if read%1024 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if len(strings.TrimSpace(sc.Text())) == 0 {
-			continue
-		}
 		var fact Fact
-		if err := json.Unmarshal(sc.Bytes(), &fact); err != nil {
-			s.log.Warn("ledger: skipping unreadable line", "file", path, "line", line, "err", err)
+		if err := json.Unmarshal(line, &fact); err != nil {
+			s.log.Warn("ledger: skipping unreadable line", "file", path, "line", n, "err", err)
 			continue
 		}
 		out = append(out, fact)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s line %d: %w", path, line, err)
-	}
-	return out, nil
 }
 
 // LedgerOptions tunes a Ledger; nil means defaults.
@@ -196,28 +227,21 @@ type LedgerOptions struct {
 
 // Ledger is the world ledger: it extracts facts from observations, stores
 // the new or changed ones per world, and renders them as state for later
-// steps of any session of that world. Safe for concurrent use.
+// steps of any session of that world. Safe for concurrent use: each world
+// has its own lock, so steps of different worlds never wait on each other.
 type Ledger struct {
 	store Store
 	opts  LedgerOptions
 
 	mu sync.Mutex
-	// current caches each world's latest value per entity.attribute, built
-	// from the store on first use.
-	current map[string]*worldState
-}
-
-type worldState struct {
-	latest map[[2]string]Fact
-	order  map[string]int // entity → first-seen rank
-	// touched ranks entities by last update for trimming.
-	touched map[string]int
-	seq     int
+	// worlds holds each world's current facts, loaded from the store on
+	// first use.
+	worlds map[string]*worldState
 }
 
 // NewLedger builds a ledger over store.
 func NewLedger(store Store, opts *LedgerOptions) *Ledger {
-	l := &Ledger{store: store, current: map[string]*worldState{}}
+	l := &Ledger{store: store, worlds: map[string]*worldState{}}
 	if opts != nil {
 		l.opts = *opts
 	}
@@ -233,29 +257,28 @@ func NewLedger(store Store, opts *LedgerOptions) *Ledger {
 	return l
 }
 
-func (l *Ledger) state(ctx context.Context, world string) (*worldState, error) {
-	if ws, ok := l.current[world]; ok {
-		return ws, nil
+// world returns the world's state, locked; the caller unlocks ws.mu.
+func (l *Ledger) world(ctx context.Context, world string) (*worldState, error) {
+	l.mu.Lock()
+	ws, ok := l.worlds[world]
+	if !ok {
+		ws = newWorldState(l.opts.MaxStateChars)
+		l.worlds[world] = ws
 	}
-	facts, err := l.store.WorldFacts(ctx, world)
-	if err != nil {
-		return nil, err
+	l.mu.Unlock()
+	ws.mu.Lock()
+	if !ws.loaded {
+		facts, err := l.store.WorldFacts(ctx, world)
+		if err != nil {
+			ws.mu.Unlock()
+			return nil, err
+		}
+		for _, f := range facts {
+			ws.apply(f)
+		}
+		ws.loaded = true
 	}
-	ws := &worldState{latest: map[[2]string]Fact{}, order: map[string]int{}, touched: map[string]int{}}
-	for _, f := range facts {
-		ws.apply(f)
-	}
-	l.current[world] = ws
 	return ws, nil
-}
-
-func (ws *worldState) apply(f Fact) {
-	ws.seq++
-	if _, ok := ws.order[f.Entity]; !ok {
-		ws.order[f.Entity] = len(ws.order)
-	}
-	ws.touched[f.Entity] = ws.seq
-	ws.latest[[2]string{f.Entity, f.Attribute}] = f
 }
 
 // Observe extracts the facts of one observation and records those that are
@@ -265,16 +288,15 @@ func (l *Ledger) Observe(ctx context.Context, world, session string, turn int, o
 	if len(as) == 0 {
 		return nil, nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ws, err := l.state(ctx, world)
+	ws, err := l.world(ctx, world)
 	if err != nil {
 		return nil, err
 	}
+	defer ws.mu.Unlock()
 	now := l.opts.Now().UTC()
 	var add []Fact
 	for _, a := range as {
-		if cur, ok := ws.latest[[2]string{a.Entity, a.Attribute}]; ok && cur.Value == a.Value {
+		if cur, ok := ws.value(a.Entity, a.Attribute); ok && cur.Value == a.Value {
 			continue
 		}
 		add = append(add, Fact{World: world, Entity: a.Entity, Attribute: a.Attribute, Value: a.Value,
@@ -298,58 +320,18 @@ const StateHeader = "World ledger: other sessions of this world have already est
 // StateText renders the world's current facts for a step of session,
 // leaving out facts whose latest assertion came from that session itself
 // (its own history already shows them). Empty when there is nothing to say.
+//
+// When the ledger outgrows MaxStateChars, the most recently updated
+// entities that fit are kept, printed in first-seen order so the text
+// changes little from step to step. Texts are cached until the world
+// changes, and entity lines are rendered once per change of the entity.
 func (l *Ledger) StateText(ctx context.Context, world, session string) (string, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ws, err := l.state(ctx, world)
+	ws, err := l.world(ctx, world)
 	if err != nil {
 		return "", err
 	}
-	byEntity := map[string][]Fact{}
-	for _, f := range ws.latest {
-		if session != "" && f.Session == session {
-			continue
-		}
-		byEntity[f.Entity] = append(byEntity[f.Entity], f)
-	}
-	if len(byEntity) == 0 {
-		return "", nil
-	}
-	entities := make([]string, 0, len(byEntity))
-	for e := range byEntity {
-		entities = append(entities, e)
-	}
-	// Keep the most recently touched entities within the budget, then print
-	// in first-seen order so the text changes little from step to step.
-	sort.Slice(entities, func(i, j int) bool { return ws.touched[entities[i]] > ws.touched[entities[j]] })
-	lines := map[string]string{}
-	var kept []string
-	size := len(StateHeader) + 1
-	for _, e := range entities {
-		fs := byEntity[e]
-		sort.Slice(fs, func(i, j int) bool { return fs[i].Attribute < fs[j].Attribute })
-		parts := make([]string, len(fs))
-		for i, f := range fs {
-			parts[i] = f.Attribute + ": " + f.Value
-		}
-		ln := "- " + e + " — " + strings.Join(parts, "; ")
-		if size+len(ln)+1 > l.opts.MaxStateChars {
-			continue
-		}
-		size += len(ln) + 1
-		lines[e] = ln
-		kept = append(kept, e)
-	}
-	if len(kept) == 0 {
-		return "", nil
-	}
-	sort.Slice(kept, func(i, j int) bool { return ws.order[kept[i]] < ws.order[kept[j]] })
-	var b strings.Builder
-	b.WriteString(StateHeader)
-	for _, e := range kept {
-		b.WriteString("\n" + lines[e])
-	}
-	return b.String(), nil
+	defer ws.mu.Unlock()
+	return ws.text(session), nil
 }
 
 // Claim is one assertion in a contradiction.
