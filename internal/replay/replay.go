@@ -1,16 +1,47 @@
-// Package replay answers simulator steps from recorded trajectories: an
+// Package replay answers simulator steps from recorded transitions: an
 // exact match on domain + history + action returns the recorded
 // observation; otherwise the nearest recorded transition of the same
 // domain (by word similarity of the action and the preceding observation)
 // answers, marked approximate. It is the simulator's default backend when
 // no world model is configured, and, as a Cache, a transition cache in
 // front of a real model that records what the model answers.
+//
+// # Keys
+//
+// A history is named by a chain key: key_0 = H(domain), and each turn
+// extends it, key_k = H(key_k-1, action_k, observation_k) (SHA-256 over
+// tagged, length-prefixed fields, so different splits of the same text
+// cannot collide). The exact key of a step is H(chain key of its history,
+// action). A session keeps its running chain (see Chain), so a step hashes
+// only the turn added since the previous one, however long the episode.
+//
+// # Files
+//
+// Recordings and cache files are JSONL; LoadDir reads every *.jsonl file
+// under a directory. A line is one of two kinds:
+//
+//   - A unified trajectory (package trajectory), recognised by having no
+//     "kind" member. Every turn is indexed; the world name comes from
+//     meta.world and the observation before turn 1 from
+//     meta.initial_observation. Bundled recordings and cache files written
+//     by earlier versions of agentworld are made of these.
+//   - A transition, {"kind":"transition","parent":HEX,"domain":D,
+//     "world":W,"action":A,"observation":O}: one step, where parent is the
+//     chain key (64 lowercase hex digits) of the history the action was
+//     taken after, and world may be absent. Record appends one such line
+//     per step (one write, then fsync), so a cache file grows with the
+//     number of steps, not with the square of episode length.
+//
+// A transition line does not carry the observation before its action;
+// loading finds it from an earlier line of the same library whose history
+// ends where this one's parent does (empty when there is none), for
+// nearest-neighbour scoring. A bad line stops loading with an error naming
+// the file and line (*trajectory.LineError).
 package replay
 
 import (
-	"bufio"
+	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,14 +69,32 @@ const (
 
 // Library holds recorded transitions, indexed for exact and nearest
 // lookups. It is safe for concurrent use.
+//
+// Every transition, loaded or recorded, is indexed both ways: the exact
+// index answers replays and cache hits, and the per-domain list answers
+// nearest-neighbour replays, so a library behaves the same whether its
+// transitions were recorded in this process or loaded from a cache file.
+// The word sets nearest-neighbour scoring needs are computed on first use,
+// so a library used only as a Cache never pays for them.
 type Library struct {
 	mu       sync.RWMutex
-	exact    map[[32]byte][]*transition
+	exact    map[Key][]*transition
 	byDomain map[string][]*transition
-	n        int
+	// after maps the chain key of each loaded history to its last
+	// observation, which transition lines do not carry.
+	after map[Key]string
+	n     int
 
-	out   *os.File // where Record appends, when recording
 	outMu sync.Mutex
+	out   syncWriter // where Record appends, when recording
+	buf   bytes.Buffer
+}
+
+// syncWriter is what Record appends to: an *os.File, or a test double.
+type syncWriter interface {
+	io.Writer
+	Sync() error
+	Close() error
 }
 
 type transition struct {
@@ -53,13 +102,20 @@ type transition struct {
 	action      string
 	prevObs     string
 	observation string
-	words       map[string]struct{}
-	prevWords   map[string]struct{}
+
+	once      sync.Once
+	words     map[string]struct{}
+	prevWords map[string]struct{}
+}
+
+// index computes the word sets of nearest-neighbour scoring, once.
+func (t *transition) index() {
+	t.once.Do(func() { t.words, t.prevWords = words(t.action), words(t.prevObs) })
 }
 
 // New returns an empty library.
 func New() *Library {
-	return &Library{exact: map[[32]byte][]*transition{}, byDomain: map[string][]*transition{}}
+	return &Library{exact: map[Key][]*transition{}, byDomain: map[string][]*transition{}, after: map[Key]string{}}
 }
 
 // Len is the number of transitions held.
@@ -81,8 +137,8 @@ func (l *Library) Domains() []string {
 	return out
 }
 
-// LoadFS reads every *.jsonl file under dir of fsys; each line is one
-// trajectory in the unified schema.
+// LoadFS reads every *.jsonl file under dir of fsys (see the package doc
+// for the line kinds).
 func (l *Library) LoadFS(fsys fs.FS, dir string) error {
 	return fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -108,7 +164,8 @@ func (l *Library) LoadDir(dir string) error {
 	return l.LoadFS(os.DirFS(dir), ".")
 }
 
-// Read adds the trajectories of one JSONL stream; name is used in errors.
+// Read adds the lines (trajectories and transitions) of one JSONL stream;
+// name is used in errors, which are *trajectory.LineError.
 func (l *Library) Read(r io.Reader, name string) error {
 	lr := trajectory.NewLineReader(r, name, 0)
 	for {
@@ -119,17 +176,19 @@ func (l *Library) Read(r io.Reader, name string) error {
 		if err != nil {
 			return err
 		}
-		var t trajectory.Trajectory
-		if err := json.Unmarshal(line, &t); err != nil {
+		e, err := parseLine(line)
+		if err != nil {
 			return &trajectory.LineError{File: name, Line: n, Err: err}
 		}
-		if err := t.Validate(); err != nil {
-			return &trajectory.LineError{File: name, Line: n, Err: err}
+		if e.traj != nil {
+			l.AddTrajectory(e.traj)
+			continue
 		}
-		if _, err := domain.Parse(t.Domain); err != nil {
-			return &trajectory.LineError{File: name, Line: n, Err: err}
-		}
-		l.AddTrajectory(&t)
+		s := e.step
+		l.mu.Lock()
+		l.add(s.domain, s.world, s.parent.exact(s.action), l.after[s.parent], s.action, s.observation)
+		l.after[s.parent.Next(s.action, s.observation)] = s.observation
+		l.mu.Unlock()
 	}
 }
 
@@ -140,24 +199,37 @@ func (l *Library) AddTrajectory(t *trajectory.Trajectory) {
 		_ = json.Unmarshal(raw, &w)
 	}
 	d := strings.ToLower(t.Domain)
-	hist := make([]sim.HistoryTurn, 0, len(t.Turns))
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	prev := ""
 	if raw, ok := t.Meta["initial_observation"]; ok {
 		_ = json.Unmarshal(raw, &prev)
 	}
+	chain := Root(d)
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for _, tu := range t.Turns {
 		act := canonical(d, tu.Action)
-		tr := &transition{world: w, action: act, prevObs: prev, observation: tu.Observation,
-			words: words(act), prevWords: words(prev)}
-		k := key(d, hist, act)
-		l.exact[k] = append(l.exact[k], tr)
-		l.byDomain[d] = append(l.byDomain[d], tr)
-		l.n++
-		hist = append(hist, sim.HistoryTurn{Action: act, Observation: tu.Observation})
+		l.add(d, w, chain.exact(act), prev, act, tu.Observation)
+		chain = chain.Next(act, tu.Observation)
+		l.after[chain] = tu.Observation
 		prev = tu.Observation
 	}
+}
+
+// add indexes one transition under its exact key; the caller holds l.mu.
+// A transition already held (same key, world and observation) is not
+// added again: cache files written by earlier versions repeat every
+// earlier turn of a session on each line. add reports whether it added.
+func (l *Library) add(d, world string, k Key, prevObs, action, observation string) bool {
+	for _, c := range l.exact[k] {
+		if c.world == world && c.observation == observation {
+			return false
+		}
+	}
+	tr := &transition{world: world, action: action, prevObs: prevObs, observation: observation}
+	l.exact[k] = append(l.exact[k], tr)
+	l.byDomain[d] = append(l.byDomain[d], tr)
+	l.n++
+	return true
 }
 
 // canonical renders a recorded action the way sessions render it, so
@@ -168,22 +240,6 @@ func canonical(d, action string) string {
 		return a.Text
 	}
 	return action
-}
-
-func key(d string, hist []sim.HistoryTurn, action string) [32]byte {
-	h := sha256.New()
-	h.Write([]byte(d))
-	for _, t := range hist {
-		h.Write([]byte{0})
-		h.Write([]byte(t.Action))
-		h.Write([]byte{0})
-		h.Write([]byte(t.Observation))
-	}
-	h.Write([]byte{1})
-	h.Write([]byte(action))
-	var k [32]byte
-	copy(k[:], h.Sum(nil))
-	return k
 }
 
 func words(s string) map[string]struct{} {
@@ -213,6 +269,19 @@ func jaccard(a, b map[string]struct{}) float64 {
 	return float64(inter) / float64(len(a)+len(b)-inter)
 }
 
+// At locates a step: what its answer may depend on besides the action.
+type At struct {
+	// Domain is the session's domain.
+	Domain string
+	// World is the world's name; "" matches recordings of no world.
+	World string
+	// History is the chain key of the turns before the step (Chain.At).
+	History Key
+	// Prev is the last observation of those turns ("" before the first
+	// turn); nearest-neighbour lookups weigh it.
+	Prev string
+}
+
 // Match is a lookup result.
 type Match struct {
 	Observation string
@@ -222,37 +291,32 @@ type Match struct {
 	Score float64
 }
 
-// Lookup finds the recorded answer to action after hist in domain d,
-// preferring recordings of the named world. ok is false when the domain
-// has no recordings at all.
-func (l *Library) Lookup(d, worldName string, hist []sim.HistoryTurn, action string) (Match, bool) {
+// Lookup finds the recorded answer to action at a, preferring recordings
+// of a.World. ok is false when the domain has no recordings at all.
+func (l *Library) Lookup(a At, action string) (Match, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if cands := l.exact[key(d, hist, action)]; len(cands) > 0 {
+	if cands := l.exact[a.History.exact(action)]; len(cands) > 0 {
 		best := cands[0]
 		for _, c := range cands {
-			if c.world == worldName {
+			if c.world == a.World {
 				best = c
 				break
 			}
 		}
 		return Match{Observation: best.observation, Score: 1}, true
 	}
-	all := l.byDomain[d]
+	all := l.byDomain[a.Domain]
 	if len(all) == 0 {
 		return Match{}, false
 	}
-	aw := words(action)
-	prev := ""
-	if len(hist) > 0 {
-		prev = hist[len(hist)-1].Observation
-	}
-	pw := words(prev)
+	aw, pw := words(action), words(a.Prev)
 	var best *transition
 	bestScore := -1.0
 	for _, t := range all {
+		t.index()
 		s := 0.7*jaccard(aw, t.words) + 0.3*jaccard(pw, t.prevWords)
-		if t.world == worldName && worldName != "" {
+		if t.world == a.World && a.World != "" {
 			s += 0.1
 		}
 		if s > bestScore {
@@ -262,7 +326,21 @@ func (l *Library) Lookup(d, worldName string, hist []sim.HistoryTurn, action str
 	return Match{Observation: best.observation, Approximate: true, Score: bestScore}, true
 }
 
-// RecordTo makes Record append to a JSONL file in dir (created if needed).
+// cached is the exact answer to action at a recorded for a's own world: a
+// world model's answer depends on the world's prompt, so another world's
+// answer to the same history and action is no cache hit.
+func (l *Library) cached(a At, action string) (string, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for _, c := range l.exact[a.History.exact(action)] {
+		if c.world == a.World {
+			return c.observation, true
+		}
+	}
+	return "", false
+}
+
+// RecordTo makes Record append to cache.jsonl in dir (created if needed).
 func (l *Library) RecordTo(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cache dir: %w", err)
@@ -277,42 +355,37 @@ func (l *Library) RecordTo(dir string) error {
 	return nil
 }
 
-// Record adds a transition and, when recording, appends it as one
-// trajectory line (the whole history, so an exact lookup can rebuild its
-// key) and syncs the file.
-func (l *Library) Record(d, worldName string, hist []sim.HistoryTurn, action, observation string) error {
-	t := trajectory.Trajectory{
-		ID: fmt.Sprintf("cache-%d", time.Now().UnixNano()), Domain: d, Source: BackendCache,
-		SystemPrompt: "(recorded transition)", Meta: map[string]json.RawMessage{},
+// Record adds the answer observation to action at a and, when recording,
+// appends it as one transition line (see the package doc) with a single
+// write and syncs the file. A transition already held is neither added nor
+// written again.
+func (l *Library) Record(a At, action, observation string) error {
+	d, err := domain.Parse(a.Domain)
+	if err != nil {
+		return err
 	}
-	if worldName != "" {
-		b, _ := json.Marshal(worldName)
-		t.Meta["world"] = b
-	}
-	for _, h := range hist {
-		t.Turns = append(t.Turns, trajectory.Turn{Action: h.Action, Observation: h.Observation})
-	}
-	t.Turns = append(t.Turns, trajectory.Turn{Action: action, Observation: observation})
+	s := step{parent: a.History, domain: string(d), world: a.World, action: action, observation: observation}
 	l.mu.Lock()
-	k := key(d, hist, action)
-	l.exact[k] = append(l.exact[k], &transition{world: worldName, action: action, observation: observation, words: words(action)})
-	l.n++
+	added := l.add(s.domain, s.world, s.parent.exact(action), a.Prev, action, observation)
 	l.mu.Unlock()
+	if !added {
+		return nil
+	}
 
 	l.outMu.Lock()
 	defer l.outMu.Unlock()
 	if l.out == nil {
 		return nil
 	}
-	line, err := trajectory.Marshal(t)
-	if err != nil {
-		return err
+	l.buf.Reset()
+	if err := s.writeLine(&l.buf); err != nil {
+		return fmt.Errorf("cache line: %w", err)
 	}
-	w := bufio.NewWriter(l.out)
-	w.Write(line)
-	w.WriteByte('\n')
-	if err := w.Flush(); err != nil {
+	if _, err := l.out.Write(l.buf.Bytes()); err != nil {
 		return fmt.Errorf("cache append: %w", err)
+	}
+	if l.buf.Cap() > 1<<20 { // do not keep one huge observation's buffer
+		l.buf = bytes.Buffer{}
 	}
 	return l.out.Sync()
 }
@@ -329,16 +402,37 @@ func (l *Library) Close() error {
 	return err
 }
 
+// session is what both backends know of their session: where it is and
+// the running chain key of its history.
+type session struct {
+	s     sim.SessionInfo
+	chain *Chain
+}
+
+func newSession(s sim.SessionInfo) session {
+	return session{s: s, chain: NewChain(string(s.Spec.Domain), s.History)}
+}
+
+// at is the At of a step after hist; only the turns added since the
+// previous step are hashed.
+func (ss session) at(hist []sim.HistoryTurn) At {
+	a := At{Domain: string(ss.s.Spec.Domain), World: ss.s.Spec.Name, History: ss.chain.At(hist)}
+	if len(hist) > 0 {
+		a.Prev = hist[len(hist)-1].Observation
+	}
+	return a
+}
+
 // Backend returns the replay BackendFactory over l.
 func Backend(l *Library) sim.BackendFactory {
 	return func(ctx context.Context, s sim.SessionInfo) (sim.Environment, error) {
-		return &replayEnv{lib: l, s: s}, nil
+		return &replayEnv{lib: l, session: newSession(s)}, nil
 	}
 }
 
 type replayEnv struct {
 	lib *Library
-	s   sim.SessionInfo
+	session
 }
 
 func (e *replayEnv) Reset(context.Context) (sim.Observation, error) {
@@ -349,35 +443,35 @@ func (e *replayEnv) Close() error { return nil }
 
 func (e *replayEnv) Step(ctx context.Context, in sim.StepInput) (sim.Observation, error) {
 	start := time.Now()
-	d := string(e.s.Spec.Domain)
-	m, ok := e.lib.Lookup(d, e.s.Spec.Name, in.History, in.Action.Text)
+	m, ok := e.lib.Lookup(e.at(in.History), in.Action.Text)
 	info := sim.StepInfo{Backend: BackendReplay, Approximate: m.Approximate}
 	if !ok {
-		info.Error = fmt.Sprintf("no recorded %s transitions to replay; configure a world model (--model URL) or add recordings", d)
+		info.Error = fmt.Sprintf("no recorded %s transitions to replay; configure a world model (--model URL) or add recordings", e.s.Spec.Domain)
 		return sim.Observation{Text: "[replay: no recording for this domain]", Info: info}, nil
 	}
 	info.LatencyMS = time.Since(start).Milliseconds()
 	return sim.Observation{Text: m.Observation, Info: info}, nil
 }
 
-// Cache returns a BackendFactory that answers exact hits from l and sends
-// misses to next, recording next's answers into l (and its file, if
-// RecordTo was called). Approximate matches are never used as cache hits.
-// Steps carrying control or world-state text bypass the cache: their
-// answer depends on more than the history and action.
+// Cache returns a BackendFactory that answers exact hits recorded for the
+// session's world from l and sends misses to next, recording next's
+// answers into l (and its file, if RecordTo was called). Approximate
+// matches are never used as cache hits. Steps carrying control or
+// world-state text bypass the cache: their answer depends on more than the
+// history and action.
 func Cache(l *Library, next sim.BackendFactory) sim.BackendFactory {
 	return func(ctx context.Context, s sim.SessionInfo) (sim.Environment, error) {
 		inner, err := next(ctx, s)
 		if err != nil {
 			return nil, err
 		}
-		return &cacheEnv{lib: l, s: s, next: inner}, nil
+		return &cacheEnv{lib: l, session: newSession(s), next: inner}, nil
 	}
 }
 
 type cacheEnv struct {
-	lib  *Library
-	s    sim.SessionInfo
+	lib *Library
+	session
 	next sim.Environment
 }
 
@@ -385,22 +479,19 @@ func (e *cacheEnv) Reset(ctx context.Context) (sim.Observation, error) { return 
 func (e *cacheEnv) Close() error                                       { return e.next.Close() }
 
 func (e *cacheEnv) Step(ctx context.Context, in sim.StepInput) (sim.Observation, error) {
-	d := string(e.s.Spec.Domain)
-	plain := in.Control == "" && in.WorldState == ""
-	if plain {
-		e.lib.mu.RLock()
-		cands := e.lib.exact[key(d, in.History, in.Action.Text)]
-		e.lib.mu.RUnlock()
-		if len(cands) > 0 {
-			return sim.Observation{Text: cands[0].observation, Info: sim.StepInfo{Backend: BackendCache}}, nil
-		}
+	if in.Control != "" || in.WorldState != "" {
+		return e.next.Step(ctx, in)
+	}
+	a := e.at(in.History)
+	if obs, ok := e.lib.cached(a, in.Action.Text); ok {
+		return sim.Observation{Text: obs, Info: sim.StepInfo{Backend: BackendCache}}, nil
 	}
 	obs, err := e.next.Step(ctx, in)
 	if err != nil {
 		return obs, err
 	}
-	if plain && obs.Info.Error == "" {
-		if err := e.lib.Record(d, e.s.Spec.Name, in.History, in.Action.Text, obs.Text); err != nil {
+	if obs.Info.Error == "" {
+		if err := e.lib.Record(a, in.Action.Text, obs.Text); err != nil {
 			return obs, fmt.Errorf("record transition: %w", err)
 		}
 	}
