@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/examples"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -294,6 +295,54 @@ func TestForkedSessionHitsTheCache(t *testing.T) {
 	r, err = m.Step(ctx, fork.SessionID, sim.StepRequest{Action: json.RawMessage(`{"arguments":{"query":"zig"},"name":"search"}`)})
 	if err != nil || r.Info.Backend != sim.BackendModel || calls != len(episode)+2 {
 		t.Fatalf("step after a control step: %+v %v (calls %d)", r, err, calls)
+	}
+}
+
+// TestResumedSessionHitsTheCache stops a manager mid-session and steps the
+// session in a new manager over the same store: the resumed environment
+// gets the recorded history at once and must find what was cached.
+func TestResumedSessionHitsTheCache(t *testing.T) {
+	worlds, err := world.LoadFS(examples.FS, "worlds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	model := func(context.Context, sim.SessionInfo) (sim.Environment, error) { return countingModel{&calls}, nil }
+	lib, st, ctx := New(), sim.NewMemStore(), context.Background()
+	start := func() *sim.Manager {
+		return sim.New(&sim.Options{Store: st, Worlds: worlds, Backends: map[string]sim.BackendFactory{sim.BackendModel: Cache(lib, model)}, DefaultBackend: sim.BackendModel})
+	}
+	step := func(m *sim.Manager, id string, tu sim.HistoryTurn) *sim.StepResult {
+		t.Helper()
+		r, err := m.Step(ctx, id, sim.StepRequest{Action: json.RawMessage(tu.Action)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first := start()
+	var ids []string
+	for range 2 {
+		rep, err := first.Create(ctx, sim.CreateRequest{WorldID: testWorld})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rep.SessionID)
+	}
+	for _, tu := range episode {
+		step(first, ids[0], tu)
+	}
+	for _, tu := range episode[:2] {
+		step(first, ids[1], tu)
+	}
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := start()
+	t.Cleanup(func() { _ = second.Close(context.Background()) })
+	r := step(second, ids[1], episode[2])
+	if r.Info.Backend != BackendCache || calls != len(episode) {
+		t.Errorf("resumed step answered by %q after %d model calls, want %q after %d", r.Info.Backend, calls, BackendCache, len(episode))
 	}
 }
 

@@ -120,6 +120,7 @@ func FuzzRead(f *testing.F) {
 	f.Add(`{"id":"a","domain":"terminal","system_prompt":"s","turns":[{"action":"[]","observation":""}]}`)
 	f.Add(`{"id":"b","domain":"mcp","system_prompt":"s","turns":[{"action":"{\"name\":\"x\"}","observation":"y"}],"meta":{"world":"w"}}`)
 	f.Add("{}\n[")
+	f.Add(`{"kind":"transition","parent":"` + Root("mcp").String() + `","domain":"mcp","world":"w","action":"{\"name\":\"x\"}","observation":"y"}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		lib := New()
 		if err := lib.Read(strings.NewReader(in), "f.jsonl"); err != nil {
