@@ -1,23 +1,19 @@
 package mcpworld
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/mcpclient"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -85,40 +81,32 @@ func Import(ctx context.Context, argv []string, opts *ImportOptions) (*world.Spe
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), o.Env...)
-	cmd.Dir = o.Dir
-	var stderr bytes.Buffer
-	if o.Stderr != nil {
-		cmd.Stderr = io.MultiWriter(o.Stderr, &stderr)
-	} else {
-		cmd.Stderr = &stderr
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "agentworld-import", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	cs, err := mcpclient.Start(ctx, argv, &mcpclient.Options{
+		Env: o.Env, Dir: o.Dir, Stderr: o.Stderr,
+		StartTimeout: o.Timeout, CallTimeout: o.Timeout,
+		ClientName: "agentworld-import", Logger: o.Logger,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("connect to MCP server %q: %w%s", strings.Join(argv, " "), err, stderrTail(&stderr))
+		return nil, err
 	}
 	defer cs.Close()
 
 	spec := &world.Spec{Domain: domain.MCP, Name: o.Name}
-	server, instructions := strings.Join(argv, " "), ""
+	server, instructions := cs.ServerName(), ""
 	if ir := cs.InitializeResult(); ir != nil {
-		if ir.ServerInfo != nil && ir.ServerInfo.Name != "" {
-			server = strings.TrimSpace(ir.ServerInfo.Name + " " + ir.ServerInfo.Version)
-			if spec.Name == "" {
-				spec.Name = ir.ServerInfo.Name
-			}
+		if ir.ServerInfo != nil && spec.Name == "" {
+			spec.Name = ir.ServerInfo.Name
 		}
 		instructions = strings.TrimSpace(ir.Instructions)
 	}
 	if spec.Name == "" {
 		spec.Name = "imported-mcp"
 	}
-	for t, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			return nil, fmt.Errorf("tools/list on %s: %w%s", server, err, stderrTail(&stderr))
-		}
+	tools, err := cs.Tools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tools {
 		wt, err := ToolFromMCP(t)
 		if err != nil {
 			return nil, err
@@ -144,22 +132,9 @@ func Import(ctx context.Context, argv []string, opts *ImportOptions) (*world.Spe
 		if err != nil {
 			return nil, fmt.Errorf("call %d: %w", i+1, err)
 		}
-		params := &mcp.CallToolParams{Name: c.Tool}
-		if len(c.Arguments) > 0 {
-			params.Arguments = c.Arguments
-		}
-		res, err := cs.CallTool(ctx, params)
-		var obs string
-		var rpcErr *jsonrpc.Error
-		switch {
-		case errors.As(err, &rpcErr):
-			obs = RenderRPCError(rpcErr.Code, rpcErr.Message)
-		case err != nil:
-			return nil, fmt.Errorf("call %d (%s) on %s: %w%s", i+1, c.Tool, server, err, stderrTail(&stderr))
-		default:
-			if obs, err = RenderResult(res); err != nil {
-				return nil, fmt.Errorf("call %d (%s): encode result: %w", i+1, c.Tool, err)
-			}
+		obs, err := mcpclient.Observation(cs.CallTool(ctx, c.Tool, c.Arguments))
+		if err != nil {
+			return nil, cs.WithStderr(fmt.Errorf("call %d (%s) on %s: %w", i+1, c.Tool, server, err))
 		}
 		o.Logger.Info("recorded call", "n", i+1, "tool", c.Tool, "bytes", len(obs))
 		spec.Demonstrations = append(spec.Demonstrations, world.Demonstration{Action: action, Observation: obs})
@@ -168,17 +143,6 @@ func Import(ctx context.Context, argv []string, opts *ImportOptions) (*world.Spe
 		return nil, fmt.Errorf("imported spec: %w", err)
 	}
 	return spec, nil
-}
-
-func stderrTail(b *bytes.Buffer) string {
-	s := strings.TrimSpace(b.String())
-	if s == "" {
-		return ""
-	}
-	if len(s) > 2000 {
-		s = "…" + s[len(s)-2000:]
-	}
-	return "; server stderr: " + s
 }
 
 // MarshalSpecYAML writes a spec as YAML in field order, multi-line strings

@@ -81,23 +81,6 @@ func RenderCall(name string, args json.RawMessage) (string, error) {
 	return sim.Canonical(map[string]any{"name": name, "arguments": a}), nil
 }
 
-// RenderResult writes a tool result as an observation: the MCP wire shape
-// {"content": […], "structuredContent": …, "isError": …}, which is what
-// demonstrations and the world model use for MCP worlds.
-func RenderResult(r *mcp.CallToolResult) (string, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
-}
-
-// RenderRPCError writes a protocol-level error as an observation:
-// {"error": {"code": …, "message": …}}.
-func RenderRPCError(code int64, msg string) string {
-	return sim.Canonical(map[string]any{"error": map[string]any{"code": code, "message": msg}})
-}
-
 // Result is what a simulated observation becomes on the MCP wire: a tool
 // result, or a protocol error.
 type Result struct {

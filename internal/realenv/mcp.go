@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/mcpclient"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -49,9 +48,7 @@ type MCPEnv struct {
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	stderr  *boundedBuffer
-	session *mcp.ClientSession
+	session *mcpclient.Session
 	tools   []*mcp.Tool
 	server  string
 	started bool
@@ -93,33 +90,22 @@ func (m *MCPEnv) Start(ctx context.Context) (string, error) {
 		return "", errors.New("mcp environment already started")
 	}
 	m.started = true
-	if _, err := exec.LookPath(m.opts.Command[0]); err != nil {
-		return "", fmt.Errorf("%w: MCP server command %q: %v", ErrUnavailable, m.opts.Command[0], err)
-	}
-	cmd := exec.Command(m.opts.Command[0], m.opts.Command[1:]...)
-	cmd.Env = append(os.Environ(), m.opts.Env...)
-	cmd.Dir = m.opts.Dir
-	m.stderr = &boundedBuffer{max: 64 << 10}
-	cmd.Stderr = m.stderr
-	m.cmd = cmd
-	client := mcp.NewClient(&mcp.Implementation{Name: "agentworld-realenv", Version: "1"}, nil)
 	sctx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
 	defer cancel()
-	cs, err := client.Connect(sctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	cs, err := mcpclient.Start(sctx, m.opts.Command, &mcpclient.Options{
+		Env: m.opts.Env, Dir: m.opts.Dir,
+		StartTimeout: m.opts.StartTimeout, CallTimeout: m.opts.CallTimeout,
+		ClientName: "agentworld-realenv", Logger: m.log,
+	})
 	if err != nil {
-		return "", fmt.Errorf("%w: connect to MCP server %s: %v: %s", ErrUnavailable, strings.Join(m.opts.Command, " "), err, strings.TrimSpace(m.stderr.String()))
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	m.session = cs
-	for tool, err := range cs.Tools(sctx, nil) {
-		if err != nil {
-			_ = cs.Close()
-			return "", fmt.Errorf("mcp tools/list: %w", err)
-		}
-		m.tools = append(m.tools, tool)
+	if m.tools, err = cs.Tools(sctx); err != nil {
+		_ = cs.Close()
+		return "", err
 	}
-	if ir := cs.InitializeResult(); ir != nil && ir.ServerInfo != nil {
-		m.server = strings.TrimSpace(ir.ServerInfo.Name + " " + ir.ServerInfo.Version)
-	}
+	m.server = cs.ServerName()
 	m.comps = m.components()
 	names := make([]string, len(m.tools))
 	for i, t := range m.tools {
@@ -151,9 +137,10 @@ func (m *MCPEnv) Broken() bool {
 }
 
 // Step calls one tool. The observation is the tool result in MCP's wire
-// shape ({"content": [...], "isError": …, "structuredContent": …}); an MCP
+// shape ({"content": [...], "structuredContent": …, "isError": …}); an MCP
 // protocol error (unknown tool, invalid arguments) is the observation
-// {"error": {"code", "message"}}, as a client would see it. A server that
+// {"error": {"code", "message"}}, as a client would see it; both rendered by
+// mcpclient, like the simulator's observations of MCP worlds. A server that
 // crashes or stops answering gives an error observation and marks the
 // environment broken; later steps return ErrBroken.
 func (m *MCPEnv) Step(ctx context.Context, action string) (StepResult, error) {
@@ -170,68 +157,22 @@ func (m *MCPEnv) Step(ctx context.Context, action string) (StepResult, error) {
 	if err != nil {
 		return StepResult{}, err
 	}
-	params := &mcp.CallToolParams{Name: call.Name}
-	if len(call.Arguments) > 0 {
-		params.Arguments = call.Arguments
-	}
-	cctx, cancel := context.WithTimeout(ctx, m.opts.CallTimeout)
-	res, err := m.session.CallTool(cctx, params)
-	cancel()
+	obs, err := mcpclient.Observation(m.session.CallTool(ctx, call.Name, call.Arguments))
 	if err != nil {
 		if ctx.Err() != nil {
 			return StepResult{}, ctx.Err()
 		}
-		var werr *jsonrpc.Error
-		if errors.As(err, &werr) {
-			return StepResult{Observation: RenderMCPError(werr.Code, werr.Message), Latency: time.Since(begin)}, nil
-		}
 		m.broken = true
-		cause := err.Error()
-		if s := strings.TrimSpace(m.stderr.String()); s != "" {
-			cause += "; server stderr: " + tail(s, 2000)
-		}
+		cause := m.session.WithStderr(err).Error()
 		m.log.Warn("mcp server broken", "server", m.serverName(), "err", cause)
 		return StepResult{
-			Observation: RenderMCPError(jsonrpc.CodeInternalError, "MCP server unavailable: "+err.Error()),
+			Observation: mcpclient.RenderError(jsonrpc.CodeInternalError, "MCP server unavailable: "+err.Error()),
 			Broken:      true,
 			Error:       cause,
 			Latency:     time.Since(begin),
 		}, nil
 	}
-	obs, err := RenderToolResult(res)
-	if err != nil {
-		return StepResult{}, fmt.Errorf("render tool result of %s: %w", call.Name, err)
-	}
 	return StepResult{Observation: obs, Latency: time.Since(begin)}, nil
-}
-
-// RenderToolResult writes a tool result as the observation text: MCP's wire
-// JSON, keys in the SDK's fixed order, no HTML escaping.
-func RenderToolResult(res *mcp.CallToolResult) (string, error) {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return "", err
-	}
-	return reencode(b)
-}
-
-// RenderMCPError writes a protocol-level error as the observation text.
-func RenderMCPError(code int64, message string) string {
-	b, _ := trajectory.Marshal(map[string]any{"error": map[string]any{"code": code, "message": message}})
-	return string(b)
-}
-
-// reencode re-marshals JSON without HTML escaping so '<', '>' and '&' in
-// tool output stay as the server wrote them.
-func reencode(b []byte) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return "", err
-	}
-	out, err := trajectory.Marshal(v)
-	return string(out), err
 }
 
 // Components describe the server for the world model; the action space is
@@ -279,39 +220,12 @@ func (m *MCPEnv) Close() error {
 		return nil
 	}
 	m.closed = true
-	if m.session != nil {
-		err := m.session.Close()
-		if m.broken {
-			return nil // the server is already gone; its exit status is the crash
-		}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return nil // killed on close after stdin closed
-		}
-		return err
+	if m.session == nil {
+		return nil
 	}
-	return nil
-}
-
-// boundedBuffer keeps the last max bytes written (server stderr).
-type boundedBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (w *boundedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.b = append(w.b, p...)
-	if len(w.b) > w.max {
-		w.b = append([]byte(nil), w.b[len(w.b)-w.max:]...)
+	err := m.session.Close()
+	if m.broken {
+		return nil // the server is already gone; its exit status is the crash
 	}
-	return len(p), nil
-}
-
-func (w *boundedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return string(w.b)
+	return err
 }

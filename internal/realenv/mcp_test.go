@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,7 +129,7 @@ func TestMCPRecordExportAndCrash(t *testing.T) {
 
 	// Crash the server: the step answers with an error observation, the
 	// session is broken, the recording stays.
-	if err := env.cmd.Process.Kill(); err != nil {
+	if err := syscall.Kill(env.session.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)

@@ -6,15 +6,14 @@ package worldhooks
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentworld/agentworld/internal/fiction"
+	"github.com/agentworld/agentworld/internal/mcpclient"
 	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
@@ -34,7 +33,9 @@ const BackendPerturb = "perturb"
 
 // Perturbations applies each world's perturbation rules: instructed rules
 // add control text to the step's last user message, direct faults answer
-// the step without calling the environment, latency delays it. Fired rules
+// the step without calling the environment (rendered by
+// mcpclient.RenderFault, so a JSON-RPC fault reads exactly like a real MCP
+// server's protocol error), latency delays it. Fired rules
 // are recorded as step labels.
 type Perturbations struct {
 	log *slog.Logger
@@ -155,7 +156,7 @@ func (p *Perturbations) BeforeStep(ctx context.Context, s sim.SessionInfo, in *s
 	fb, _ := json.Marshal(d.Fault)
 	p.log.Debug("direct fault", "session", s.ID, "turn", in.Turn, "rule", d.Fault.Rule, "kind", d.Fault.Kind)
 	return &sim.Observation{
-		Text: FaultText(d.Fault),
+		Text: mcpclient.RenderFault(d.Fault),
 		Info: sim.StepInfo{Backend: BackendPerturb, Labels: in.Labels, Extra: map[string]json.RawMessage{ExtraFault: fb}},
 	}, nil
 }
@@ -176,26 +177,6 @@ func (p *Perturbations) sleep(ctx context.Context, d time.Duration) error {
 
 // AfterStep implements sim.StepHook.
 func (p *Perturbations) AfterStep(context.Context, sim.SessionInfo, sim.StepInput, sim.StepResult) {}
-
-// FaultText is the observation text of a direct fault, as the session API
-// returns it: an HTTP status line, a JSON-RPC error object, or the broken
-// payload itself.
-func FaultText(f *perturb.Fault) string {
-	switch f.Kind {
-	case perturb.HTTPError:
-		s := fmt.Sprintf("HTTP %d %s", f.HTTPStatus, http.StatusText(f.HTTPStatus))
-		if f.Message != "" && f.Message != http.StatusText(f.HTTPStatus) {
-			s += ": " + f.Message
-		}
-		return s
-	case perturb.JSONRPCError:
-		b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": f.RPCCode, "message": f.Message}})
-		return string(b)
-	case perturb.MalformedPayload:
-		return f.Payload
-	}
-	return "fault: " + string(f.Kind)
-}
 
 // Ledger gives fictional worlds (specs with a facts section) a shared
 // memory: before a step it adds the facts other sessions of the world
