@@ -1,8 +1,6 @@
 package realenv
 
 import (
-	"github.com/agentworld/agentworld/internal/atomicfile"
-
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,30 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/agentworld/agentworld/internal/domain"
-	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
-
-// SystemPromptFunc renders the world-model system prompt of a domain from
-// the five components.
-type SystemPromptFunc func(d domain.Domain, c trajectory.Components) (string, error)
-
-// DefaultSystemPrompt renders the domain's world-model system prompt from
-// the five components with the same templates the simulator uses, so an
-// exported record's system_str is what `agentworld serve` would send.
-func DefaultSystemPrompt(d domain.Domain, c trajectory.Components) (string, error) {
-	return domain.RenderWorldPrompt(d, domain.WorldPromptParts{
-		TaskDescription:       c.TaskDescription,
-		ActionSpace:           c.ActionSpace,
-		InitialState:          c.InitialState,
-		Demonstrations:        sim.RenderDemonstrations(c.Demonstrations),
-		SimulationInstruction: c.SimulationInstruction,
-	})
-}
 
 // ReadTrajectories loads unified trajectories from files and directories:
 // a .json file holds one trajectory, a .jsonl file one per line, and a
@@ -111,71 +90,14 @@ func readTrajectoryFile(path string) ([]*trajectory.Trajectory, error) {
 
 // ExportOptions configure ExportRecords. The zero value numbers
 // trajectories from 1 and renders missing system prompts with
-// DefaultSystemPrompt.
+// trajectory.WorldSystemPrompt.
 type ExportOptions struct {
 	// FirstID is the id of the first trajectory (ids are integers, one per
 	// trajectory, shared by its rows as in the published data); 0 means 1.
 	FirstID int64
 	// SystemPrompt renders system_str for trajectories that carry only
-	// components; nil means DefaultSystemPrompt.
-	SystemPrompt SystemPromptFunc
-}
-
-// TrajectoryRecords turns one trajectory into AgentWorldBench records, one
-// per turn: every record holds the whole prompt and response lists, the
-// system prompt, and the evaluated turn's index. The trajectory's own id
-// and source are kept as extra fields.
-func TrajectoryRecords(t *trajectory.Trajectory, id int64, sp SystemPromptFunc) ([]*trajectory.Record, error) {
-	if sp == nil {
-		sp = DefaultSystemPrompt
-	}
-	if len(t.Turns) == 0 {
-		return nil, fmt.Errorf("trajectory %s: %w: turns (empty trajectory)", t.ID, trajectory.ErrMissingField)
-	}
-	d, err := domain.Parse(t.Domain)
-	if err != nil {
-		return nil, fmt.Errorf("trajectory %s: %w", t.ID, err)
-	}
-	system := t.SystemPrompt
-	if strings.TrimSpace(system) == "" {
-		if t.Components == nil {
-			return nil, fmt.Errorf("trajectory %s: %w: system_prompt or components", t.ID, trajectory.ErrMissingField)
-		}
-		if system, err = sp(d, *t.Components); err != nil {
-			return nil, fmt.Errorf("trajectory %s: system prompt: %w", t.ID, err)
-		}
-	}
-	prompts := make([]string, len(t.Turns))
-	responses := make([]string, len(t.Turns))
-	for i, tu := range t.Turns {
-		prompts[i] = trajectory.ActionPrompt(i+1, tu.Action)
-		responses[i] = trajectory.ObservationResponse(tu.Observation)
-	}
-	var extra []trajectory.Field
-	for _, kv := range [][2]string{{"trajectory_id", t.ID}, {"source", t.Source}} {
-		if kv[1] != "" {
-			b, _ := trajectory.Marshal(kv[1])
-			extra = append(extra, trajectory.Field{Key: kv[0], Value: b})
-		}
-	}
-	out := make([]*trajectory.Record, len(t.Turns))
-	for i := range t.Turns {
-		out[i] = &trajectory.Record{
-			Task:          string(d),
-			ID:            trajectory.IntID(strconv.FormatInt(id, 10)),
-			Prompt:        prompts,
-			Response:      responses,
-			CurrentPrompt: prompts[i],
-			SystemStr:     system,
-			TurnIdx:       i + 1,
-			TotalTurns:    len(t.Turns),
-			Extra:         extra,
-		}
-		if err := out[i].Validate(); err != nil {
-			return nil, fmt.Errorf("trajectory %s turn %d: %w", t.ID, i+1, err)
-		}
-	}
-	return out, nil
+	// components; nil means trajectory.WorldSystemPrompt.
+	SystemPrompt trajectory.SystemPromptFunc
 }
 
 // ExportStats says what ExportRecords wrote.
@@ -189,7 +111,8 @@ type ExportStats struct {
 }
 
 // ExportRecords writes trajectories as AgentWorldBench data files,
-// {domain}_test.jsonl under dir, one record per turn, each file written
+// {domain}_test.jsonl under dir (created if missing), one record per turn in
+// the published format (trajectory.BenchRecords), each file written
 // atomically. Trajectories without turns are skipped and listed.
 func ExportRecords(trajs []*trajectory.Trajectory, dir string, opts *ExportOptions) (ExportStats, error) {
 	var o ExportOptions
@@ -207,7 +130,7 @@ func ExportRecords(trajs []*trajectory.Trajectory, dir string, opts *ExportOptio
 			stats.Skipped = append(stats.Skipped, t.ID+": no turns")
 			continue
 		}
-		recs, err := TrajectoryRecords(t, id, o.SystemPrompt)
+		recs, err := trajectory.BenchRecords(t, id, o.SystemPrompt)
 		if err != nil {
 			return stats, err
 		}
@@ -229,6 +152,11 @@ func ExportRecords(trajs []*trajectory.Trajectory, dir string, opts *ExportOptio
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	if len(names) > 0 {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return stats, fmt.Errorf("export: %w", err)
+		}
+	}
 	for _, n := range names {
 		if err := atomicfile.WriteFile(n, bufs[n].Bytes(), nil); err != nil {
 			return stats, fmt.Errorf("write %s: %w", n, err)

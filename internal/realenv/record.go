@@ -33,8 +33,8 @@ type RecordOptions struct {
 	// none.
 	Task string
 	// SystemPrompt renders the world-model system prompt stored with the
-	// trajectory; nil means DefaultSystemPrompt.
-	SystemPrompt SystemPromptFunc
+	// trajectory; nil means trajectory.WorldSystemPrompt.
+	SystemPrompt trajectory.SystemPromptFunc
 	// Logger receives write failures; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -67,7 +67,7 @@ func NewRecorded(env Env, opts *RecordOptions) *Recorded {
 		o.Source = "real:" + string(env.Domain())
 	}
 	if o.SystemPrompt == nil {
-		o.SystemPrompt = DefaultSystemPrompt
+		o.SystemPrompt = trajectory.WorldSystemPrompt
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

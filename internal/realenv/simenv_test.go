@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
@@ -160,7 +161,7 @@ func TestRealBackendsThroughSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := TrajectoryRecords(st, 7, nil)
+	recs, err := trajectory.BenchRecords(st, 7, nil)
 	if err != nil || len(recs) != 1 || recs[0].GroundTruth() != "**Environment Observation:**\n"+res.Observation || recs[0].SystemStr != st.SystemPrompt {
 		t.Fatalf("export of a session record: %v %+v", err, recs)
 	}
