@@ -267,6 +267,7 @@ func newDataExportCmd() *cobra.Command {
 func newDataConvertCmd() *cobra.Command {
 	var pf pipelineFlags
 	var from, to, out, dom string
+	var firstID int64
 	cmd := &cobra.Command{
 		Use:   "convert FILES...",
 		Short: "Convert AgentWorldBench records, OpenAI chat tool-calling logs or session recordings into trajectories, or trajectories into records",
@@ -279,7 +280,7 @@ func newDataConvertCmd() *cobra.Command {
 			switch to {
 			case "bench":
 				return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
-					return dataset.ToBench(ctx, args, w, opts)
+					return dataset.ToBench(ctx, args, w, &dataset.BenchOptions{FirstID: firstID}, opts)
 				})
 			case "trajectories":
 				src, err := dataset.ParseSource(from)
@@ -297,6 +298,7 @@ func newDataConvertCmd() *cobra.Command {
 	cmd.Flags().StringVar(&from, "from", "bench", "input format when --to trajectories: bench, openai or session")
 	cmd.Flags().StringVar(&to, "to", "trajectories", "output format: trajectories, or bench (input must be trajectories)")
 	cmd.Flags().StringVar(&dom, "domain", "mcp", "domain of OpenAI chat logs")
+	cmd.Flags().Int64Var(&firstID, "first-id", 1, "--to bench: id of the first trajectory not converted from records (the next ones count up)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout)")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/domain"
@@ -221,89 +222,76 @@ func rowMeta(r *trajectory.Record, t *trajectory.Trajectory, idRaw []byte) (Benc
 	return m, nil
 }
 
-// TrajectoryToRecords converts a trajectory into AgentWorldBench records.
-// A trajectory that came from records gets its original rows back; any
-// other gets one row per turn (task = domain, full prompt and response
-// lists, current_prompt = that turn's action), so any trajectory set
-// becomes a benchmark.
-func TrajectoryToRecords(t *trajectory.Trajectory) ([]*trajectory.Record, error) {
+// FromBenchRecords reports whether t was converted from AgentWorldBench
+// records and so converts back to its original rows.
+func FromBenchRecords(t *trajectory.Trajectory) bool {
+	_, ok := t.Meta[benchMetaKey]
+	return ok
+}
+
+// TrajectoryToRecords converts a trajectory into AgentWorldBench records in
+// the published format, so any trajectory set becomes a benchmark that
+// `agentworld bench` scores. A trajectory that came from records
+// (FromBenchRecords) gets its original rows back field by field, ids
+// included, and id and sp are unused. Any other gets
+// trajectory.BenchRecords(t, id, sp): one row per turn, "### Turn N" /
+// "**Action:**" prompts, observations opened by the observation marker,
+// the integer id, and the trajectory's own id and source as extra fields,
+// exactly as `agentworld realenv export` writes them.
+func TrajectoryToRecords(t *trajectory.Trajectory, id int64, sp trajectory.SystemPromptFunc) ([]*trajectory.Record, error) {
+	if !FromBenchRecords(t) {
+		return trajectory.BenchRecords(t, id, sp)
+	}
 	actions := make([]string, len(t.Turns))
 	obs := make([]string, len(t.Turns))
 	for i, tu := range t.Turns {
 		actions[i], obs[i] = tu.Action, tu.Observation
 	}
-	if raw, ok := t.Meta[benchMetaKey]; ok {
-		var m BenchMeta
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, fmt.Errorf("meta.%s: %w", benchMetaKey, err)
-		}
-		var out []*trajectory.Record
-		for i, row := range m.Rows {
-			if row.PromptLen > len(actions) || row.ResponseLen > len(obs) || row.PromptLen < 0 || row.ResponseLen < 0 {
-				return nil, fmt.Errorf("meta.%s.rows[%d]: lists longer than the trajectory", benchMetaKey, i)
-			}
-			rec := &trajectory.Record{
-				Task:       m.Task,
-				Prompt:     append([]string{}, actions[:row.PromptLen]...),
-				Response:   append([]string{}, obs[:row.ResponseLen]...),
-				SystemStr:  t.SystemPrompt,
-				TurnIdx:    row.TurnIdx,
-				TotalTurns: row.TotalTurns,
-			}
-			idRaw := m.ID
-			if row.ID != nil {
-				idRaw = row.ID
-			}
-			if err := rec.ID.UnmarshalJSON(idRaw); err != nil {
-				return nil, fmt.Errorf("meta.%s.rows[%d].id: %w", benchMetaKey, i, err)
-			}
-			if k := row.TurnIdx - 1; k >= 0 && k < len(rec.Prompt) {
-				rec.Prompt[k] += row.PromptSuffix
-			}
-			switch k := row.TurnIdx - 1; {
-			case row.CurrentPrompt != nil:
-				rec.CurrentPrompt = *row.CurrentPrompt
-			case k >= 0 && k < len(actions):
-				rec.CurrentPrompt = actions[k]
-			}
-			if row.SystemStr != nil {
-				rec.SystemStr = *row.SystemStr
-			}
-			for _, f := range row.Extra {
-				if !json.Valid([]byte(f.Raw)) {
-					return nil, fmt.Errorf("meta.%s.rows[%d].extra %q: not JSON", benchMetaKey, i, f.Key)
-				}
-				rec.Extra = append(rec.Extra, trajectory.Field{Key: f.Key, Value: json.RawMessage(f.Raw)})
-			}
-			out = append(out, rec)
-		}
-		return out, nil
+	var m BenchMeta
+	if err := json.Unmarshal(t.Meta[benchMetaKey], &m); err != nil {
+		return nil, fmt.Errorf("meta.%s: %w", benchMetaKey, err)
 	}
-	id := trajectory.StringID(t.ID)
-	if isDigits(t.ID) {
-		id = trajectory.IntID(t.ID)
-	}
-	sys := AssembleSystemPrompt(t)
-	out := make([]*trajectory.Record, len(t.Turns))
-	for k := range t.Turns {
-		out[k] = &trajectory.Record{
-			Task: t.Domain, ID: id, Prompt: actions, Response: obs,
-			CurrentPrompt: actions[k], SystemStr: sys, TurnIdx: k + 1, TotalTurns: len(t.Turns),
+	var out []*trajectory.Record
+	for i, row := range m.Rows {
+		if row.PromptLen > len(actions) || row.ResponseLen > len(obs) || row.PromptLen < 0 || row.ResponseLen < 0 {
+			return nil, fmt.Errorf("meta.%s.rows[%d]: lists longer than the trajectory", benchMetaKey, i)
 		}
+		rec := &trajectory.Record{
+			Task:       m.Task,
+			Prompt:     append([]string{}, actions[:row.PromptLen]...),
+			Response:   append([]string{}, obs[:row.ResponseLen]...),
+			SystemStr:  t.SystemPrompt,
+			TurnIdx:    row.TurnIdx,
+			TotalTurns: row.TotalTurns,
+		}
+		idRaw := m.ID
+		if row.ID != nil {
+			idRaw = row.ID
+		}
+		if err := rec.ID.UnmarshalJSON(idRaw); err != nil {
+			return nil, fmt.Errorf("meta.%s.rows[%d].id: %w", benchMetaKey, i, err)
+		}
+		if k := row.TurnIdx - 1; k >= 0 && k < len(rec.Prompt) {
+			rec.Prompt[k] += row.PromptSuffix
+		}
+		switch k := row.TurnIdx - 1; {
+		case row.CurrentPrompt != nil:
+			rec.CurrentPrompt = *row.CurrentPrompt
+		case k >= 0 && k < len(actions):
+			rec.CurrentPrompt = actions[k]
+		}
+		if row.SystemStr != nil {
+			rec.SystemStr = *row.SystemStr
+		}
+		for _, f := range row.Extra {
+			if !json.Valid([]byte(f.Raw)) {
+				return nil, fmt.Errorf("meta.%s.rows[%d].extra %q: not JSON", benchMetaKey, i, f.Key)
+			}
+			rec.Extra = append(rec.Extra, trajectory.Field{Key: f.Key, Value: json.RawMessage(f.Raw)})
+		}
+		out = append(out, rec)
 	}
 	return out, nil
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // writeTrajectory appends one trajectory line.
@@ -439,36 +427,77 @@ func ToTrajectories(ctx context.Context, files []string, out io.Writer, from Sou
 	return nil, fmt.Errorf("unknown source %d", from)
 }
 
-// ToBench converts unified trajectories into AgentWorldBench records.
-func ToBench(ctx context.Context, files []string, out io.Writer, opts *Options) (*Summary, error) {
+// BenchOptions configure ToBench; nil means defaults.
+type BenchOptions struct {
+	// FirstID is the id of the first trajectory that did not come from
+	// records; the next ones count up from it in input order (ids number
+	// trajectories, as in the published data and `realenv export`). 0
+	// means 1. Trajectories that came from records keep their own ids.
+	FirstID int64
+	// SystemPrompt renders system_str for trajectories that carry only
+	// components; nil means trajectory.WorldSystemPrompt, the simulator's
+	// own template.
+	SystemPrompt trajectory.SystemPromptFunc
+}
+
+// benchOut is one trajectory's records on their way to the writer;
+// numbered records get their id there, in input order.
+type benchOut struct {
+	recs     []*trajectory.Record
+	numbered bool
+}
+
+// ToBench converts unified trajectories into AgentWorldBench records in the
+// published format (see TrajectoryToRecords). Records are built by the
+// workers; ids are given, and lines written, in input order, so the output
+// does not depend on --workers.
+func ToBench(ctx context.Context, files []string, out io.Writer, bo *BenchOptions, opts *Options) (*Summary, error) {
+	var b BenchOptions
+	if bo != nil {
+		b = *bo
+	}
+	if b.FirstID == 0 {
+		b.FirstID = 1
+	}
 	o := opts.norm()
 	sum := &Summary{}
-	err := run(ctx, files, o, sum, func(_ int, batch []inLine) ([]byte, []*RecordError, int64, error) {
-		var buf bytes.Buffer
+	next := b.FirstID
+	var buf bytes.Buffer
+	err := run(ctx, files, o, sum, func(_ int, batch []inLine) ([]benchOut, []*RecordError, int64, error) {
+		var res []benchOut
 		var errs []*RecordError
-		var ok int64
 		for _, l := range batch {
 			t, es := DecodeTrajectory(l.data, l.file, l.n)
 			if len(es) > 0 {
 				errs = append(errs, es...)
 				continue
 			}
-			recs, err := TrajectoryToRecords(t)
+			recs, err := TrajectoryToRecords(t, 0, b.SystemPrompt)
 			if err != nil {
 				errs = append(errs, &RecordError{File: l.file, Line: l.n, Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
 				continue
 			}
-			for _, r := range recs {
-				if err := trajectory.WriteRecord(&buf, r); err != nil {
-					return nil, nil, 0, err
+			res = append(res, benchOut{recs: recs, numbered: !FromBenchRecords(t)})
+		}
+		return res, errs, int64(len(res)), nil
+	}, func(res []benchOut) error {
+		buf.Reset()
+		for _, r := range res {
+			if r.numbered {
+				id := trajectory.IntID(strconv.FormatInt(next, 10))
+				next++
+				for _, rec := range r.recs {
+					rec.ID = id
 				}
 			}
-			ok++
+			for _, rec := range r.recs {
+				if err := trajectory.WriteRecord(&buf, rec); err != nil {
+					return err
+				}
+			}
+			sum.Written += int64(len(r.recs))
 		}
-		return buf.Bytes(), errs, ok, nil
-	}, func(b []byte) error {
-		sum.Written += int64(bytes.Count(b, []byte{'\n'}))
-		_, err := out.Write(b)
+		_, err := out.Write(buf.Bytes())
 		return err
 	})
 	return sum, err

@@ -64,7 +64,7 @@ func TestBenchRoundTrip(t *testing.T) {
 			tmp := filepath.Join(t.TempDir(), "t.jsonl")
 			os.WriteFile(tmp, trajs.Bytes(), 0o644)
 			var back bytes.Buffer
-			if _, err := ToBench(context.Background(), []string{tmp}, &back, &Options{OnError: Fatal}); err != nil {
+			if _, err := ToBench(context.Background(), []string{tmp}, &back, nil, &Options{OnError: Fatal}); err != nil {
 				t.Fatal(err)
 			}
 			want, got := readRecords(t, orig), readRecords(t, back.Bytes())
@@ -110,16 +110,24 @@ func TestBenchGroupingSplitsReusedIDAndReportsDisagreement(t *testing.T) {
 	}
 }
 
+// TestTrajectoryToRecordsPlain pins the records of a trajectory that did
+// not come from records: the published per-turn format ("### Turn N" /
+// "**Action:**" prompts, observations opened by the marker) that bench
+// inference and the judges expect, the given integer id, the trajectory's
+// own id and source as extra fields, and its own system prompt.
 func TestTrajectoryToRecordsPlain(t *testing.T) {
-	tr := &trajectory.Trajectory{ID: "17", Domain: "terminal", SystemPrompt: "sys",
+	tr := &trajectory.Trajectory{ID: "run-17", Domain: "terminal", Source: "session", SystemPrompt: "sys",
 		Turns: []trajectory.Turn{{Action: "a1", Observation: "o1"}, {Action: "a2", Observation: "o2"}}}
-	recs, err := TrajectoryToRecords(tr)
+	recs, err := TrajectoryToRecords(tr, 5, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	prompts := []string{"### Turn 1\n**Action:**\na1", "### Turn 2\n**Action:**\na2"}
+	responses := []string{"**Environment Observation:**\no1", "**Environment Observation:**\no2"}
+	extra := []trajectory.Field{{Key: "trajectory_id", Value: json.RawMessage(`"run-17"`)}, {Key: "source", Value: json.RawMessage(`"session"`)}}
 	want := []*trajectory.Record{
-		{Task: "terminal", ID: trajectory.IntID("17"), Prompt: []string{"a1", "a2"}, Response: []string{"o1", "o2"}, CurrentPrompt: "a1", SystemStr: "sys", TurnIdx: 1, TotalTurns: 2},
-		{Task: "terminal", ID: trajectory.IntID("17"), Prompt: []string{"a1", "a2"}, Response: []string{"o1", "o2"}, CurrentPrompt: "a2", SystemStr: "sys", TurnIdx: 2, TotalTurns: 2},
+		{Task: "terminal", ID: trajectory.IntID("5"), Prompt: prompts, Response: responses, CurrentPrompt: prompts[0], SystemStr: "sys", TurnIdx: 1, TotalTurns: 2, Extra: extra},
+		{Task: "terminal", ID: trajectory.IntID("5"), Prompt: prompts, Response: responses, CurrentPrompt: prompts[1], SystemStr: "sys", TurnIdx: 2, TotalTurns: 2, Extra: extra},
 	}
 	if d := cmp.Diff(want, recs, recordCmp...); d != "" {
 		t.Fatal(d)
@@ -127,6 +135,90 @@ func TestTrajectoryToRecordsPlain(t *testing.T) {
 	for _, r := range recs {
 		if err := r.Validate(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestToBenchIDsAndSystemPrompts converts a mixed file: trajectories from
+// records get their original rows back, the others are numbered from
+// FirstID in input order whatever the worker count; a trajectory with only
+// components gets the simulator's world prompt; one of an unknown domain is
+// reported by file and line and skipped.
+func TestToBenchIDsAndSystemPrompts(t *testing.T) {
+	var fromBench bytes.Buffer
+	if _, err := ToTrajectories(context.Background(), []string{"../../examples/bench/mcp_test.jsonl"}, &fromBench, FromBench, nil, &Options{OnError: Fatal}); err != nil {
+		t.Fatal(err)
+	}
+	var benchTrajs []*trajectory.Trajectory
+	for _, l := range strings.Split(strings.TrimSpace(fromBench.String()), "\n") {
+		tr := new(trajectory.Trajectory)
+		if err := json.Unmarshal([]byte(l), tr); err != nil {
+			t.Fatal(err)
+		}
+		benchTrajs = append(benchTrajs, tr)
+	}
+	if len(benchTrajs) < 2 {
+		t.Fatalf("%d trajectories in the mcp examples, want 2 or more", len(benchTrajs))
+	}
+	comps := &trajectory.Components{TaskDescription: "A notes server.", ActionSpace: `[{"name":"list_notes"}]`,
+		Demonstrations: []trajectory.Demonstration{{Action: `{"name":"list_notes","arguments":{}}`, Observation: "[]"}}}
+	plain := func(id string, c *trajectory.Components, sys, dom string) *trajectory.Trajectory {
+		return &trajectory.Trajectory{ID: id, Domain: dom, Source: "openai-chat", Components: c, SystemPrompt: sys,
+			Turns: []trajectory.Turn{{Action: `{"name":"list_notes","arguments":{}}`, Observation: `["a"]`}, {Action: "again", Observation: "[]"}}}
+	}
+	c1, c2 := plain("c1", comps, "", "mcp"), plain("c2", nil, "own prompt", "MCP")
+	input := []*trajectory.Trajectory{c1, benchTrajs[0], c2, plain("c3", nil, "x", "nowhere"), benchTrajs[1]}
+	var in bytes.Buffer
+	for _, tr := range input {
+		if err := writeTrajectory(&in, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "mixed.jsonl")
+	if err := os.WriteFile(path, in.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	var want bytes.Buffer
+	for _, x := range []struct {
+		tr *trajectory.Trajectory
+		id int64
+	}{{c1, 40}, {benchTrajs[0], 0}, {c2, 41}, {benchTrajs[1], 0}} {
+		recs, err := TrajectoryToRecords(x.tr, x.id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			trajectory.WriteRecord(&want, r)
+		}
+	}
+	worldPrompt, err := trajectory.WorldSystemPrompt("mcp", *comps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []int{1, 3} {
+		var out bytes.Buffer
+		var warnings []string
+		o := &Options{Workers: workers, report: func(e *RecordError) { warnings = append(warnings, e.Error()) }}
+		sum, err := ToBench(context.Background(), []string{path}, &out, &BenchOptions{FirstID: 40}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(warnings) != 1 || !strings.HasPrefix(warnings[0], path+":4: ") || !strings.Contains(warnings[0], "unknown domain") {
+			t.Errorf("workers=%d: warnings %q, want one for line 4", workers, warnings)
+		}
+		if sum.Skipped != 1 || sum.Written != int64(strings.Count(want.String(), "\n")) {
+			t.Errorf("workers=%d: summary %+v", workers, sum)
+		}
+		if d := cmp.Diff(want.String(), out.String()); d != "" {
+			t.Errorf("workers=%d: records (-want +got):\n%s", workers, d)
+		}
+		recs := readRecords(t, out.Bytes())
+		if recs[0].ID.String() != "40" || recs[0].SystemStr != worldPrompt || !strings.Contains(recs[0].SystemStr, "## Example 1\n**Action:**\n") {
+			t.Errorf("first record: id %s, system prompt\n%s", recs[0].ID, recs[0].SystemStr)
+		}
+		if last := recs[len(recs)-1]; last.ID.String() != benchTrajs[1].ID {
+			t.Errorf("record from the examples lost its id: %s", last.ID)
 		}
 	}
 }
