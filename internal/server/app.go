@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,10 +53,17 @@ type AppConfig struct {
 	// only) in front of the world model and records new transitions there.
 	CacheDir string
 	// ContextBudget, MaxTokens and Temperature tune the world-model
-	// backend (see sim.ModelOptions).
+	// backend (see sim.ModelOptions). ContextBudget 0 means the server's
+	// max_model_len when CountTokens is "server" and the server says it,
+	// else sim's default.
 	ContextBudget int
-	MaxTokens     int
-	Temperature   *float64
+	// CountTokens is how prompts are measured against the budget:
+	// "estimate" (or "") uses sim.EstimateTokens; "server" asks the model
+	// server's tokenizer (vLLM's /tokenize, SGLang's /v1/tokenize) once per
+	// message.
+	CountTokens string
+	MaxTokens   int
+	Temperature *float64
 	// MaxInFlight bounds concurrent requests per replica.
 	MaxInFlight int
 	// DefaultWorld is OpenEnv /reset's world.
@@ -87,6 +95,50 @@ type App struct {
 	MCP *mcpworld.Facade
 	// Ledger holds fictional worlds' facts, in the session database.
 	Ledger *fiction.Ledger
+}
+
+// countTokens sets how mo measures prompts (cfg.CountTokens) and, when the
+// budget is left to the server, its size; it returns a phrase for the
+// startup line. A server that cannot count at startup is not fatal: model
+// servers often come up after the simulator, and counting falls back to the
+// estimate until they answer.
+func countTokens(cfg AppConfig, clients tokenizers, mo *sim.ModelOptions, log *slog.Logger) (string, error) {
+	switch cfg.CountTokens {
+	case "", "estimate":
+		return "tokens estimated from text length", nil
+	case "server":
+	default:
+		return "", fmt.Errorf("--count-tokens %q: want estimate or server", cfg.CountTokens)
+	}
+	mo.Count = sim.ServerCounter(clients, &sim.CounterOptions{Logger: log})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tc, err := clients.Tokenize(ctx, "hello")
+	switch {
+	case errors.Is(err, worldmodel.ErrNoTokenizer):
+		return "", fmt.Errorf("--count-tokens server: %w; use --count-tokens estimate with this server", err)
+	case err != nil:
+		log.Warn("the model server cannot count tokens yet; estimating until it can", "err", err)
+	case cfg.ContextBudget == 0 && tc.MaxModelLen > 0:
+		mo.ContextBudget = tc.MaxModelLen
+		return fmt.Sprintf("tokens counted by the server, context %d (its max_model_len)", tc.MaxModelLen), nil
+	}
+	return "tokens counted by the server", nil
+}
+
+// tokenizers counts with the first replica that answers: replicas serve the
+// same model, so any of them counts the same.
+type tokenizers []*worldmodel.Client
+
+func (ts tokenizers) Tokenize(ctx context.Context, text string) (worldmodel.TokenCount, error) {
+	var err error
+	for _, c := range ts {
+		var tc worldmodel.TokenCount
+		if tc, err = c.Tokenize(ctx, text); err == nil || ctx.Err() != nil {
+			return tc, err
+		}
+	}
+	return worldmodel.TokenCount{}, err
 }
 
 // NewApp assembles a simulator from cfg.
@@ -139,16 +191,21 @@ func NewApp(cfg AppConfig) (*App, error) {
 	}
 	if len(urls) > 0 {
 		reps := make([]route.Replica, len(urls))
+		clients := make(tokenizers, len(urls))
 		for i, u := range urls {
 			u = strings.TrimRight(u, "/")
 			c := worldmodel.New(u, cfg.ModelName, &worldmodel.Options{APIKey: cfg.ModelAPIKey, MaxRetries: 2, Logger: log})
 			reps[i] = route.Replica{Name: u, C: c, HealthURL: u + "/models"}
+			clients[i] = c
 		}
 		app.Router = route.New(reps, &route.Options{MaxInFlight: cfg.MaxInFlight, HealthInterval: 15 * time.Second, Logger: log})
-		var model sim.BackendFactory = sim.NewModelBackend(app.Router, &sim.ModelOptions{
-			Model: cfg.ModelName, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature, ContextBudget: cfg.ContextBudget,
-		})
-		app.Describe = fmt.Sprintf("world model %q on %d replica(s): %s", cfg.ModelName, len(urls), strings.Join(urls, ", "))
+		mo := &sim.ModelOptions{Model: cfg.ModelName, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature, ContextBudget: cfg.ContextBudget}
+		counting, err := countTokens(cfg, clients, mo, log)
+		if err != nil {
+			return nil, err
+		}
+		var model sim.BackendFactory = sim.NewModelBackend(app.Router, mo)
+		app.Describe = fmt.Sprintf("world model %q on %d replica(s): %s; %s", cfg.ModelName, len(urls), strings.Join(urls, ", "), counting)
 		if cfg.CacheDir != "" {
 			lib := replay.New()
 			if _, err := os.Stat(cfg.CacheDir); err == nil {

@@ -135,10 +135,25 @@ func AssistantMessage(obs string) string {
 // TokenCounter estimates the tokens of a text.
 type TokenCounter func(string) int
 
-// EstimateTokens is the default counter: one token per four bytes, rounded
-// up. It over-counts English prose slightly and under-counts dense
-// non-Latin text; budgets should keep a margin.
-func EstimateTokens(s string) int { return (len(s) + 3) / 4 }
+// EstimateTokens is the default counter: one token per four ASCII bytes,
+// rounded up, plus one per non-ASCII character. Byte-pair tokenizers give
+// English prose and code about four and three bytes a token, so the ASCII
+// part is close to slightly low; a CJK character is one token or less, where
+// a bytes/4 rule would count three bytes as under one token and let a
+// Chinese history overflow the context. Exact counts come from the model
+// server (ServerCounter).
+func EstimateTokens(s string) int {
+	ascii, other := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x80:
+			ascii++
+		case c >= 0xC0: // a multi-byte character's first byte
+			other++
+		}
+	}
+	return (ascii+3)/4 + other
+}
 
 // messageOverhead is the per-message token cost of chat templates (role
 // markers, separators).

@@ -130,6 +130,9 @@ type Client struct {
 	baseURL string
 	opts    Options
 	log     *slog.Logger
+	// tokenizeAt remembers which of tokenizeURLs answered (1-based; 0 not
+	// known yet).
+	tokenizeAt atomic.Int32
 }
 
 // New makes a client for baseURL (e.g. http://localhost:8000/v1) and model.
@@ -209,10 +212,12 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		return nil, err
 	}
 	var attempts atomic.Int32
-	var answer chatResponse
+	// The answer is taken as bytes and decoded here, whatever content type
+	// the server labels it with (the SDK refuses JSON not labelled as such).
+	var raw []byte
 	ro := []option.RequestOption{
 		option.WithRequestBody("application/json", body),
-		option.WithResponseBodyInto(&answer),
+		option.WithResponseBodyInto(&raw),
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 			n := attempts.Add(1)
 			resp, err := next(r)
@@ -241,6 +246,10 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	lat := time.Since(start)
 	if err != nil {
 		return nil, classify(err, int(attempts.Load()))
+	}
+	var answer chatResponse
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return nil, fmt.Errorf("%w: the answer is not a chat completion (%v): %.200q", ErrUnavailable, err, raw)
 	}
 	resp, ok := answer.toResponse()
 	if !ok {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,5 +101,37 @@ func TestClientReportsLengthAndSendsParameters(t *testing.T) {
 		if _, ok := body[k]; ok {
 			t.Errorf("body sends %s, want only what was set", k)
 		}
+	}
+}
+
+// TestClientReadsAnswersWhateverTheirContentType checks that a chat
+// completion labelled text/plain is still read, and that a body that is not
+// a chat completion is reported as the server failing, with the body quoted.
+func TestClientReadsAnswersWhateverTheirContentType(t *testing.T) {
+	cases := []struct {
+		name, body string
+		wantErr    error
+	}{
+		{"json labelled text", `{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}]}`, nil},
+		{"html error page", `<html>502 Bad Gateway</html>`, worldmodel.ErrUnavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			resp, err := worldmodel.New(srv.URL+"/v1", "m", &worldmodel.Options{MaxRetries: -1}).Complete(context.Background(), worldmodel.Request{Messages: []worldmodel.Message{{Role: "user", Content: "hi"}}})
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), "502 Bad Gateway") {
+					t.Fatalf("err = %v, want %v quoting the body", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || resp.Content != "ok" {
+				t.Fatalf("Complete = %+v, %v", resp, err)
+			}
+		})
 	}
 }

@@ -119,3 +119,31 @@ func firstString(raws ...json.RawMessage) string {
 	}
 	return ""
 }
+
+// tokenizeRequest is the body of vLLM's POST /tokenize for plain text.
+type tokenizeRequest struct {
+	Model            string `json:"model"`
+	Prompt           string `json:"prompt"`
+	AddSpecialTokens bool   `json:"add_special_tokens"`
+}
+
+// decodeTokenize reads a /tokenize answer: {"count", "max_model_len",
+// "tokens"}. The count is taken as given, else the length of the token list;
+// an answer with neither is an error rather than zero tokens.
+func decodeTokenize(raw []byte) (TokenCount, error) {
+	var r struct {
+		Count       *int              `json:"count"`
+		MaxModelLen int               `json:"max_model_len"`
+		Tokens      []json.RawMessage `json:"tokens"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return TokenCount{}, fmt.Errorf("%w: tokenize answer: %w", ErrRejected, err)
+	}
+	switch {
+	case r.Count != nil && *r.Count >= 0:
+		return TokenCount{Count: *r.Count, MaxModelLen: r.MaxModelLen}, nil
+	case r.Count == nil && r.Tokens != nil:
+		return TokenCount{Count: len(r.Tokens), MaxModelLen: r.MaxModelLen}, nil
+	}
+	return TokenCount{}, fmt.Errorf("%w: tokenize answer has no count: %.200s", ErrRejected, raw)
+}

@@ -1,0 +1,108 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+func TestEstimateTokens(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int
+	}{
+		{"", 0},
+		{"abc", 1},
+		{"abcd", 1},
+		{"abcde", 2},
+		{"ls -la /app\n", 3},
+		{"文件已保存", 5},                    // five CJK characters
+		{"café", 2},                     // 3 ASCII bytes -> 1, é -> 1
+		{"ok 👍", 2},                     // 3 ASCII bytes -> 1, the emoji -> 1
+		{string([]byte{0x80, 0x81}), 0}, // stray continuation bytes
+	}
+	for _, c := range cases {
+		if got := EstimateTokens(c.in); got != c.want {
+			t.Errorf("EstimateTokens(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
+// wordTokenizer counts whitespace-separated words, like a tokenizer that is
+// nothing like bytes/4, and can be made to fail.
+type wordTokenizer struct {
+	mu    sync.Mutex
+	calls map[string]int
+	down  bool
+}
+
+func (w *wordTokenizer) Tokenize(_ context.Context, s string) (worldmodel.TokenCount, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.calls == nil {
+		w.calls = map[string]int{}
+	}
+	w.calls[s]++
+	if w.down {
+		return worldmodel.TokenCount{}, errors.New("connection refused")
+	}
+	return worldmodel.TokenCount{Count: len(strings.Fields(s)), MaxModelLen: 1000}, nil
+}
+
+func TestServerCounterCachesAndFallsBack(t *testing.T) {
+	tok := &wordTokenizer{}
+	count := ServerCounter(tok, &CounterOptions{MaxEntries: 3})
+	long := strings.Repeat("x", 400) // one word, 100 estimated tokens
+	if got := count(long); got != 1 {
+		t.Fatalf("count = %d, want the server's 1", got)
+	}
+	if got := count(long); got != 1 || tok.calls[long] != 1 {
+		t.Fatalf("second count = %d after %d server calls, want 1 from memory", got, tok.calls[long])
+	}
+	tok.down = true
+	other := strings.Repeat("y", 40)
+	if got := count(other); got != EstimateTokens(other) {
+		t.Fatalf("count while down = %d, want the estimate %d", got, EstimateTokens(other))
+	}
+	if got := count(long); got != 1 {
+		t.Fatalf("remembered count while down = %d, want 1", got)
+	}
+	tok.down = false
+	if got := count(other); got != 1 || tok.calls[other] != 2 {
+		t.Fatalf("count after recovery = %d (%d calls), want the server asked again", got, tok.calls[other])
+	}
+	for _, s := range []string{"a b", "c d e", "f"} { // fills past MaxEntries: memory is cleared
+		count(s)
+	}
+	count(long)
+	if tok.calls[long] != 2 {
+		t.Fatalf("server asked %d times for a forgotten text, want 2", tok.calls[long])
+	}
+	if count("") != 0 || tok.calls[""] != 0 {
+		t.Fatal("the empty text should cost nothing and ask nothing")
+	}
+}
+
+// TestBudgetCutsByServerCounts checks that truncation follows the server's
+// counts, not the byte estimate: with turns that are long in bytes but few
+// in tokens nothing is cut, and with the estimate the same history is cut.
+func TestBudgetCutsByServerCounts(t *testing.T) {
+	var hist []HistoryTurn
+	for i := 0; i < 10; i++ {
+		hist = append(hist, HistoryTurn{Message: strings.Repeat("m", 400), Assistant: strings.Repeat("o", 400)})
+	}
+	server := newBudgetState(Budget{Limit: 500, Count: ServerCounter(&wordTokenizer{}, nil)}, "system prompt")
+	server.replay(hist)
+	if server.place(1) || server.cut != 0 {
+		t.Fatalf("server counts: cut %d, want none (10 turns of ~10 tokens)", server.cut)
+	}
+	est := newBudgetState(Budget{Limit: 500}, "system prompt")
+	est.replay(hist)
+	if est.cut == 0 {
+		t.Fatal("estimate: no cut, want one (10 turns of 200 estimated tokens)")
+	}
+}
