@@ -62,7 +62,7 @@ func FuzzCompact(f *testing.F) {
 			return // a corrupt middle line is reported, not dropped
 		}
 		seen := map[string]bool{}
-		if err := scanRows(path, func(k rowKey, _ []byte) error {
+		if err := scanRows(path, func(k rowKey, _ []byte, _ int64) error {
 			if seen[k.Sample] {
 				t.Fatalf("sample %q twice after compaction", k.Sample)
 			}

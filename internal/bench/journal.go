@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"github.com/agentworld/agentworld/internal/atomicfile"
-
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -15,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -54,7 +53,10 @@ func openJournal(path string) (*journal, error) {
 	return &journal{f: f, path: path, lastSync: time.Now()}, nil
 }
 
-// cutTornTail truncates a file after its last newline.
+// cutTornTail truncates a file after its last newline. It searches
+// backwards from the end rather than reading lines forward with
+// trajectory.LineReader, so opening a large journal costs one block, not a
+// pass over every row.
 func cutTornTail(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
@@ -134,9 +136,11 @@ type rowKey struct {
 func (k rowKey) retryable() bool { return k.Failure == FailTransport }
 
 // scanRows calls fn for every complete row of a JSONL file with its decoded
-// key and raw bytes; a missing file has no rows. A line that does not decode
-// is an error naming file:line, except a torn last line, which is ignored.
-func scanRows(path string, fn func(k rowKey, raw []byte) error) error {
+// key, its raw bytes (without the newline) and the offset they start at; a
+// missing file has no rows. A line that does not decode is an error naming
+// file:line, except the last line, which a power loss may have torn
+// (openJournal cuts it before appending) and which is ignored.
+func scanRows(path string, fn func(k rowKey, raw []byte, off int64) error) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -145,7 +149,12 @@ func scanRows(path string, fn func(k rowKey, raw []byte) error) error {
 		return err
 	}
 	defer f.Close()
-	lr := trajectory.NewLineReader(f, path, 0)
+	return scanReader(f, path, fn)
+}
+
+// scanReader is scanRows over an open file; name is used in errors.
+func scanReader(r io.Reader, name string, fn func(k rowKey, raw []byte, off int64) error) error {
+	lr := trajectory.NewLineReader(r, name, 0)
 	for {
 		line, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
@@ -156,22 +165,22 @@ func scanRows(path string, fn func(k rowKey, raw []byte) error) error {
 		}
 		var k rowKey
 		if err := json.Unmarshal(line, &k); err != nil || k.Sample == "" {
-			if lastLine(f, lr) {
+			if lastLine(lr) {
 				return nil
 			}
 			if err == nil {
 				err = errors.New("row without a sample key")
 			}
-			return &trajectory.LineError{File: path, Line: n, Err: err}
+			return &trajectory.LineError{File: name, Line: n, Err: err}
 		}
-		if err := fn(k, line); err != nil {
+		if err := fn(k, line, lr.Offset()); err != nil {
 			return err
 		}
 	}
 }
 
 // lastLine reports whether the line reader has nothing after its last line.
-func lastLine(_ *os.File, lr *trajectory.LineReader) bool {
+func lastLine(lr *trajectory.LineReader) bool {
 	_, _, err := lr.Next()
 	return errors.Is(err, io.EOF)
 }
@@ -195,32 +204,11 @@ func compact(path string) error {
 		return err
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<20)
-	var off int64
-	lineNo := 0
-	for {
-		line, err := readLine(br)
-		if len(line) > 0 {
-			lineNo++
-			var k rowKey
-			body := bytes.TrimRight(line, "\r\n")
-			if len(bytes.TrimSpace(body)) > 0 {
-				if jerr := json.Unmarshal(body, &k); jerr != nil || k.Sample == "" {
-					if err == nil {
-						return &trajectory.LineError{File: path, Line: lineNo, Err: fmt.Errorf("cannot compact: %v", jerr)}
-					}
-				} else {
-					idx[k.Sample] = entry{rowKey: k, off: off, n: len(body)}
-				}
-			}
-			off += int64(len(line))
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	if err := scanReader(f, path, func(k rowKey, raw []byte, off int64) error {
+		idx[k.Sample] = entry{rowKey: k, off: off, n: len(raw)}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("cannot compact: %w", err)
 	}
 	entries := make([]entry, 0, len(idx))
 	for _, e := range idx {
@@ -257,16 +245,4 @@ func compact(path string) error {
 		return err
 	}
 	return out.Commit()
-}
-
-// readLine reads one whole line of any length, newline included.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var out []byte
-	for {
-		frag, err := br.ReadSlice('\n')
-		out = append(out, frag...)
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return out, err
-		}
-	}
 }

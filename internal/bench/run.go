@@ -236,7 +236,7 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 	judgedPath := filepath.Join(o.Out, JudgedFile)
 	judgedDone := map[string]bool{}
 	if p.jd != nil {
-		if err := scanRows(judgedPath, func(k rowKey, _ []byte) error {
+		if err := scanRows(judgedPath, func(k rowKey, _ []byte, _ int64) error {
 			judgedDone[k.Sample] = !k.retryable()
 			return nil
 		}); err != nil {
@@ -249,7 +249,7 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 	}
 	predDone := map[string]bool{}
 	pending := map[string]*Prediction{}
-	if err := scanRows(srcPreds, func(k rowKey, raw []byte) error {
+	if err := scanRows(srcPreds, func(k rowKey, raw []byte, _ int64) error {
 		if k.retryable() && p.inf != nil {
 			delete(pending, k.Sample)
 			predDone[k.Sample] = false

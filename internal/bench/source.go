@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -84,6 +83,9 @@ func ReadData(dir string, skipBad bool, fn func(*Item) error) (SourceStats, erro
 	return st, nil
 }
 
+// maxSkippedErrors bounds SourceStats.SkippedErrors.
+const maxSkippedErrors = 100
+
 func readFile(path string, skipBad bool, seen map[[32]byte]int, st *SourceStats, fn func(*Item) error) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -91,40 +93,26 @@ func readFile(path string, skipBad bool, seen map[[32]byte]int, st *SourceStats,
 	}
 	defer f.Close()
 	base := filepath.Base(path)
-	lr := trajectory.NewLineReader(f, path, 0)
-	skip := func(err error) error {
-		if !skipBad {
-			return err
+	rr := trajectory.NewRecordReader(f, path)
+	rr.SkipBad = skipBad
+	rr.MaxErrors = maxSkippedErrors
+	defer func() {
+		st.Skipped += rr.Skipped
+		for _, err := range rr.Errors {
+			if len(st.SkippedErrors) < maxSkippedErrors {
+				st.SkippedErrors = append(st.SkippedErrors, err.Error())
+			}
 		}
-		st.Skipped++
-		if len(st.SkippedErrors) < 100 {
-			st.SkippedErrors = append(st.SkippedErrors, err.Error())
-		}
-		return nil
-	}
+	}()
 	for {
-		line, n, err := lr.Next()
+		rec, n, err := rr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
-			var le *trajectory.LineError
-			if errors.As(err, &le) && errors.Is(err, trajectory.ErrLineTooLong) {
-				if err := skip(err); err != nil {
-					return err
-				}
-				continue
-			}
 			return err
 		}
-		rec := new(trajectory.Record)
-		if err := json.Unmarshal(line, rec); err != nil {
-			if err := skip(&trajectory.LineError{File: path, Line: n, Err: err}); err != nil {
-				return err
-			}
-			continue
-		}
-		sum := sha256.Sum256(bytes.TrimSpace(line))
+		sum := sha256.Sum256(bytes.TrimSpace(rr.Raw()))
 		occ := seen[sum]
 		seen[sum] = occ + 1
 		it := &Item{Sample: keyOf(sum, occ), File: base, Line: n, Record: rec}

@@ -37,6 +37,9 @@ type LineReader struct {
 	name    string
 	line    int
 	maxLine int
+	// read counts the bytes consumed; start is where the line last returned
+	// begins.
+	read, start int64
 }
 
 // NewLineReader reads r; name is used in errors. maxLine <= 0 means
@@ -49,16 +52,21 @@ func NewLineReader(r io.Reader, name string, maxLine int) *LineReader {
 }
 
 // Next returns the next non-blank line and its 1-based number, or io.EOF.
-// The returned slice is only valid until the next call.
+// The line is returned byte for byte without its "\n" or "\r\n"; the slice
+// is only valid until the next call. A line over the limit is a *LineError
+// wrapping ErrLineTooLong, after which reading goes on at the next line.
 func (lr *LineReader) Next() ([]byte, int, error) {
 	var buf []byte
+	start := lr.read
 	for {
 		frag, err := lr.r.ReadSlice('\n')
+		lr.read += int64(len(frag))
 		if len(buf)+len(frag) > lr.maxLine {
 			lr.line++
 			// drain the rest of the line
 			for errors.Is(err, bufio.ErrBufferFull) {
-				_, err = lr.r.ReadSlice('\n')
+				frag, err = lr.r.ReadSlice('\n')
+				lr.read += int64(len(frag))
 			}
 			return nil, lr.line, &LineError{File: lr.name, Line: lr.line, Err: fmt.Errorf("%w (limit %d bytes)", ErrLineTooLong, lr.maxLine)}
 		}
@@ -84,11 +92,18 @@ func (lr *LineReader) Next() ([]byte, int, error) {
 				return nil, lr.line, io.EOF
 			}
 			buf = buf[:0:0]
+			start = lr.read
 			continue
 		}
+		lr.start = start
 		return line, lr.line, nil
 	}
 }
+
+// Offset is the byte offset in the stream where the line last returned
+// begins, so a caller can index a file's lines and read them back later
+// with ReadAt instead of holding them.
+func (lr *LineReader) Offset() int64 { return lr.start }
 
 // Line is the number of the line last returned.
 func (lr *LineReader) Line() int { return lr.line }
@@ -97,10 +112,13 @@ func (lr *LineReader) Line() int { return lr.line }
 type RecordReader struct {
 	lr *LineReader
 	// SkipBad makes Next skip malformed lines instead of failing; Skipped
-	// counts them and Errors keeps each one.
-	SkipBad bool
-	Skipped int
-	Errors  []error
+	// counts them and Errors keeps each one (the first MaxErrors of them
+	// when MaxErrors > 0, so a long bad file does not pile up in memory).
+	SkipBad   bool
+	Skipped   int
+	Errors    []error
+	MaxErrors int
+	raw       []byte
 }
 
 // NewRecordReader reads records from r; name is used in errors.
@@ -116,8 +134,7 @@ func (rr *RecordReader) Next() (*Record, int, error) {
 		if err != nil {
 			var le *LineError
 			if rr.SkipBad && errors.As(err, &le) && errors.Is(err, ErrLineTooLong) {
-				rr.Skipped++
-				rr.Errors = append(rr.Errors, err)
+				rr.skip(err)
 				continue
 			}
 			return nil, n, err
@@ -126,15 +143,26 @@ func (rr *RecordReader) Next() (*Record, int, error) {
 		if err := json.Unmarshal(line, rec); err != nil {
 			le := &LineError{File: rr.lr.name, Line: n, Err: err}
 			if rr.SkipBad {
-				rr.Skipped++
-				rr.Errors = append(rr.Errors, le)
+				rr.skip(le)
 				continue
 			}
 			return nil, n, le
 		}
+		rr.raw = line
 		return rec, n, nil
 	}
 }
+
+func (rr *RecordReader) skip(err error) {
+	rr.Skipped++
+	if rr.MaxErrors <= 0 || len(rr.Errors) < rr.MaxErrors {
+		rr.Errors = append(rr.Errors, err)
+	}
+}
+
+// Raw is the line of the record last returned, byte for byte (what a
+// content hash of the row is taken over); valid until the next call.
+func (rr *RecordReader) Raw() []byte { return rr.raw }
 
 // DataFiles lists every *_test.jsonl file of an AgentWorldBench data dir,
 // sorted by name. A path to a single file is returned as is.
