@@ -363,7 +363,10 @@ func domainOrder(m map[string]*DomainScore) []string {
 }
 
 // bootstrap fills the 95% intervals by resampling trajectories within each
-// domain.
+// domain. A domain with a single trajectory gets no interval (resampling one
+// cluster always draws the same rows, a zero-width interval that claims a
+// certainty the data does not have), and then neither does the overall
+// score, whose spread would leave that domain's uncertainty out.
 func (r *Report) bootstrap(clusters map[string]map[string]*sums, seed uint64) {
 	nan := Num(math.NaN())
 	r.OverallCI95 = [2]Num{nan, nan}
@@ -393,6 +396,12 @@ func (r *Report) bootstrap(clusters map[string]map[string]*sums, seed uint64) {
 	totals := make([][]float64, len(r.Order))
 	dims := make([][5][]float64, len(r.Order))
 	var overall []float64
+	overallKnown := true
+	for _, list := range lists {
+		if len(list) == 1 {
+			overallKnown = false
+		}
+	}
 	res := make([]*sums, len(r.Order))
 	for b := 0; b < B; b++ {
 		for i, list := range lists {
@@ -401,7 +410,7 @@ func (r *Report) bootstrap(clusters map[string]map[string]*sums, seed uint64) {
 				s.add(list[rng.IntN(len(list))])
 			}
 			res[i] = &s
-			if len(list) == 0 {
+			if len(list) < 2 {
 				continue
 			}
 			totals[i] = append(totals[i], s.totalScore())
@@ -409,7 +418,9 @@ func (r *Report) bootstrap(clusters map[string]map[string]*sums, seed uint64) {
 				dims[i][k] = append(dims[i][k], meanNorm(s.dim[k], s.dimN[k]))
 			}
 		}
-		overall = append(overall, domainMean(res))
+		if overallKnown {
+			overall = append(overall, domainMean(res))
+		}
 	}
 	for i, d := range r.Order {
 		ds := r.Domains[d]

@@ -336,3 +336,39 @@ func TestReadJudged(t *testing.T) {
 		t.Errorf("error %v does not name bad.jsonl:7", err)
 	}
 }
+
+// TestBootstrapNeedsTwoTrajectories checks that a domain with a single
+// trajectory gets no interval (resampling one cluster is a zero-width
+// interval that claims certainty it does not have), that other domains keep
+// theirs, and that the overall interval is then unknown too.
+func TestBootstrapNeedsTwoTrajectories(t *testing.T) {
+	var rows []*Judged
+	first := ""
+	for _, r := range genJudged(11, 1500) {
+		if r.Domain == "os" {
+			key := r.Task + "\x00" + r.ID
+			if first == "" {
+				first = key
+			}
+			if key != first {
+				continue
+			}
+		}
+		rows = append(rows, r)
+	}
+	rep := Score(rows, &ScoreOptions{Resamples: 200, Seed: 5})
+	if rep.Domains["os"].Clusters != 1 {
+		t.Fatalf("os has %d trajectories, want 1", rep.Domains["os"].Clusters)
+	}
+	nan := func(ci [2]Num) bool { return math.IsNaN(float64(ci[0])) && math.IsNaN(float64(ci[1])) }
+	if !nan(rep.Domains["os"].CI95) || !nan(rep.Domains["os"].DimCI95[0]) || !nan(rep.OverallCI95) {
+		t.Errorf("single-trajectory intervals: os %v dims %v overall %v, want unknown", rep.Domains["os"].CI95, rep.Domains["os"].DimCI95, rep.OverallCI95)
+	}
+	if web := rep.Domains["web"].CI95; nan(web) || web[0] >= web[1] {
+		t.Errorf("web interval %v, want a real one", web)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil || !strings.Contains(string(b), `"ci95":[null,null]`) {
+		t.Errorf("unknown intervals should be written as null: %s", b)
+	}
+}
