@@ -16,6 +16,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
 func main() {
@@ -129,42 +131,42 @@ func (g *gen) trajectory(i int) traj {
 	}
 	n := 3 + g.r.IntN(25)
 	for k := 1; k <= n; k++ {
-		act, obs := g.turn(d, k)
-		t.Turns = append(t.Turns, turn{Action: act, Observation: obs})
+		act, obs := g.turn(d)
+		// The published record format, as the benchmark data has it.
+		t.Turns = append(t.Turns, turn{Action: trajectory.ActionPrompt(k, act), Observation: trajectory.ObservationResponse(obs)})
 	}
 	return t
 }
 
-// turn makes one transition; the mix covers every masking category.
-func (g *gen) turn(d string, k int) (string, string) {
-	head := fmt.Sprintf("### Turn %d\n**Action:**\n", k)
-	obsHead := "**Environment Observation:**\n"
+// turn makes one transition as a bare action and observation; the mix
+// covers every masking category.
+func (g *gen) turn(d string) (string, string) {
 	switch g.r.IntN(10) {
 	case 0: // echo: the observation repeats the action
 		a := g.words(5 + g.r.IntN(30))
-		return head + a, obsHead + "ok " + a
+		return a, "ok " + a
 	case 1: // ack: long action, short confirmation
 		body := g.words(200 + g.r.IntN(800))
-		return head + `{"name":"write_file","arguments":{"path":"src/main.py","content":"` + body + `"}}`, obsHead + "File written successfully."
+		return `{"name":"write_file","arguments":{"path":"src/main.py","content":"` + body + `"}}`, "File written successfully."
 	case 2: // empty observation body
-		return head + g.pick(cmds), obsHead + g.pick([]string{"{}", "[]", "  ", "—", ""})
+		return g.pick(cmds), g.pick([]string{"{}", "[]", "  ", "—", ""})
 	case 3: // reply: a small structured answer of comparable length
-		return head + `{"name":"get_` + g.pick(english) + `","arguments":{"id":` + strconv.Itoa(g.r.IntN(999)) + `}}`,
-			obsHead + `{"status":"` + g.pick(english) + `","count":` + strconv.Itoa(g.r.IntN(99)) + `,"note":"` + g.words(3+g.r.IntN(5)) + `"}`
+		return `{"name":"get_` + g.pick(english) + `","arguments":{"id":` + strconv.Itoa(g.r.IntN(999)) + `}}`,
+			`{"status":"` + g.pick(english) + `","count":` + strconv.Itoa(g.r.IntN(99)) + `,"note":"` + g.words(3+g.r.IntN(5)) + `"}`
 	case 4: // transform: part of the action reworked with new words
 		a := g.words(16 + g.r.IntN(10))
 		parts := strings.Fields(a)
-		return head + `{"name":"edit","arguments":{"text":"` + a + `"}}`,
-			obsHead + "edited: " + strings.Join(parts[:len(parts)/2], " ") + " " + g.words(8+g.r.IntN(8))
+		return `{"name":"edit","arguments":{"text":"` + a + `"}}`,
+			"edited: " + strings.Join(parts[:len(parts)/2], " ") + " " + g.words(8+g.r.IntN(8))
 	case 5: // context: a long observation that restates the action
 		a := g.words(6 + g.r.IntN(6))
-		return head + a, obsHead + a + "\n" + a + "\n" + a + "\n" + g.words(20+g.r.IntN(20))
+		return a, a + "\n" + a + "\n" + a + "\n" + g.words(20+g.r.IntN(20))
 	}
 	var a, o string
 	switch d {
 	case "terminal":
 		c := g.pick(cmds)
-		a = head + `[{"keystrokes":"` + c + `\n","duration":1.0}]`
+		a = `[{"keystrokes":"` + c + `\n","duration":1.0}]`
 		var b strings.Builder
 		fmt.Fprintf(&b, "root@box:/srv/app# %s\n", c)
 		for j := 0; j < 5+g.r.IntN(35); j++ {
@@ -174,25 +176,25 @@ func (g *gen) turn(d string, k int) (string, string) {
 		o = b.String()
 	case "search":
 		q := g.words(3 + g.r.IntN(6))
-		a = head + `{"name":"search","arguments":{"query":"` + q + `"}}`
+		a = `{"name":"search","arguments":{"query":"` + q + `"}}`
 		var b strings.Builder
 		for j := 1; j <= 5+g.r.IntN(6); j++ {
 			fmt.Fprintf(&b, "%d. [%s](https://example.org/%s/%d)\n   %s\n", j, g.words(6), g.pick(english), g.r.IntN(1000), g.words(30+g.r.IntN(40)))
 		}
 		o = b.String()
 	case "android", "web", "os":
-		a = head + fmt.Sprintf("click('%d')", g.r.IntN(500))
+		a = fmt.Sprintf("click('%d')", g.r.IntN(500))
 		var b strings.Builder
 		for j := 0; j < 20+g.r.IntN(80); j++ {
 			fmt.Fprintf(&b, "%s[%d] %s '%s'\n", strings.Repeat("  ", g.r.IntN(6)), g.r.IntN(900), g.pick([]string{"button", "link", "textbox", "StaticText", "heading"}), g.words(1+g.r.IntN(6)))
 		}
 		o = b.String()
 	case "swe":
-		a = head + `{"name":"edit_file","arguments":{"path":"pkg/` + g.pick(english) + `.go","old":"` + g.words(20) + `","new":"` + g.words(20) + `"}}`
+		a = `{"name":"edit_file","arguments":{"path":"pkg/` + g.pick(english) + `.go","old":"` + g.words(20) + `","new":"` + g.words(20) + `"}}`
 		o = "diff --git a/pkg/x.go b/pkg/x.go\n@@ -10,7 +10,7 @@\n-" + g.words(20) + "\n+" + g.words(20) + "\n" + g.words(10+g.r.IntN(60))
 	default: // mcp
-		a = head + `{"name":"` + g.pick(english) + `_` + g.pick(english) + `","arguments":{"id":` + strconv.Itoa(g.r.IntN(9999)) + `}}`
+		a = `{"name":"` + g.pick(english) + `_` + g.pick(english) + `","arguments":{"id":` + strconv.Itoa(g.r.IntN(9999)) + `}}`
 		o = `{"content":[{"type":"text","text":"` + g.words(20+g.r.IntN(150)) + `"}],"isError":false}`
 	}
-	return a, obsHead + o
+	return a, o
 }

@@ -64,14 +64,14 @@ func lineAction(line string, d domain.Domain) (string, bool, error) {
 }
 
 // Drive starts rec, performs each action in turn and writes every
-// observation to w, stopping when the episode ends or the environment
+// observation to w in the published record format, stopping when the episode ends or the environment
 // breaks. It returns the number of steps taken.
 func Drive(ctx context.Context, rec *Recorded, actions []string, w io.Writer) (int, error) {
 	first, err := rec.Start(ctx)
 	if err != nil {
 		return 0, err
 	}
-	fmt.Fprintf(w, "%s\n%s\n\n", domain.ObservationMarker, first)
+	fmt.Fprintf(w, "%s\n\n", trajectory.ObservationResponse(first))
 	for i, a := range actions {
 		if err := ctx.Err(); err != nil {
 			return i, err
@@ -83,7 +83,7 @@ func Drive(ctx context.Context, rec *Recorded, actions []string, w io.Writer) (i
 			}
 			return i, err
 		}
-		fmt.Fprintf(w, "%s\n%s\n%s\n\n", trajectory.ActionPrompt(i+1, a), domain.ObservationMarker, res.Observation)
+		fmt.Fprintf(w, "%s\n%s\n\n", trajectory.ActionPrompt(i+1, a), trajectory.ObservationResponse(res.Observation))
 		if res.Broken {
 			return i + 1, fmt.Errorf("%w: %s", ErrBroken, res.Error)
 		}
