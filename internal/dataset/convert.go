@@ -77,6 +77,12 @@ type BenchRowMeta struct {
 	ID json.RawMessage `json:"id,omitempty"`
 	// Extra holds the row's unnamed fields in their order.
 	Extra []BenchField `json:"extra,omitempty"`
+	// Layout is how the row's line was spelled when it is not agentworld's
+	// compact JSON: "python" (json.dumps with ensure_ascii=False) or
+	// "python-ascii" (json.dumps' default), so the row is written back
+	// byte for byte. Rows in a layout none of these reproduce (another key
+	// order or spacing) come back field by field, compact.
+	Layout string `json:"layout,omitempty"`
 }
 
 // BenchField is one unnamed top-level field of a record. Raw is the value's
@@ -90,9 +96,10 @@ type BenchField struct {
 const benchMetaKey = "agentworldbench"
 
 type benchRow struct {
-	rec  *trajectory.Record
-	file string
-	line int
+	rec    *trajectory.Record
+	file   string
+	line   int
+	layout string
 }
 
 // splitByFirstTurn separates rows that share (task, id) but start
@@ -175,6 +182,7 @@ func groupToTrajectory(rows []benchRow) (*trajectory.Trajectory, []*RecordError)
 			errs = append(errs, err)
 			continue
 		}
+		m.Layout = r.layout
 		meta.Rows = append(meta.Rows, m)
 	}
 	raw, _ := trajectory.Marshal(meta)
@@ -239,8 +247,16 @@ func FromBenchRecords(t *trajectory.Trajectory) bool {
 // the integer id, and the trajectory's own id and source as extra fields,
 // exactly as `agentworld realenv export` writes them.
 func TrajectoryToRecords(t *trajectory.Trajectory, id int64, sp trajectory.SystemPromptFunc) ([]*trajectory.Record, error) {
+	recs, _, err := trajectoryToRecords(t, id, sp)
+	return recs, err
+}
+
+// trajectoryToRecords is TrajectoryToRecords that also returns each
+// record's layout (all compact for trajectories not from records).
+func trajectoryToRecords(t *trajectory.Trajectory, id int64, sp trajectory.SystemPromptFunc) ([]*trajectory.Record, []string, error) {
 	if !FromBenchRecords(t) {
-		return trajectory.BenchRecords(t, id, sp)
+		recs, err := trajectory.BenchRecords(t, id, sp)
+		return recs, make([]string, len(recs)), err
 	}
 	actions := make([]string, len(t.Turns))
 	obs := make([]string, len(t.Turns))
@@ -249,12 +265,13 @@ func TrajectoryToRecords(t *trajectory.Trajectory, id int64, sp trajectory.Syste
 	}
 	var m BenchMeta
 	if err := json.Unmarshal(t.Meta[benchMetaKey], &m); err != nil {
-		return nil, fmt.Errorf("meta.%s: %w", benchMetaKey, err)
+		return nil, nil, fmt.Errorf("meta.%s: %w", benchMetaKey, err)
 	}
 	var out []*trajectory.Record
+	var layouts []string
 	for i, row := range m.Rows {
 		if row.PromptLen > len(actions) || row.ResponseLen > len(obs) || row.PromptLen < 0 || row.ResponseLen < 0 {
-			return nil, fmt.Errorf("meta.%s.rows[%d]: lists longer than the trajectory", benchMetaKey, i)
+			return nil, nil, fmt.Errorf("meta.%s.rows[%d]: lists longer than the trajectory", benchMetaKey, i)
 		}
 		rec := &trajectory.Record{
 			Task:       m.Task,
@@ -269,7 +286,7 @@ func TrajectoryToRecords(t *trajectory.Trajectory, id int64, sp trajectory.Syste
 			idRaw = row.ID
 		}
 		if err := rec.ID.UnmarshalJSON(idRaw); err != nil {
-			return nil, fmt.Errorf("meta.%s.rows[%d].id: %w", benchMetaKey, i, err)
+			return nil, nil, fmt.Errorf("meta.%s.rows[%d].id: %w", benchMetaKey, i, err)
 		}
 		if k := row.TurnIdx - 1; k >= 0 && k < len(rec.Prompt) {
 			rec.Prompt[k] += row.PromptSuffix
@@ -285,13 +302,19 @@ func TrajectoryToRecords(t *trajectory.Trajectory, id int64, sp trajectory.Syste
 		}
 		for _, f := range row.Extra {
 			if !json.Valid([]byte(f.Raw)) {
-				return nil, fmt.Errorf("meta.%s.rows[%d].extra %q: not JSON", benchMetaKey, i, f.Key)
+				return nil, nil, fmt.Errorf("meta.%s.rows[%d].extra %q: not JSON", benchMetaKey, i, f.Key)
 			}
 			rec.Extra = append(rec.Extra, trajectory.Field{Key: f.Key, Value: json.RawMessage(f.Raw)})
 		}
+		switch row.Layout {
+		case layoutCompact, layoutPython, layoutPythonASCII:
+		default:
+			return nil, nil, fmt.Errorf("meta.%s.rows[%d].layout: unknown layout %q", benchMetaKey, i, row.Layout)
+		}
 		out = append(out, rec)
+		layouts = append(layouts, row.Layout)
 	}
-	return out, nil
+	return out, layouts, nil
 }
 
 // writeTrajectory appends one trajectory line.
@@ -372,7 +395,8 @@ func ToTrajectories(ctx context.Context, files []string, out io.Writer, from Sou
 					errs = append(errs, &RecordError{File: l.file, Line: l.n, Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
 					continue
 				}
-				rows = append(rows, benchRow{rec: rec, file: l.file, line: l.n})
+				layout, _ := detectLayout(rec, l.data)
+				rows = append(rows, benchRow{rec: rec, file: l.file, line: l.n, layout: layout})
 			}
 			return rows, errs, int64(len(rows)), nil
 		}, func(rows []benchRow) error {
@@ -444,6 +468,7 @@ type BenchOptions struct {
 // numbered records get their id there, in input order.
 type benchOut struct {
 	recs     []*trajectory.Record
+	layouts  []string
 	numbered bool
 }
 
@@ -472,12 +497,12 @@ func ToBench(ctx context.Context, files []string, out io.Writer, bo *BenchOption
 				errs = append(errs, es...)
 				continue
 			}
-			recs, err := TrajectoryToRecords(t, 0, b.SystemPrompt)
+			recs, layouts, err := trajectoryToRecords(t, 0, b.SystemPrompt)
 			if err != nil {
 				errs = append(errs, &RecordError{File: l.file, Line: l.n, Err: fmt.Errorf("%w: %v", ErrInvalid, err)})
 				continue
 			}
-			res = append(res, benchOut{recs: recs, numbered: !FromBenchRecords(t)})
+			res = append(res, benchOut{recs: recs, layouts: layouts, numbered: !FromBenchRecords(t)})
 		}
 		return res, errs, int64(len(res)), nil
 	}, func(res []benchOut) error {
@@ -490,10 +515,12 @@ func ToBench(ctx context.Context, files []string, out io.Writer, bo *BenchOption
 					rec.ID = id
 				}
 			}
-			for _, rec := range r.recs {
-				if err := trajectory.WriteRecord(&buf, rec); err != nil {
+			for i, rec := range r.recs {
+				b, err := encodeRecord(rec, r.layouts[i])
+				if err != nil {
 					return err
 				}
+				buf.Write(append(b, '\n'))
 			}
 			sum.Written += int64(len(r.recs))
 		}

@@ -40,16 +40,18 @@ func readRecords(t *testing.T, r []byte) []*trajectory.Record {
 }
 
 // TestBenchRoundTrip: records → trajectories → records gives back every
-// original row field by field, on the example dataset (ids beyond float64,
-// an id shared by two trajectories, U+2028, answer suffixes) and on rows
-// with their own system prompts, shorter lists and extra fields.
+// original row byte for byte (and so field by field), on the example
+// dataset (ids beyond float64, an id shared by two trajectories, U+2028,
+// answer suffixes, Python's spacing), on rows with their own system
+// prompts, shorter lists and extra fields, and on rows in each layout
+// (json.dumps with and without ensure_ascii, compact).
 func TestBenchRoundTrip(t *testing.T) {
 	checkNoLeak(t)
 	files, err := filepath.Glob("../../examples/bench/*_test.jsonl")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("example dataset missing: %v", err)
 	}
-	files = append(files, "testdata/bench_quirks.jsonl")
+	files = append(files, "testdata/bench_quirks.jsonl", "testdata/bench_layouts.jsonl")
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			orig, err := os.ReadFile(f)
@@ -73,6 +75,9 @@ func TestBenchRoundTrip(t *testing.T) {
 			}
 			if d := cmp.Diff(want, got, recordCmp...); d != "" {
 				t.Errorf("round trip (-orig +back):\n%s", d)
+			}
+			if d := cmp.Diff(string(orig), back.String()); d != "" {
+				t.Errorf("round trip bytes (-orig +back):\n%s", d)
 			}
 		})
 	}
@@ -184,12 +189,16 @@ func TestToBenchIDsAndSystemPrompts(t *testing.T) {
 		tr *trajectory.Trajectory
 		id int64
 	}{{c1, 40}, {benchTrajs[0], 0}, {c2, 41}, {benchTrajs[1], 0}} {
-		recs, err := TrajectoryToRecords(x.tr, x.id, nil)
+		recs, layouts, err := trajectoryToRecords(x.tr, x.id, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range recs {
-			trajectory.WriteRecord(&want, r)
+		for i, r := range recs {
+			b, err := encodeRecord(r, layouts[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			want.Write(append(b, '\n'))
 		}
 	}
 	worldPrompt, err := trajectory.WorldSystemPrompt("mcp", *comps)
