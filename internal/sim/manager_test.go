@@ -46,6 +46,21 @@ func newTestManager(t *testing.T, c worldmodel.Completer, o Options) *Manager {
 
 var ls = StepRequest{Action: json.RawMessage(`[{"keystrokes":"ls\n"}]`)}
 
+// stepOnce opens a session of the test world answered by c and steps ls.
+func stepOnce(t *testing.T, c worldmodel.Completer) *StepResult {
+	t.Helper()
+	m := newTestManager(t, c, Options{})
+	rep, err := m.Create(context.Background(), CreateRequest{WorldID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Step(context.Background(), rep.SessionID, ls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func TestEmptyOrCutAnswersRetryOnceThenReport(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -61,15 +76,7 @@ func TestEmptyOrCutAnswersRetryOnceThenReport(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			model := &scriptedModel{replies: c.replies}
-			m := newTestManager(t, model, Options{})
-			rep, err := m.Create(context.Background(), CreateRequest{WorldID: "t"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := m.Step(context.Background(), rep.SessionID, ls)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := stepOnce(t, model)
 			if r.Observation != c.obs || !strings.Contains(r.Info.Error, c.errText) || (c.errText == "") != (r.Info.Error == "") {
 				t.Fatalf("observation %q error %q", r.Observation, r.Info.Error)
 			}
@@ -99,15 +106,7 @@ func TestReasoningKeptAside(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m := newTestManager(t, &scriptedModel{replies: []worldmodel.Response{c.reply}}, Options{})
-			rep, err := m.Create(context.Background(), CreateRequest{WorldID: "t"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := m.Step(context.Background(), rep.SessionID, ls)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := stepOnce(t, &scriptedModel{replies: []worldmodel.Response{c.reply}})
 			if r.Observation != "a" || r.Info.Reasoning != c.want {
 				t.Fatalf("observation %q reasoning %q, want a and %q", r.Observation, r.Info.Reasoning, c.want)
 			}
@@ -128,15 +127,7 @@ func TestTransportRetriesReported(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m := newTestManager(t, &scriptedModel{replies: c.replies}, Options{})
-			rep, err := m.Create(context.Background(), CreateRequest{WorldID: "t"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := m.Step(context.Background(), rep.SessionID, ls)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := stepOnce(t, &scriptedModel{replies: c.replies})
 			if r.Observation != "a" || r.Info.TransportRetries != c.want {
 				t.Fatalf("observation %q transport retries %d, want a and %d", r.Observation, r.Info.TransportRetries, c.want)
 			}
