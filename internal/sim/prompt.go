@@ -77,30 +77,10 @@ func compactJSON(r json.RawMessage) json.RawMessage {
 	return json.RawMessage(Canonical(v))
 }
 
-// RenderDemonstrations writes example transitions in the same shape as the
-// conversation turns.
-func RenderDemonstrations(ds []trajectory.Demonstration) string {
-	var b strings.Builder
-	for i, d := range ds {
-		if i > 0 {
-			b.WriteString("\n\n")
-		}
-		fmt.Fprintf(&b, "## Example %d\n**Action:**\n%s\n%s\n%s", i+1, strings.TrimSpace(d.Action), domain.ObservationMarker, strings.TrimSpace(d.Observation))
-	}
-	return b.String()
-}
-
 // SystemPrompt assembles the world-model system prompt of a spec from the
 // domain template. It is computed once per session and never changes.
 func SystemPrompt(s *world.Spec) (string, error) {
-	c := Components(s)
-	return domain.RenderWorldPrompt(s.Domain, domain.WorldPromptParts{
-		TaskDescription:       c.TaskDescription,
-		ActionSpace:           c.ActionSpace,
-		InitialState:          c.InitialState,
-		Demonstrations:        RenderDemonstrations(c.Demonstrations),
-		SimulationInstruction: c.SimulationInstruction,
-	})
+	return trajectory.WorldSystemPrompt(s.Domain, Components(s))
 }
 
 // UserMessage renders turn n's action as the published data shapes it
