@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/pytext"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -74,20 +75,25 @@ func TestConvertedTrajectoriesScoreInBench(t *testing.T) {
 		t.Fatalf("example recordings missing: %v", err)
 	}
 	// Several recordings end with the agent's final action, which the
-	// environment never answered; the data pipeline rejects unanswered
-	// turns as training data, so those last turns are cut here.
+	// environment never answered: both paths drop it rather than make a
+	// sample with an empty ground truth (trajectory.TrimUnanswered), so the
+	// recordings go in as they are.
 	dir := t.TempDir()
 	trajs := filepath.Join(dir, "trajectories.jsonl")
 	var in bytes.Buffer
+	unanswered := 0
 	for _, r := range readRecordingTrajectories(t, recordings) {
-		for len(r.Turns) > 0 && strings.TrimSpace(r.Turns[len(r.Turns)-1].Observation) == "" {
-			r.Turns = r.Turns[:len(r.Turns)-1]
+		if n := len(r.Turns); n > 0 && strings.TrimSpace(r.Turns[n-1].Observation) == "" {
+			unanswered++
 		}
 		b, err := trajectory.Marshal(r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		in.Write(append(b, '\n'))
+	}
+	if unanswered == 0 {
+		t.Fatal("no recording ends unanswered; the test no longer covers that case")
 	}
 	if err := os.WriteFile(trajs, in.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
@@ -97,6 +103,13 @@ func TestConvertedTrajectoriesScoreInBench(t *testing.T) {
 		t.Fatalf("convert --to bench: %v\n%s", err, stderr)
 	}
 	converted := readRecordFiles(t, data)
+	for _, rec := range converted {
+		for i, resp := range rec.Response {
+			if strings.TrimSpace(strings.TrimPrefix(resp, domain.ObservationMarker)) == "" {
+				t.Errorf("record %s: response %d is empty", rec.ID, i+1)
+			}
+		}
+	}
 
 	// The same trajectories through realenv export give the same records.
 	exported := filepath.Join(dir, "export")

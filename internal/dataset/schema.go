@@ -21,8 +21,10 @@ var trajectorySchema []byte
 func TrajectorySchema() []byte { return append([]byte(nil), trajectorySchema...) }
 
 // DecodeTrajectory parses one JSONL line strictly (unknown fields are an
-// error, so a typo does not silently drop data) and checks it with
-// Trajectory.Check. Every problem comes back as a *RecordError for file:line.
+// error, so a typo does not silently drop data), drops a final action the
+// environment never answered (Trajectory.TrimUnanswered), and checks the rest
+// with Trajectory.Check. Every problem comes back as a *RecordError for
+// file:line.
 func DecodeTrajectory(data []byte, file string, line int) (*trajectory.Trajectory, []*RecordError) {
 	t := new(trajectory.Trajectory)
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -33,6 +35,7 @@ func DecodeTrajectory(data []byte, file string, line int) (*trajectory.Trajector
 	if dec.More() {
 		return nil, []*RecordError{{File: file, Line: line, Err: fmt.Errorf("%w: trailing data after the object", ErrBadJSON)}}
 	}
+	t.TrimUnanswered()
 	var errs []*RecordError
 	for _, fe := range t.Check() {
 		errs = append(errs, &RecordError{File: file, Line: line, Field: fe.Field, Err: fe.Err})

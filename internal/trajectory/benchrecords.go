@@ -85,8 +85,13 @@ const (
 // source are kept as the extra fields ExtraTrajectoryID and ExtraSource.
 //
 // The evaluated prompt carries no answer-instruction suffix: the world-model
-// system prompt already asks for the answer tag.
+// system prompt already asks for the answer tag. A final action without an
+// observation (the episode ended) makes no sample: its ground truth would be
+// empty (see TrimUnanswered); t itself is not changed.
 func BenchRecords(t *Trajectory, id int64, sp SystemPromptFunc) ([]*Record, error) {
+	trimmed := *t
+	trimmed.TrimUnanswered()
+	t = &trimmed
 	if len(t.Turns) == 0 {
 		return nil, fmt.Errorf("trajectory %s: %w: turns (empty trajectory)", t.ID, ErrMissingField)
 	}

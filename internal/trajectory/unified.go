@@ -89,6 +89,26 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
 func (e *FieldError) Unwrap() error { return e.Err }
 
+// TrimUnanswered drops the trailing turns that have an action but no
+// observation and returns how many it dropped. An episode's last action
+// (the terminal's [], Android's status, the desktop's DONE) often gets no
+// observation because the environment ended; it teaches a world model
+// nothing, and should not make the answered turns before it unusable.
+// Unanswered turns in the middle, and a trajectory with no answered turn at
+// all, are left for Check to report.
+func (t *Trajectory) TrimUnanswered() int {
+	n := len(t.Turns)
+	for n > 0 && strings.TrimSpace(t.Turns[n-1].Observation) == "" && strings.TrimSpace(t.Turns[n-1].Action) != "" {
+		n--
+	}
+	if n == 0 {
+		return 0
+	}
+	dropped := len(t.Turns) - n
+	t.Turns = t.Turns[:n:n]
+	return dropped
+}
+
 // Check lists every problem that makes a trajectory unfit for training data,
 // one per field: everything Validate requires, and in addition every turn
 // needs an observation (an action left unanswered teaches nothing) and no
