@@ -13,6 +13,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -110,18 +111,38 @@ type Message struct {
 	Content string `json:"content" parquet:"content"`
 }
 
-// Prompt is the model input of a sample: the system prompt (omitted when
-// empty), each earlier turn as a user action and an assistant observation,
-// then the current action.
+// Prompt is the model input of a sample, in the messages `agentworld serve`
+// sends a world model: the system prompt (omitted when empty); each earlier
+// turn as a user message (the published "### Turn N" / "**Action:**" form
+// ending with the answer reminder) and an assistant message (the
+// observation after the published marker); then the current action the
+// same way. A model trained on these samples is served exactly this shape.
 func (s *Sample) Prompt() []Message {
 	msgs := make([]Message, 0, 2*len(s.History)+2)
 	if s.System != "" {
 		msgs = append(msgs, Message{Role: "system", Content: s.System})
 	}
-	for _, h := range s.History {
-		msgs = append(msgs, Message{Role: "user", Content: h.Action}, Message{Role: "assistant", Content: h.Observation})
+	for i, h := range s.History {
+		msgs = append(msgs,
+			Message{Role: "user", Content: userMessage(i+1, h.Action)},
+			Message{Role: "assistant", Content: trajectory.ObservationResponse(h.Observation)})
 	}
-	return append(msgs, Message{Role: "user", Content: s.Action})
+	return append(msgs, Message{Role: "user", Content: userMessage(s.Turn, s.Action)})
+}
+
+// userMessage renders turn n's action as the simulator's user message
+// (sim.UserMessage without world-state or control text).
+func userMessage(n int, action string) string {
+	return trajectory.ActionPrompt(n, action) + "\n\n" + domain.AnswerReminder
+}
+
+// Target is the assistant message a model should generate for the sample:
+// the observation inside the answer tag the world-model prompts ask for,
+// which is what the simulator and the benchmark extract from a generation.
+// Earlier turns appear in the prompt the way the published inference shows
+// them (ObservationResponse); only the generated turn carries the tag.
+func (s *Sample) Target() string {
+	return "<predicted_observation>\n" + s.Observation + "\n</predicted_observation>"
 }
 
 // ContentHash identifies a sample by what a trainer sees: system prompt,
@@ -246,11 +267,18 @@ func templateData(t *trajectory.Trajectory) TemplateData {
 }
 
 // AssembleSystemPrompt renders a trajectory's system prompt without a
-// template: the prompt itself when set, otherwise the five components under
-// headings, empty ones left out.
+// template: the prompt itself when set; otherwise the domain's world-model
+// prompt built from the five components, exactly what `agentworld serve`
+// sends and what benchmark records carry (trajectory.RecordSystemPrompt), so
+// a model trained on these samples is served the prompt it learned; for a
+// domain without a world-model template, the components under headings,
+// empty ones left out.
 func AssembleSystemPrompt(t *trajectory.Trajectory) string {
 	if t.SystemPrompt != "" || t.Components == nil {
 		return t.SystemPrompt
+	}
+	if p, err := t.RecordSystemPrompt(nil); err == nil {
+		return p
 	}
 	c := t.Components
 	var b strings.Builder

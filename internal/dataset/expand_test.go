@@ -13,7 +13,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/agentworld/agentworld/examples"
+	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/world"
+	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
 func loadTrajectories(t *testing.T, path string) []*trajectory.Trajectory {
@@ -111,7 +115,7 @@ func TestExpandSFTShape(t *testing.T) {
 		t.Fatalf("%d samples", len(got))
 	}
 	s := got[1]
-	want := []Message{{"system", "sys"}, {"user", "ls"}, {"assistant", "a b c d e f g h i j"}, {"user", "cat a"}}
+	want := []Message{{"system", "sys"}, {"user", userMessage(1, "ls")}, {"assistant", "**Environment Observation:**\na b c d e f g h i j"}, {"user", userMessage(2, "cat a")}}
 	if d := cmp.Diff(want, s.Prompt()); d != "" {
 		t.Error(d)
 	}
@@ -119,7 +123,7 @@ func TestExpandSFTShape(t *testing.T) {
 		t.Errorf("categories %s/%v %s/%v", got[0].Category, got[0].Weight, s.Category, s.Weight)
 	}
 	line := ChatLineOf(s)
-	if n := len(line.Messages); n != 5 || *line.Messages[2].Loss || !*line.Messages[4].Loss || line.Messages[4].Content != "cat a" || line.LossWeight != 0.05 {
+	if n := len(line.Messages); n != 5 || *line.Messages[2].Loss || !*line.Messages[4].Loss || line.Messages[4].Content != "<predicted_observation>\ncat a\n</predicted_observation>" || line.LossWeight != 0.05 {
 		t.Errorf("chat line %+v", line)
 	}
 }
@@ -246,10 +250,10 @@ func TestExportParquetReadsBack(t *testing.T) {
 			t.Fatalf("row %d: %+v", i, r.ExtraInfo)
 		}
 		want := []Message{{"system", tr.SystemPrompt}}
-		for _, h := range tr.Turns[:k] {
-			want = append(want, Message{"user", h.Action}, Message{"assistant", h.Observation})
+		for j, h := range tr.Turns[:k] {
+			want = append(want, Message{"user", userMessage(j+1, h.Action)}, Message{"assistant", trajectory.ObservationResponse(h.Observation)})
 		}
-		want = append(want, Message{"user", tr.Turns[k].Action})
+		want = append(want, Message{"user", userMessage(k+1, tr.Turns[k].Action)})
 		if d := cmp.Diff(want, r.Prompt); d != "" {
 			t.Fatalf("row %d prompt (-want +got):\n%s", i, d)
 		}
@@ -311,6 +315,56 @@ func TestMaskingConfig(t *testing.T) {
 	} {
 		if _, err := ParseMaskingConfig([]byte(bad), "bad.yaml"); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestSamplesAreWhatTheSimulatorSends pins training samples to serving: for
+// a trajectory of an example world, sample k's messages are the request
+// `agentworld serve` sends a world model at turn k (system prompt, history
+// and newest message, byte for byte), and the target is an answer the
+// simulator reads back as the real observation.
+func TestSamplesAreWhatTheSimulatorSends(t *testing.T) {
+	specs, err := world.LoadFS(examples.FS, "worlds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := specs["python-terminal"]
+	if spec == nil {
+		t.Fatal("example world python-terminal missing")
+	}
+	c := sim.Components(spec)
+	tr := &trajectory.Trajectory{ID: "x", Domain: string(spec.Domain), Components: &c, Turns: []trajectory.Turn{
+		{Action: `[{"keystrokes":"ls\n","duration":1}]`, Observation: "README.md  src  tests"},
+		{Action: `[{"keystrokes":"cat README.md\n","duration":1}]`, Observation: "# demo\n<b>bold</b>"},
+		{Action: `[{"keystrokes":"pytest -q\n","duration":5}]`, Observation: "3 passed in 0.01s"},
+	}}
+	e, err := NewExpander(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var samples []*Sample
+	if err := e.Expand(tr, func(s *Sample) error { samples = append(samples, s); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	system, err := sim.SystemPrompt(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range samples {
+		var hist []sim.HistoryTurn
+		for i, h := range tr.Turns[:s.Turn-1] {
+			hist = append(hist, sim.HistoryTurn{Message: sim.UserMessage(i+1, h.Action, "", ""), Assistant: sim.AssistantMessage(h.Observation)})
+		}
+		var want []Message
+		for _, m := range sim.BuildMessages(system, hist, 0, sim.UserMessage(s.Turn, s.Action, "", "")) {
+			want = append(want, Message{Role: m.Role, Content: m.Content})
+		}
+		if diff := cmp.Diff(want, s.Prompt()); diff != "" {
+			t.Errorf("turn %d: sample differs from the simulator's request (-sim +sample):\n%s", s.Turn, diff)
+		}
+		if got := worldmodel.ExtractPrediction(s.Target()); got != s.Observation {
+			t.Errorf("turn %d: the simulator reads the target as %q, want %q", s.Turn, got, s.Observation)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func ChatLineOf(s *Sample) ChatLine {
 		}
 		msgs = append(msgs, cm)
 	}
-	msgs = append(msgs, ChatMessage{Role: "assistant", Content: s.Observation, Loss: &yes})
+	msgs = append(msgs, ChatMessage{Role: "assistant", Content: s.Target(), Loss: &yes})
 	return ChatLine{Messages: msgs, LossWeight: s.Weight, Category: s.Category, ID: s.ID, Domain: s.Domain, Turn: s.Turn, Template: s.Template}
 }
 

@@ -30,6 +30,12 @@ var All = []Domain{MCP, Search, Terminal, SWE, Android, Web, OS}
 // ObservationMarker opens every real observation in the published data.
 const ObservationMarker = "**Environment Observation:**"
 
+// AnswerReminder ends every user message the simulator sends (and every
+// user message of the training samples built for it): it repeats the
+// answer format where a long history would otherwise bury it. It is the
+// same in every message, so messages already sent never change.
+const AnswerReminder = "Predict the environment's observation for this action. Put it inside <predicted_observation></predicted_observation>."
+
 // Known reports whether d is one of the seven domains.
 func (d Domain) Known() bool {
 	for _, k := range All {

@@ -12,10 +12,8 @@ import (
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
-// AnswerReminder ends every user message: it repeats the answer format
-// where a long history would otherwise bury it. It is the same in every
-// message, so messages already sent never change.
-const AnswerReminder = "Predict the environment's observation for this action. Put it inside <predicted_observation></predicted_observation>."
+// AnswerReminder ends every user message (see domain.AnswerReminder).
+const AnswerReminder = domain.AnswerReminder
 
 // Components renders a spec's five components as text.
 func Components(s *world.Spec) trajectory.Components {
