@@ -261,7 +261,7 @@ func TestForkedSessionHitsTheCache(t *testing.T) {
 	calls := 0
 	model := func(context.Context, sim.SessionInfo) (sim.Environment, error) { return countingModel{&calls}, nil }
 	lib := New()
-	m := manager(t, map[string]sim.BackendFactory{sim.BackendModel: Cache(lib, model)}, sim.BackendModel)
+	m := manager(t, map[string]sim.BackendFactory{sim.BackendModel: Cache(lib, "wm", model)}, sim.BackendModel)
 	ctx := context.Background()
 	rep, err := m.Create(ctx, sim.CreateRequest{WorldID: testWorld})
 	if err != nil {
@@ -310,7 +310,7 @@ func TestResumedSessionHitsTheCache(t *testing.T) {
 	model := func(context.Context, sim.SessionInfo) (sim.Environment, error) { return countingModel{&calls}, nil }
 	lib, st, ctx := New(), sim.NewMemStore(), context.Background()
 	start := func() *sim.Manager {
-		return sim.New(&sim.Options{Store: st, Worlds: worlds, Backends: map[string]sim.BackendFactory{sim.BackendModel: Cache(lib, model)}, DefaultBackend: sim.BackendModel})
+		return sim.New(&sim.Options{Store: st, Worlds: worlds, Backends: map[string]sim.BackendFactory{sim.BackendModel: Cache(lib, "wm", model)}, DefaultBackend: sim.BackendModel})
 	}
 	step := func(m *sim.Manager, id string, tu sim.HistoryTurn) *sim.StepResult {
 		t.Helper()
@@ -356,6 +356,45 @@ func TestCacheHitsOnlyItsOwnWorld(t *testing.T) {
 	// Replay still prefers, but does not require, the session's world.
 	if m, _ := lib.Lookup(a, episode[0].Action); m.Approximate || m.Observation != episode[0].Observation {
 		t.Errorf("replay across worlds: %+v", m)
+	}
+}
+
+// TestCacheHitsOnlyItsOwnModel: a cache directory shared by two world
+// models answers each from its own recordings, also after a reload, while
+// transitions recorded without a model (recordings, older cache files)
+// serve any model.
+func TestCacheHitsOnlyItsOwnModel(t *testing.T) {
+	dir := t.TempDir()
+	lib := New()
+	if err := lib.RecordTo(dir); err != nil {
+		t.Fatal(err)
+	}
+	a := At{Domain: testDomain, World: testWorld, History: Root(testDomain), Model: "model-a"}
+	if err := lib.Record(a, episode[0].Action, "answer of a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := lib.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reloaded := New()
+	if err := reloaded.LoadDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*Library{lib, reloaded} {
+		if obs, ok := l.cached(a, episode[0].Action); !ok || obs != "answer of a" {
+			t.Errorf("same model: %q %v", obs, ok)
+		}
+		b := a
+		b.Model = "model-b"
+		if obs, ok := l.cached(b, episode[0].Action); ok {
+			t.Errorf("cache hit %q from another model", obs)
+		}
+	}
+	old := New()
+	recordEpisode(t, old, testWorld, episode[:1]) // no model, as recordings are
+	a.Model = "any-model"
+	if obs, ok := old.cached(a, episode[0].Action); !ok || obs != episode[0].Observation {
+		t.Errorf("model-less transition: %q %v, want a hit", obs, ok)
 	}
 }
 
@@ -475,7 +514,7 @@ func BenchmarkCacheStep(b *testing.B) {
 		lib := New()
 		file := &countingFile{}
 		lib.out = file
-		env, err := Cache(lib, model)(ctx, sim.SessionInfo{Spec: spec})
+		env, err := Cache(lib, "wm", model)(ctx, sim.SessionInfo{Spec: spec})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -25,6 +25,7 @@ type transitionLine struct {
 	Parent      *string `json:"parent,omitempty"`
 	Domain      *string `json:"domain,omitempty"`
 	World       string  `json:"world,omitempty"`
+	Model       string  `json:"model,omitempty"`
 	Action      *string `json:"action,omitempty"`
 	Observation *string `json:"observation,omitempty"`
 }
@@ -34,6 +35,7 @@ type step struct {
 	parent      Key
 	domain      string // as domain.Parse normalizes it
 	world       string
+	model       string // the world model that answered; "" for recordings
 	action      string
 	observation string
 }
@@ -93,7 +95,7 @@ func (w *transitionLine) step() (*step, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &step{parent: parent, domain: string(d), world: w.World, action: *w.Action, observation: *w.Observation}, nil
+	return &step{parent: parent, domain: string(d), world: w.World, model: w.Model, action: *w.Action, observation: *w.Observation}, nil
 }
 
 // writeLine encodes s as one compact cache line, newline included, without
@@ -103,7 +105,7 @@ func (s *step) writeLine(out io.Writer) error {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(transitionLine{
-		Kind: KindTransition, Parent: &parent, Domain: &s.domain, World: s.world,
+		Kind: KindTransition, Parent: &parent, Domain: &s.domain, World: s.world, Model: s.model,
 		Action: &s.action, Observation: &s.observation,
 	})
 }

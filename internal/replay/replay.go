@@ -26,9 +26,10 @@
 //     meta.initial_observation. Bundled recordings and cache files written
 //     by earlier versions of agentworld are made of these.
 //   - A transition, {"kind":"transition","parent":HEX,"domain":D,
-//     "world":W,"action":A,"observation":O}: one step, where parent is the
-//     chain key (64 lowercase hex digits) of the history the action was
-//     taken after, and world may be absent. Record appends one such line
+//     "world":W,"model":M,"action":A,"observation":O}: one step, where
+//     parent is the chain key (64 lowercase hex digits) of the history the
+//     action was taken after, and world and model (the world model that
+//     answered) may be absent. Record appends one such line
 //     per step (one write, then fsync), so a cache file grows with the
 //     number of steps, not with the square of episode length.
 //
@@ -99,6 +100,7 @@ type syncWriter interface {
 
 type transition struct {
 	world       string
+	model       string
 	action      string
 	prevObs     string
 	observation string
@@ -186,7 +188,7 @@ func (l *Library) Read(r io.Reader, name string) error {
 		}
 		s := e.step
 		l.mu.Lock()
-		l.add(s.domain, s.world, s.parent.exact(s.action), l.after[s.parent], s.action, s.observation)
+		l.add(s.domain, s.world, s.model, s.parent.exact(s.action), l.after[s.parent], s.action, s.observation)
 		l.after[s.parent.Next(s.action, s.observation)] = s.observation
 		l.mu.Unlock()
 	}
@@ -208,7 +210,7 @@ func (l *Library) AddTrajectory(t *trajectory.Trajectory) {
 	defer l.mu.Unlock()
 	for _, tu := range t.Turns {
 		act := canonical(d, tu.Action)
-		l.add(d, w, chain.exact(act), prev, act, tu.Observation)
+		l.add(d, w, "", chain.exact(act), prev, act, tu.Observation)
 		chain = chain.Next(act, tu.Observation)
 		l.after[chain] = tu.Observation
 		prev = tu.Observation
@@ -216,16 +218,16 @@ func (l *Library) AddTrajectory(t *trajectory.Trajectory) {
 }
 
 // add indexes one transition under its exact key; the caller holds l.mu.
-// A transition already held (same key, world and observation) is not
-// added again: cache files written by earlier versions repeat every
+// A transition already held (same key, world, model and observation) is
+// not added again: cache files written by earlier versions repeat every
 // earlier turn of a session on each line. add reports whether it added.
-func (l *Library) add(d, world string, k Key, prevObs, action, observation string) bool {
+func (l *Library) add(d, world, model string, k Key, prevObs, action, observation string) bool {
 	for _, c := range l.exact[k] {
-		if c.world == world && c.observation == observation {
+		if c.world == world && c.model == model && c.observation == observation {
 			return false
 		}
 	}
-	tr := &transition{world: world, action: action, prevObs: prevObs, observation: observation}
+	tr := &transition{world: world, model: model, action: action, prevObs: prevObs, observation: observation}
 	l.exact[k] = append(l.exact[k], tr)
 	l.byDomain[d] = append(l.byDomain[d], tr)
 	l.n++
@@ -275,6 +277,10 @@ type At struct {
 	Domain string
 	// World is the world's name; "" matches recordings of no world.
 	World string
+	// Model names the world model a cache answer comes from ("" when not
+	// known); cache hits need the same model, or a transition recorded
+	// without one (recordings, caches written before models were kept).
+	Model string
 	// History is the chain key of the turns before the step (Chain.At).
 	History Key
 	// Prev is the last observation of those turns ("" before the first
@@ -326,14 +332,15 @@ func (l *Library) Lookup(a At, action string) (Match, bool) {
 	return Match{Observation: best.observation, Approximate: true, Score: bestScore}, true
 }
 
-// cached is the exact answer to action at a recorded for a's own world: a
-// world model's answer depends on the world's prompt, so another world's
-// answer to the same history and action is no cache hit.
+// cached is the exact answer to action at a recorded for a's own world and
+// model: a world model's answer depends on the world's prompt and on the
+// model, so another world's or another model's answer to the same history
+// and action is no cache hit.
 func (l *Library) cached(a At, action string) (string, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	for _, c := range l.exact[a.History.exact(action)] {
-		if c.world == a.World {
+		if c.world == a.World && (c.model == "" || c.model == a.Model) {
 			return c.observation, true
 		}
 	}
@@ -364,9 +371,9 @@ func (l *Library) Record(a At, action, observation string) error {
 	if err != nil {
 		return err
 	}
-	s := step{parent: a.History, domain: string(d), world: a.World, action: action, observation: observation}
+	s := step{parent: a.History, domain: string(d), world: a.World, model: a.Model, action: action, observation: observation}
 	l.mu.Lock()
-	added := l.add(s.domain, s.world, s.parent.exact(action), a.Prev, action, observation)
+	added := l.add(s.domain, s.world, s.model, s.parent.exact(action), a.Prev, action, observation)
 	l.mu.Unlock()
 	if !added {
 		return nil
@@ -454,25 +461,31 @@ func (e *replayEnv) Step(ctx context.Context, in sim.StepInput) (sim.Observation
 }
 
 // Cache returns a BackendFactory that answers exact hits recorded for the
-// session's world from l and sends misses to next, recording next's
-// answers into l (and its file, if RecordTo was called). Approximate
-// matches are never used as cache hits. Steps carrying control or
-// world-state text bypass the cache: their answer depends on more than the
-// history and action.
-func Cache(l *Library, next sim.BackendFactory) sim.BackendFactory {
+// session's world and model from l and sends misses to next, recording
+// next's answers into l (and its file, if RecordTo was called). model is
+// the model next serves when a session names none. Approximate matches are
+// never used as cache hits. Steps carrying control or world-state text
+// bypass the cache: their answer depends on more than the history and
+// action.
+func Cache(l *Library, model string, next sim.BackendFactory) sim.BackendFactory {
 	return func(ctx context.Context, s sim.SessionInfo) (sim.Environment, error) {
 		inner, err := next(ctx, s)
 		if err != nil {
 			return nil, err
 		}
-		return &cacheEnv{lib: l, session: newSession(s), next: inner}, nil
+		m := s.Model
+		if m == "" {
+			m = model
+		}
+		return &cacheEnv{lib: l, session: newSession(s), model: m, next: inner}, nil
 	}
 }
 
 type cacheEnv struct {
 	lib *Library
 	session
-	next sim.Environment
+	model string
+	next  sim.Environment
 }
 
 func (e *cacheEnv) Reset(ctx context.Context) (sim.Observation, error) { return e.next.Reset(ctx) }
@@ -483,6 +496,7 @@ func (e *cacheEnv) Step(ctx context.Context, in sim.StepInput) (sim.Observation,
 		return e.next.Step(ctx, in)
 	}
 	a := e.at(in.History)
+	a.Model = e.model
 	if obs, ok := e.lib.cached(a, in.Action.Text); ok {
 		return sim.Observation{Text: obs, Info: sim.StepInfo{Backend: BackendCache}}, nil
 	}

@@ -74,7 +74,7 @@ func TestCacheAnswersRepeatsAndRecordsToDisk(t *testing.T) {
 	if err := lib.RecordTo(dir); err != nil {
 		t.Fatal(err)
 	}
-	m := manager(t, map[string]sim.BackendFactory{sim.BackendModel: Cache(lib, model)}, sim.BackendModel)
+	m := manager(t, map[string]sim.BackendFactory{sim.BackendModel: Cache(lib, "wm", model)}, sim.BackendModel)
 	ctx := context.Background()
 	run := func() []sim.StepResult {
 		rep, err := m.Create(ctx, sim.CreateRequest{WorldID: "web-search"})

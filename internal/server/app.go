@@ -216,7 +216,7 @@ func NewApp(cfg AppConfig) (*App, error) {
 			if err := lib.RecordTo(cfg.CacheDir); err != nil {
 				return nil, err
 			}
-			model = replay.Cache(lib, model)
+			model = replay.Cache(lib, cfg.ModelName, model)
 			app.Library = lib
 			app.Describe += fmt.Sprintf(", behind a transition cache of %d in %s", lib.Len(), cfg.CacheDir)
 		}
