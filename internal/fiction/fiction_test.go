@@ -223,3 +223,41 @@ func FuzzExtract(f *testing.F) {
 		}
 	})
 }
+
+// TestLedgerFileNamesAreDistinct: names that the code-point escaping of
+// earlier versions mapped to one file (".41" and U+2E41 both gave %2E41)
+// now get files of their own, ASCII names keep their old file, and a ledger
+// under its old name is adopted on first use.
+func TestLedgerFileNamesAreDistinct(t *testing.T) {
+	for _, pair := range [][2]string{{".41", "\u2e41"}, {"é", "%C3%A9"}, {"a b", "a%20b"}} {
+		if fileName(pair[0]) == fileName(pair[1]) {
+			t.Errorf("%q and %q share the file %s", pair[0], pair[1], fileName(pair[0]))
+		}
+	}
+	for _, w := range []string{"quillfern", "a.b/c", "w/../x", ""} {
+		if fileName(w) != legacyFileName(w) {
+			t.Errorf("ASCII name %q moved from %s to %s", w, legacyFileName(w), fileName(w))
+		}
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := mustStore(t, dir)
+	world := "Ærøskøbing"
+	legacy := dir + "/" + legacyFileName(world) + ".facts.jsonl"
+	if err := os.WriteFile(legacy, []byte(`{"entity":"ferry","attribute":"departs","value":"07:10","source":"observation"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.WorldFacts(ctx, world)
+	if err != nil || len(got) != 1 || got[0].Value != "07:10" {
+		t.Fatalf("facts under the old file name: %v, %v", got, err)
+	}
+	if _, err := os.Stat(legacy); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old file is still there: %v", err)
+	}
+	if err := s.AppendFacts(ctx, world, []Fact{{Entity: "ferry", Attribute: "arrives", Value: "08:00", Source: SourceObservation}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.WorldFacts(ctx, world); err != nil || len(got) != 2 {
+		t.Fatalf("after an append: %v, %v", got, err)
+	}
+}

@@ -115,9 +115,30 @@ func (s *FileStore) lock(path string) func() {
 	return m.Unlock
 }
 
-// fileName keeps [A-Za-z0-9._-] and escapes the rest, so any world name maps
-// to one file inside the directory.
+// fileName keeps [A-Za-z0-9_-] and percent-escapes every other byte of the
+// name's UTF-8 encoding, so distinct world names map to distinct files
+// inside the directory.
 func fileName(world string) string {
+	var b strings.Builder
+	for i := 0; i < len(world); i++ {
+		c := world[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	if b.Len() == 0 {
+		return "%"
+	}
+	return b.String()
+}
+
+// legacyFileName is how versions before fileName escaped a name: by code
+// point, which let "%2E41" stand for both ".41" and U+2E41. It differs from
+// fileName only for names with non-ASCII characters.
+func legacyFileName(world string) string {
 	var b strings.Builder
 	for _, r := range world {
 		switch {
@@ -131,6 +152,24 @@ func fileName(world string) string {
 		return "%"
 	}
 	return b.String()
+}
+
+// adopt renames a world's ledger from its legacy file name, once, when only
+// that one exists, so upgrading keeps the facts of worlds with non-ASCII
+// names. The caller holds the lock of path.
+func (s *FileStore) adopt(world, path string) {
+	legacy := filepath.Join(s.dir, legacyFileName(world)+".facts.jsonl")
+	if legacy == path {
+		return
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err := os.Rename(legacy, path); err == nil {
+		s.log.Info("ledger renamed to its new file name", "world", world, "from", legacy, "to", path)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("ledger under its old file name could not be renamed", "world", world, "path", legacy, "err", err)
+	}
 }
 
 // AppendFacts implements Store.
@@ -148,6 +187,7 @@ func (s *FileStore) AppendFacts(ctx context.Context, world string, facts []Fact)
 	}
 	path := s.Path(world)
 	defer s.lock(path)()
+	s.adopt(world, path)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("ledger %s: %w", world, err)
@@ -184,6 +224,7 @@ func endsTorn(f *os.File) bool {
 func (s *FileStore) WorldFacts(ctx context.Context, world string) ([]Fact, error) {
 	path := s.Path(world)
 	defer s.lock(path)()
+	s.adopt(world, path)
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
