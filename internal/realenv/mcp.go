@@ -36,7 +36,7 @@ type MCPOptions struct {
 	// StartTimeout bounds start-up (initialize and tools/list); 0 means 30
 	// seconds.
 	StartTimeout time.Duration
-	// Logger receives lifecycle logs; nil means slog.Default().
+	// Logger receives lifecycle logs; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -73,7 +73,7 @@ func NewMCP(opts *MCPOptions) (*MCPEnv, error) {
 		o.StartTimeout = 30 * time.Second
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &MCPEnv{opts: o, log: o.Logger}, nil
 }

@@ -35,7 +35,7 @@ type RecordOptions struct {
 	// SystemPrompt renders the world-model system prompt stored with the
 	// trajectory; nil means trajectory.WorldSystemPrompt.
 	SystemPrompt trajectory.SystemPromptFunc
-	// Logger receives write failures; nil means slog.Default().
+	// Logger receives write failures; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -70,7 +70,7 @@ func NewRecorded(env Env, opts *RecordOptions) *Recorded {
 		o.SystemPrompt = trajectory.WorldSystemPrompt
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Recorded{env: env, opts: o, log: o.Logger}
 	r.traj = trajectory.Trajectory{ID: o.ID, Domain: string(env.Domain()), Source: o.Source, Turns: []trajectory.Turn{}, Meta: map[string]json.RawMessage{}}

@@ -54,7 +54,7 @@ type BackendOptions struct {
 	// which Backends replaces with its shadow-aware wrapper; "" means
 	// sim.BackendModel.
 	SimulatorName string
-	// Logger receives lifecycle logs; nil means slog.Default().
+	// Logger receives lifecycle logs; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -87,7 +87,7 @@ func Backends(o *BackendOptions) map[string]sim.BackendFactory {
 		b.o = *o
 	}
 	if b.o.Logger == nil {
-		b.o.Logger = slog.Default()
+		b.o.Logger = slog.New(slog.DiscardHandler)
 	}
 	out := map[string]sim.BackendFactory{
 		BackendTerminal: b.factory(BackendTerminal),

@@ -205,7 +205,7 @@ type RunOptions struct {
 	CheckBefore bool
 	// CheckTimeout bounds the check script; 0 means 2 minutes.
 	CheckTimeout time.Duration
-	// Logger receives progress; nil means slog.Default().
+	// Logger receives progress; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -232,7 +232,7 @@ func RunTask(ctx context.Context, t *Task, actions []string, opts *RunOptions) (
 		o.CheckTimeout = 2 * time.Minute
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	ropts := RecordOptions{}
 	if o.Record != nil {
@@ -244,7 +244,11 @@ func RunTask(ctx context.Context, t *Task, actions []string, opts *RunOptions) (
 	if ropts.Logger == nil {
 		ropts.Logger = o.Logger
 	}
-	term := NewTerminal(t.TerminalOptions(o.Terminal))
+	topts := t.TerminalOptions(o.Terminal)
+	if topts.Logger == nil {
+		topts.Logger = o.Logger
+	}
+	term := NewTerminal(topts)
 	rec := NewRecorded(term, &ropts)
 	run := &TaskRun{Recording: rec}
 	defer rec.Close()

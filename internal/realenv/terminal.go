@@ -52,7 +52,7 @@ type TerminalOptions struct {
 	TempDir string
 	// StartTimeout bounds sandbox start-up; 0 means 20 seconds.
 	StartTimeout time.Duration
-	// Logger receives lifecycle logs; nil means slog.Default().
+	// Logger receives lifecycle logs; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -86,7 +86,7 @@ func (o *TerminalOptions) withDefaults() TerminalOptions {
 		v.StartTimeout = 20 * time.Second
 	}
 	if v.Logger == nil {
-		v.Logger = slog.Default()
+		v.Logger = slog.New(slog.DiscardHandler)
 	}
 	return v
 }
