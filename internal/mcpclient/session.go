@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -110,7 +109,7 @@ func Start(ctx context.Context, argv []string, opts *Options) (*Session, error) 
 	if o.Stderr != nil {
 		cmd.Stderr = io.MultiWriter(s.stderr, o.Stderr)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownProcessGroup(cmd)
 	// A descendant holding stdout or stderr open must not keep Wait (and the
 	// goroutines copying those pipes) alive after the server itself exits;
 	// half of TerminateDuration lets Wait return before the SDK's shutdown
@@ -221,18 +220,6 @@ func (s *Session) Close() error {
 		}
 	})
 	return s.closeErr
-}
-
-// killGroup kills whatever is left in the server's process group. The
-// group id cannot be reused while any member lives, so this reaches only
-// the server's own processes.
-func (s *Session) killGroup() {
-	if s.cmd.Process == nil {
-		return
-	}
-	if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err == nil {
-		s.log.Debug("killed processes the MCP server left behind", "pgid", s.cmd.Process.Pid)
-	}
 }
 
 // tailBuffer keeps the last max bytes written to it (the server's stderr).
