@@ -24,22 +24,8 @@ var (
 // it; then, for an unmatched <think>, the text from it up to the first
 // <predicted_observation> after it, or to the end. Tags are case-insensitive.
 func StripThinking(s string) string {
-	s = thinkPair.ReplaceAllString(s, "")
-	if locs := thinkClose.FindAllStringIndex(s, -1); len(locs) > 0 {
-		s = s[locs[len(locs)-1][1]:]
-	}
-	for {
-		loc := thinkOpen.FindStringIndex(s)
-		if loc == nil {
-			return s
-		}
-		rest := s[loc[1]:]
-		if a := answerOpen.FindStringIndex(rest); a != nil {
-			s = s[:loc[0]] + rest[a[0]:]
-		} else {
-			s = s[:loc[0]]
-		}
-	}
+	answer, _ := splitThinking(s, false)
+	return answer
 }
 
 // Reasoning returns the thinking StripThinking removes, by the same rules:
@@ -51,25 +37,36 @@ func StripThinking(s string) string {
 // thinking. Servers with a reasoning parser return the thinking separately
 // (Response.Reasoning); this is for those without one.
 func Reasoning(s string) string {
+	_, thinking := splitThinking(s, true)
+	return thinking
+}
+
+// splitThinking applies StripThinking's rules once and returns what is left
+// and, when keep is set, what was removed.
+func splitThinking(s string, keep bool) (answer, thinking string) {
 	var parts []string
 	add := func(p string) {
-		if p = strings.TrimSpace(p); p != "" {
+		if p = strings.TrimSpace(p); keep && p != "" {
 			parts = append(parts, p)
 		}
 	}
-	for _, m := range thinkPair.FindAllStringSubmatch(s, -1) {
-		add(m[1])
+	if keep {
+		for _, m := range thinkPair.FindAllStringSubmatch(s, -1) {
+			add(m[1])
+		}
 	}
 	s = thinkPair.ReplaceAllString(s, "")
 	if locs := thinkClose.FindAllStringIndex(s, -1); len(locs) > 0 {
 		last := locs[len(locs)-1]
-		add(thinkClose.ReplaceAllString(s[:last[0]], ""))
+		if keep {
+			add(thinkClose.ReplaceAllString(s[:last[0]], ""))
+		}
 		s = s[last[1]:]
 	}
 	for {
 		loc := thinkOpen.FindStringIndex(s)
 		if loc == nil {
-			break
+			return s, strings.Join(parts, "\n\n")
 		}
 		rest := s[loc[1]:]
 		if a := answerOpen.FindStringIndex(rest); a != nil {
@@ -80,7 +77,6 @@ func Reasoning(s string) string {
 			s = s[:loc[0]]
 		}
 	}
-	return strings.Join(parts, "\n\n")
 }
 
 // ExtractPrediction returns the predicted observation of a generation as the
