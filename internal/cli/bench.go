@@ -206,15 +206,7 @@ published; --strict scores them as the lowest score instead.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				b, err := json.MarshalIndent(rep, "", "  ")
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
-				return err
-			}
-			return rep.WriteText(cmd.OutOrStdout())
+			return writeResult(cmd, asJSON, rep, rep.WriteText)
 		},
 	}
 	cmd.Flags().StringVar(&judged, "judged", "", "judged.jsonl to score")
@@ -472,6 +464,19 @@ func printBenchSummary(w io.Writer, s *bench.Summary) {
 	}
 }
 
+// writeResult prints v as indented JSON with --json, else as text.
+func writeResult(cmd *cobra.Command, asJSON bool, v any, text func(io.Writer) error) error {
+	if !asJSON {
+		return text(cmd.OutOrStdout())
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+	return err
+}
+
 func newBenchCompareCmd() *cobra.Command {
 	var asJSON, strict bool
 	cmd := &cobra.Command{
@@ -486,15 +491,7 @@ whether their 95% intervals are disjoint.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				b, err := json.MarshalIndent(c, "", "  ")
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
-				return err
-			}
-			return c.WriteText(cmd.OutOrStdout())
+			return writeResult(cmd, asJSON, c, c.WriteText)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of the table")

@@ -143,40 +143,51 @@ func writeConfig(w io.Writer, path, format string) error {
 	return cfg.Encode(w, format)
 }
 
-// expandFlags are the flags of commands that expand trajectories.
+// expandFlags are the flags of commands that expand trajectories into
+// samples (expand, export): the pipeline's, the expansion's, --out and
+// --keep-duplicates.
 type expandFlags struct {
-	mode, policy, templates, config string
-	seed                            uint64
+	pf                                   pipelineFlags
+	mode, policy, templates, config, out string
+	seed                                 uint64
+	keepDup                              bool
 }
 
-func (e *expandFlags) add(cmd *cobra.Command, defaultMode string) {
-	cmd.Flags().StringVar(&e.mode, "mode", defaultMode, "sft: every turn; rl: exactly one turn per trajectory")
+func (e *expandFlags) add(cmd *cobra.Command, outHelp string) {
+	e.pf.add(cmd)
+	cmd.Flags().StringVarP(&e.out, "out", "o", "", outHelp)
+	cmd.Flags().BoolVar(&e.keepDup, "keep-duplicates", false, "keep exact duplicate samples (dedup memory grows ~16 B per sample)")
+	cmd.Flags().StringVar(&e.mode, "mode", "sft", "sft: every turn; rl: exactly one turn per trajectory")
 	cmd.Flags().StringVar(&e.policy, "policy", "uniform", "rl turn choice: uniform, or weighted by the masking category weight")
 	cmd.Flags().Uint64Var(&e.seed, "seed", 0, "seed of the rl turn choice and template draws")
 	cmd.Flags().StringVar(&e.templates, "templates", "", "YAML file of weighted system-prompt template versions")
 	cmd.Flags().StringVar(&e.config, "config", "", "masking config YAML (default: the built-in seven categories)")
 }
 
-func (e *expandFlags) options() (*dataset.ExpandOptions, error) {
+func (e *expandFlags) options(cmd *cobra.Command) (*dataset.Options, *dataset.ExpandOptions, error) {
+	opts, err := e.pf.options(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
 	mode, err := dataset.ParseMode(e.mode)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pol, err := dataset.ParsePolicy(e.policy)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg, err := dataset.LoadMaskingConfig(e.config)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	xo := &dataset.ExpandOptions{Mode: mode, Policy: pol, Seed: e.seed, Masking: cfg}
 	if e.templates != "" {
 		if xo.Templates, err = dataset.LoadTemplates(e.templates); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return xo, nil
+	return opts, xo, nil
 }
 
 // runToOutput runs fn writing to --out (atomically) and prints the summary.
@@ -196,71 +207,52 @@ func runToOutput(cmd *cobra.Command, out string, fn func(ctx context.Context, w 
 }
 
 func newDataExpandCmd() *cobra.Command {
-	var pf pipelineFlags
 	var ef expandFlags
-	var out string
-	var keepDup bool
 	cmd := &cobra.Command{
 		Use:   "expand FILES...",
 		Short: "Expand trajectories into turn samples (sft: every turn; rl: one per trajectory) as JSONL",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts, err := pf.options(cmd)
+			opts, xo, err := ef.options(cmd)
 			if err != nil {
 				return err
 			}
-			xo, err := ef.options()
-			if err != nil {
-				return err
-			}
-			return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
-				return dataset.Export(ctx, args, w, xo, &dataset.ExportOptions{Format: dataset.FormatSamples, KeepDuplicates: keepDup}, opts)
+			return runToOutput(cmd, ef.out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
+				return dataset.Export(ctx, args, w, xo, &dataset.ExportOptions{Format: dataset.FormatSamples, KeepDuplicates: ef.keepDup}, opts)
 			})
 		},
 	}
-	pf.add(cmd)
-	ef.add(cmd, "sft")
-	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout)")
-	cmd.Flags().BoolVar(&keepDup, "keep-duplicates", false, "keep exact duplicate samples (dedup memory grows ~16 B per sample)")
+	ef.add(cmd, "output file (default stdout)")
 	return cmd
 }
 
 func newDataExportCmd() *cobra.Command {
-	var pf pipelineFlags
 	var ef expandFlags
-	var out, split, style string
-	var keepDup bool
+	var split, style string
 	cmd := &cobra.Command{
 		Use:   "export FILES...",
 		Short: "Export training files: --mode sft → chat JSONL (ms-swift, LLaMA-Factory); --mode rl → verl Parquet",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts, err := pf.options(cmd)
+			opts, xo, err := ef.options(cmd)
 			if err != nil {
 				return err
 			}
-			xo, err := ef.options()
-			if err != nil {
-				return err
-			}
-			eo := &dataset.ExportOptions{Format: dataset.FormatChat, KeepDuplicates: keepDup, Split: split, RewardStyle: style}
+			eo := &dataset.ExportOptions{Format: dataset.FormatChat, KeepDuplicates: ef.keepDup, Split: split, RewardStyle: style}
 			if xo.Mode == dataset.RL {
 				eo.Format = dataset.FormatVerl
-				if out == "" || out == "-" {
+				if ef.out == "" || ef.out == "-" {
 					return fmt.Errorf("export --mode rl writes Parquet: give --out FILE.parquet")
 				}
 			}
-			return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
+			return runToOutput(cmd, ef.out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
 				return dataset.Export(ctx, args, w, xo, eo, opts)
 			})
 		},
 	}
-	pf.add(cmd)
-	ef.add(cmd, "sft")
-	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout; required for rl Parquet)")
+	ef.add(cmd, "output file (default stdout; required for rl Parquet)")
 	cmd.Flags().StringVar(&split, "split", "train", "extra_info.split of rl rows")
 	cmd.Flags().StringVar(&style, "reward-style", "model", "reward_model.style of rl rows")
-	cmd.Flags().BoolVar(&keepDup, "keep-duplicates", false, "keep exact duplicate samples (dedup memory grows ~16 B per sample)")
 	return cmd
 }
 

@@ -39,6 +39,22 @@ func readActionsFlag(path string, d domain.Domain) ([]string, error) {
 	return realenv.ReadActions(f, path, d)
 }
 
+// driveRecorded performs the actions read from the actions flag in env,
+// prints every screen, and records the session (into dir when given).
+func driveRecorded(cmd *cobra.Command, env realenv.Env, actions, id, dir string) error {
+	acts, err := readActionsFlag(actions, env.Domain())
+	if err != nil {
+		return err
+	}
+	rec := realenv.NewRecorded(env, &realenv.RecordOptions{ID: id, Dir: dir, Logger: logger(cmd)})
+	defer rec.Close()
+	_, err = realenv.Drive(cmd.Context(), rec, acts, cmd.OutOrStdout())
+	if rec.Path() != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "recorded %s\n", rec.Path())
+	}
+	return err
+}
+
 func newRealTerminalCmd() *cobra.Command {
 	var seed, setupFile, actions, record, id string
 	var width, height int
@@ -50,7 +66,6 @@ private work dir at /app), performs the actions read from --actions (or stdin),
 one per line, prints every screen, and records the session as a trajectory.
 A line that is not a JSON array of {keystrokes, duration} is typed as a command.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			opts := &realenv.TerminalOptions{Seed: seed, Width: width, Height: height, Logger: logger(cmd)}
 			if setupFile != "" {
 				b, err := os.ReadFile(setupFile)
@@ -59,17 +74,7 @@ A line that is not a JSON array of {keystrokes, duration} is typed as a command.
 				}
 				opts.Setup = string(b)
 			}
-			acts, err := readActionsFlag(actions, domain.Terminal)
-			if err != nil {
-				return err
-			}
-			rec := realenv.NewRecorded(realenv.NewTerminal(opts), &realenv.RecordOptions{ID: id, Dir: record, Logger: logger(cmd)})
-			defer rec.Close()
-			_, err = realenv.Drive(ctx, rec, acts, cmd.OutOrStdout())
-			if rec.Path() != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "recorded %s\n", rec.Path())
-			}
-			return err
+			return driveRecorded(cmd, realenv.NewTerminal(opts), actions, id, record)
 		},
 	}
 	f := cmd.Flags()
@@ -91,22 +96,11 @@ func newRealMCPCmd() *cobra.Command {
 		Short: "Launch an MCP server over stdio, call its tools (one JSON call per line) and record the session",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
 			m, err := realenv.NewMCP(&realenv.MCPOptions{Command: args, Env: env, Logger: logger(cmd)})
 			if err != nil {
 				return err
 			}
-			acts, err := readActionsFlag(actions, domain.MCP)
-			if err != nil {
-				return err
-			}
-			rec := realenv.NewRecorded(m, &realenv.RecordOptions{ID: id, Dir: record, Logger: logger(cmd)})
-			defer rec.Close()
-			_, err = realenv.Drive(ctx, rec, acts, cmd.OutOrStdout())
-			if rec.Path() != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "recorded %s\n", rec.Path())
-			}
-			return err
+			return driveRecorded(cmd, m, actions, id, record)
 		},
 	}
 	f := cmd.Flags()
