@@ -119,37 +119,30 @@ func (s *FileStore) lock(path string) func() {
 // name's UTF-8 encoding, so distinct world names map to distinct files
 // inside the directory.
 func fileName(world string) string {
-	var b strings.Builder
-	for i := 0; i < len(world); i++ {
-		c := world[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
-			b.WriteByte(c)
-		default:
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	if b.Len() == 0 {
-		return "%"
-	}
-	return b.String()
+	return escapeName([]byte(world))
 }
 
 // legacyFileName is how versions before fileName escaped a name: by code
 // point, which let "%2E41" stand for both ".41" and U+2E41. It differs from
 // fileName only for names with non-ASCII characters.
 func legacyFileName(world string) string {
-	var b strings.Builder
-	for _, r := range world {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
-			b.WriteRune(r)
-		default:
-			fmt.Fprintf(&b, "%%%02X", r)
-		}
-	}
-	if b.Len() == 0 {
+	return escapeName([]rune(world))
+}
+
+// escapeName writes units (the name's bytes or its code points) as they are
+// when they are [A-Za-z0-9_-], else as %XX; an empty name is "%".
+func escapeName[U byte | rune](units []U) string {
+	if len(units) == 0 {
 		return "%"
+	}
+	var b strings.Builder
+	for _, u := range units {
+		switch c := rune(u); {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+			b.WriteRune(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", u)
+		}
 	}
 	return b.String()
 }
