@@ -313,6 +313,9 @@ type Expander struct {
 	// weights is scratch for the weighted policy.
 	weights []float64
 	stats   []Stats
+	// system is the system prompt of the trajectory being expanded, when no
+	// templates are drawn (one render per trajectory, not per sample).
+	system string
 }
 
 // NewExpander checks the options; nil means defaults.
@@ -347,6 +350,9 @@ func (e *Expander) Expand(t *trajectory.Trajectory, emit func(*Sample) error) er
 	e.stats = e.stats[:0]
 	for _, tu := range t.Turns {
 		e.stats = append(e.stats, e.sc.Score(tu.Action, tu.Observation))
+	}
+	if e.opts.Templates == nil {
+		e.system = AssembleSystemPrompt(t)
 	}
 	if e.opts.Mode == RL {
 		return e.emit(t, e.chooseTurn(t), emit)
@@ -417,7 +423,7 @@ func (e *Expander) emit(t *trajectory.Trajectory, k int, emit func(*Sample) erro
 		}
 		s.System, s.Template = b.String(), tm.Name
 	} else {
-		s.System = AssembleSystemPrompt(t)
+		s.System = e.system
 	}
 	return emit(s)
 }
