@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
-// Verdict is what a judge concluded about one prediction.
-type Verdict struct {
-	Scores     Scores
-	Strengths  []string
-	Weaknesses []string
-}
+// Verdict is what a judge concluded about one prediction (see
+// [score.Verdict]).
+type Verdict = score.Verdict
 
 // Rubric is the LLM judge's side of judging: the published judge
 // conversation and the parsing of its answer. The judge package provides it;
@@ -73,7 +71,7 @@ type judger struct {
 }
 
 // RulesJudgeName marks rows scored by the offline deterministic scorer.
-const RulesJudgeName = "rules"
+const RulesJudgeName = score.RulesJudgeName
 
 // judge produces the judged row of one prediction. A failed prediction is
 // passed through unjudged; judging failures become failed rows; only

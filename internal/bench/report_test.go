@@ -14,6 +14,13 @@ import (
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
+// The judge package implements the pipeline's interfaces without importing
+// bench; this keeps the two in step.
+var (
+	_ bench.Rubric    = judge.Rubric{}
+	_ bench.RuleJudge = judge.RuleScorer{}
+)
+
 // exampleJudged scores the examples/bench dataset with the offline rules
 // scorer against a degraded "prediction" (the ground truth with its last
 // line dropped), so the report tests run on realistic rows.

@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -41,39 +42,11 @@ type Prediction struct {
 	Error        string               `json:"error,omitempty"`
 }
 
-// Scores are the five judge dimensions of one sample, 0 meaning absent or
-// unusable, otherwise 1..5 (negatives kept as the published script does).
-type Scores struct {
-	Format      int `json:"format"`
-	Factuality  int `json:"factuality"`
-	Consistency int `json:"consistency"`
-	Realism     int `json:"realism"`
-	Quality     int `json:"quality"`
-}
+// Scores are the five judge dimensions of one sample (see [score.Scores]).
+type Scores = score.Scores
 
 // Dimensions lists the five dimension names in report order.
-var Dimensions = []string{"format", "factuality", "consistency", "realism", "quality"}
-
-// Values returns the dimensions in Dimensions order.
-func (s Scores) Values() [5]int {
-	return [5]int{s.Format, s.Factuality, s.Consistency, s.Realism, s.Quality}
-}
-
-// Total is the sample total as published: the mean of the dimensions above
-// 0, or 0 when none is.
-func (s Scores) Total() float64 {
-	sum, n := 0, 0
-	for _, v := range s.Values() {
-		if v > 0 {
-			sum += v
-			n++
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return float64(sum) / float64(n)
-}
+var Dimensions = score.Dimensions
 
 // Judged is one line of judged.jsonl: a prediction with its judgement.
 type Judged struct {

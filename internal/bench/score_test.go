@@ -48,7 +48,7 @@ func genJudged(seed uint64, n int) []*Judged {
 					return 1 + rng.IntN(5)
 				}
 			}
-			s := Scores{dim(), dim(), dim(), dim(), dim()}
+			s := Scores{Format: dim(), Factuality: dim(), Consistency: dim(), Realism: dim(), Quality: dim()}
 			if rng.Float64() < 0.02 {
 				s = Scores{}
 			}
@@ -173,7 +173,7 @@ func rowsForScore(d string, s float64) []*Judged {
 				v[j]++
 			}
 		}
-		sc := Scores{v[0], v[1], v[2], v[3], v[4]}
+		sc := Scores{Format: v[0], Factuality: v[1], Consistency: v[2], Realism: v[3], Quality: v[4]}
 		rows = append(rows, &Judged{Prediction: Prediction{Sample: fmt.Sprintf("%s-%d", d, i), Task: d, Domain: d, ID: fmt.Sprint(i / 4)}, Scores: &sc, Total: sc.Total()})
 	}
 	return rows
@@ -204,7 +204,10 @@ func TestHeadlineIsDomainMean(t *testing.T) {
 }
 
 func TestScoreStrictAndFailures(t *testing.T) {
-	sc := func(v int) *Scores { s := Scores{v, v, v, v, v}; return &s }
+	sc := func(v int) *Scores {
+		s := Scores{Format: v, Factuality: v, Consistency: v, Realism: v, Quality: v}
+		return &s
+	}
 	rows := []*Judged{
 		{Prediction: Prediction{Sample: "a", Domain: "mcp", Task: "mcp", ID: "1"}, Scores: sc(5)},
 		{Prediction: Prediction{Sample: "b", Domain: "mcp", Task: "mcp", ID: "2"}, Scores: sc(3)},

@@ -10,8 +10,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/pytext"
+	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -56,7 +56,7 @@ var (
 // Each dimension then becomes an int (see dimensionValue), and values above 0
 // are clamped into 1..5; negative values are kept, as the published script
 // keeps them. A missing dimension is 0.
-func Parse(output string) (bench.Scores, Verdict, error) {
+func Parse(output string) (score.Scores, Verdict, error) {
 	text := worldmodel.StripThinking(output)
 	if locs := finalOpen.FindAllStringIndex(text, -1); len(locs) > 0 {
 		text = text[locs[len(locs)-1][1]:]
@@ -66,17 +66,17 @@ func Parse(output string) (bench.Scores, Verdict, error) {
 	}
 	obj, salvaged, err := decodeCandidate(text)
 	if err != nil {
-		return bench.Scores{}, Verdict{}, err
+		return score.Scores{}, Verdict{}, err
 	}
 	rawScores, ok := obj["scores"]
 	if !ok {
-		return bench.Scores{}, Verdict{}, fmt.Errorf("%w: JSON object has no \"scores\"", ErrUnparseable)
+		return score.Scores{}, Verdict{}, fmt.Errorf("%w: JSON object has no \"scores\"", ErrUnparseable)
 	}
 	dims, ok := rawScores.(map[string]any)
 	if !ok {
-		return bench.Scores{}, Verdict{}, fmt.Errorf("%w: \"scores\" is not an object", ErrUnparseable)
+		return score.Scores{}, Verdict{}, fmt.Errorf("%w: \"scores\" is not an object", ErrUnparseable)
 	}
-	s := bench.Scores{
+	s := score.Scores{
 		Format:      dimensionValue(dims["format"]),
 		Factuality:  dimensionValue(dims["factuality"]),
 		Consistency: dimensionValue(dims["consistency"]),

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/score"
 	"github.com/google/go-cmp/cmp"
 )
 
 type parseResult struct {
-	Scores  *bench.Scores `json:"scores,omitempty"`
+	Scores  *score.Scores `json:"scores,omitempty"`
 	Verdict *Verdict      `json:"verdict,omitempty"`
 	Error   string        `json:"error,omitempty"`
 }
@@ -39,23 +39,23 @@ func TestParseGolden(t *testing.T) {
 // TestParseRules pins the rule each golden case exists for, so a golden file
 // regenerated with -update cannot silently accept a wrong answer.
 func TestParseRules(t *testing.T) {
-	sc := func(f, fa, c, r, q int) bench.Scores {
-		return bench.Scores{Format: f, Factuality: fa, Consistency: c, Realism: r, Quality: q}
+	sc := func(f, fa, c, r, q int) score.Scores {
+		return score.Scores{Format: f, Factuality: fa, Consistency: c, Realism: r, Quality: q}
 	}
 	tests := []struct {
 		name string
 		in   string
-		want bench.Scores
+		want score.Scores
 		err  bool
 	}{
 		{"thinking pair removed", `<think>{"scores": {"format": 5}}</think>{"scores": {"format": 2}}`, sc(2, 0, 0, 0, 0), false},
 		{"orphan close", `{"scores": {"format": 5}}</think>{"scores": {"format": 3}}`, sc(3, 0, 0, 0, 0), false},
-		{"unclosed think", `<think>{"scores": {"format": 5}}`, bench.Scores{}, true},
+		{"unclosed think", `<think>{"scores": {"format": 5}}`, score.Scores{}, true},
 		{"last final block", "<final_evaluation>{\"scores\": {\"format\": 1}}</final_evaluation><final_evaluation>{\"scores\": {\"format\": 4}}</final_evaluation>", sc(4, 0, 0, 0, 0), false},
 		{"text outside final block ignored", "{\"scores\": {\"format\": 5}}<final_evaluation>{\"scores\": {\"format\": 2}}</final_evaluation>{\"scores\": {\"format\": 5}}", sc(2, 0, 0, 0, 0), false},
 		{"fenced beats balanced", "```json\n{\"scores\": {\"format\": 2}}\n```\n{\"scores\": {\"format\": 5}}", sc(2, 0, 0, 0, 0), false},
 		{"fenced with scores beats later fenced", "```json\n{\"scores\": {\"format\": 2}}\n```\n```json\n{\"x\": 1}\n```", sc(2, 0, 0, 0, 0), false},
-		{"last fenced object chosen", "```json\n{\"x\": 1}\n```\n{\"scores\": {\"format\": 5}}", bench.Scores{}, true},
+		{"last fenced object chosen", "```json\n{\"x\": 1}\n```\n{\"scores\": {\"format\": 5}}", score.Scores{}, true},
 		{"balanced with scores beats later", `{"scores": {"format": 3}} then {"b": 1}`, sc(3, 0, 0, 0, 0), false},
 		{"last balanced object", `{"b": 1} then {'scores': {'format': 4}}`, sc(4, 0, 0, 0, 0), false},
 		{"backward", `{ never closed {"scores": {"format": 4}}`, sc(4, 0, 0, 0, 0), false},
@@ -81,10 +81,10 @@ func TestParseRules(t *testing.T) {
 		{"negative string", `{"scores": {"format": "-2/5"}}`, sc(-2, 0, 0, 0, 0), false},
 		{"big string clamped", `{"scores": {"format": "10/10"}}`, sc(5, 0, 0, 0, 0), false},
 		{"null and list", `{"scores": {"format": null, "quality": [3]}}`, sc(0, 0, 0, 0, 0), false},
-		{"empty", ``, bench.Scores{}, true},
-		{"no object", `four out of five`, bench.Scores{}, true},
-		{"no scores", `{"strengths": []}`, bench.Scores{}, true},
-		{"scores not object", `{"scores": 5}`, bench.Scores{}, true},
+		{"empty", ``, score.Scores{}, true},
+		{"no object", `four out of five`, score.Scores{}, true},
+		{"no scores", `{"strengths": []}`, score.Scores{}, true},
+		{"scores not object", `{"scores": 5}`, score.Scores{}, true},
 	}
 	for _, tt := range tests {
 		got, _, err := Parse(tt.in)

@@ -7,15 +7,15 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/pytext"
+	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
 // RulesJudge is the judge name recorded on rows scored by Rules.
-const RulesJudge = bench.RulesJudgeName
+const RulesJudge = score.RulesJudgeName
 
 // Rules scores a prediction against the record's ground truth with
 // deterministic checks only, for iterating without an LLM judge. It is NOT
@@ -44,7 +44,7 @@ const RulesJudge = bench.RulesJudgeName
 //
 // An exact match after whitespace normalization scores 5 everywhere; an
 // empty prediction or worldmodel.NoOutput scores 1 everywhere.
-func Rules(rec *trajectory.Record, prediction string) (bench.Scores, Verdict) {
+func Rules(rec *trajectory.Record, prediction string) (score.Scores, Verdict) {
 	pred := domain.StripObservationMarker(prediction)
 	truth := ""
 	if rec.TurnIdx >= 1 && rec.TurnIdx <= len(rec.Response) {
@@ -91,7 +91,7 @@ func Rules(rec *trajectory.Record, prediction string) (bench.Scores, Verdict) {
 		realism = 0
 		v.Weaknesses = append(v.Weaknesses, "prediction addresses the evaluator")
 	}
-	return bench.Scores{
+	return score.Scores{
 		Format:      scale(format),
 		Factuality:  scale(fact),
 		Consistency: scale(cons),
@@ -100,8 +100,8 @@ func Rules(rec *trajectory.Record, prediction string) (bench.Scores, Verdict) {
 	}, v
 }
 
-func uniform(n int) bench.Scores {
-	return bench.Scores{Format: n, Factuality: n, Consistency: n, Realism: n, Quality: n}
+func uniform(n int) score.Scores {
+	return score.Scores{Format: n, Factuality: n, Consistency: n, Realism: n, Quality: n}
 }
 
 // scale maps a fraction in [0, 1] onto 1..5.

@@ -6,10 +6,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/judge"
+	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/volatile"
 )
 
 // Divergence compares a simulated observation with the real one for the
@@ -17,7 +18,7 @@ import (
 type Divergence struct {
 	Turn int `json:"turn,omitempty"`
 	// Exact is true when the deterministic content matches exactly: both
-	// texts equal after NormalizeDeterministic (marker, blank edges and
+	// texts equal after [volatile.Deterministic] (marker, blank edges and
 	// trailing spaces removed, volatile values such as clock times,
 	// dates, hex ids and durations masked).
 	Exact bool `json:"exact"`
@@ -32,7 +33,7 @@ type Divergence struct {
 	// RuleScores are the offline rules judge's five dimensions (the
 	// bench's "rules" judge) for the simulated observation against the real
 	// one, in the context of the turns before it; RuleTotal is their mean.
-	RuleScores *bench.Scores `json:"rule_scores,omitempty"`
+	RuleScores *score.Scores `json:"rule_scores,omitempty"`
 	RuleTotal  float64       `json:"rule_total,omitempty"`
 	// Error is set when the simulator gave no observation (a transport
 	// error); the other fields then compare against an empty text.
@@ -48,39 +49,6 @@ type RuleResult struct {
 	Pass bool   `json:"pass"`
 }
 
-var volatile = []struct {
-	re   *regexp.Regexp
-	repl string
-}{
-	{regexp.MustCompile(`\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b`), "<uuid>"},
-	{regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?`), "<datetime>"},
-	{regexp.MustCompile(`\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b`), "<time>"},
-	{regexp.MustCompile(`\b(Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2}\b`), "<date>"},
-	{regexp.MustCompile(`\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} +(\d{2}:\d{2}|\d{4})\b`), "<date>"},
-	{regexp.MustCompile(`\b[0-9a-f]{12,64}\b`), "<hex>"},
-	{regexp.MustCompile(`\b\d+(\.\d+)?(ms|s)\b`), "<duration>"},
-	{regexp.MustCompile(`\breal\s+\d+m\d+\.\d+s`), "real <duration>"},
-}
-
-// NormalizeDeterministic reduces an observation to the content a faithful
-// simulator must reproduce exactly: the observation marker is dropped,
-// line ends unified, trailing spaces and blank edges removed, and values
-// no simulator can know (clock times, dates, UUIDs, long hex ids,
-// durations) masked.
-func NormalizeDeterministic(s string) string {
-	s = domain.StripObservationMarker(s)
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		l = strings.TrimRight(l, " \t\r")
-		for _, v := range volatile {
-			l = v.re.ReplaceAllString(l, v.repl)
-		}
-		lines[i] = l
-	}
-	return strings.Trim(strings.Join(lines, "\n"), "\n")
-}
-
 // maxLCSTokens bounds the quadratic similarity; longer texts fall back to
 // a multiset overlap (Dice coefficient).
 const maxLCSTokens = 3000
@@ -89,7 +57,7 @@ const maxLCSTokens = 3000
 // texts (the Ratcliff/Obershelp-style ratio on tokens), or the Dice
 // coefficient of the token multisets when either text is very long.
 func Similarity(a, b string) float64 {
-	ta, tb := strings.Fields(NormalizeDeterministic(a)), strings.Fields(NormalizeDeterministic(b))
+	ta, tb := strings.Fields(volatile.Deterministic(a)), strings.Fields(volatile.Deterministic(b))
 	if len(ta)+len(tb) == 0 {
 		return 1
 	}
@@ -131,7 +99,7 @@ func dice(a, b []string) float64 {
 
 // Compare measures how far a simulated observation is from the real one.
 func Compare(d domain.Domain, real, sim string) Divergence {
-	nr, ns := NormalizeDeterministic(real), NormalizeDeterministic(sim)
+	nr, ns := volatile.Deterministic(real), volatile.Deterministic(sim)
 	div := Divergence{Exact: nr == ns, Similarity: Similarity(real, sim)}
 	div.Rules = rules(d, nr, ns)
 	div.RulesPassed = true
