@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,7 +42,7 @@ func openJournal(path string) (*journal, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	if err := cutTornTail(path); err != nil {
+	if err := trajectory.CutTornTail(path); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -51,42 +50,6 @@ func openJournal(path string) (*journal, error) {
 		return nil, err
 	}
 	return &journal{f: f, path: path, lastSync: time.Now()}, nil
-}
-
-// cutTornTail truncates a file after its last newline. It searches
-// backwards from the end rather than reading lines forward with
-// trajectory.LineReader, so opening a large journal costs one block, not a
-// pass over every row.
-func cutTornTail(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.Size() == 0 {
-		return err
-	}
-	size := st.Size()
-	buf := make([]byte, 64<<10)
-	for end := size; end > 0; {
-		start := max(end-int64(len(buf)), 0)
-		n, err := f.ReadAt(buf[:end-start], start)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
-			if cut := start + int64(i) + 1; cut != size {
-				return f.Truncate(cut)
-			}
-			return nil
-		}
-		end = start
-	}
-	return f.Truncate(0)
 }
 
 // append writes v as one line.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,13 +102,13 @@ func TestExactLookupsHitAfterRecordAndReload(t *testing.T) {
 		build func(t *testing.T) *Library
 	}{
 		{"fresh library", func(t *testing.T) *Library {
-			lib := New()
+			lib := New(nil)
 			recordEpisode(t, lib, testWorld, episode)
 			return lib
 		}},
 		{"reloaded transition lines", func(t *testing.T) *Library {
 			dir := t.TempDir()
-			rec := New()
+			rec := New(nil)
 			if err := rec.RecordTo(dir); err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +176,7 @@ func TestExactLookupsHitAfterRecordAndReload(t *testing.T) {
 
 func load(t *testing.T, dir string) *Library {
 	t.Helper()
-	lib := New()
+	lib := New(nil)
 	if err := lib.LoadDir(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func TestKeyFramingKeepsSplitsApart(t *testing.T) {
 func TestForkedSessionHitsTheCache(t *testing.T) {
 	calls := 0
 	model := func(context.Context, sim.SessionInfo) (sim.Environment, error) { return countingModel{&calls}, nil }
-	lib := New()
+	lib := New(nil)
 	m := manager(t, map[string]sim.BackendFactory{sim.BackendModel: Cache(lib, "wm", model)}, sim.BackendModel)
 	ctx := context.Background()
 	rep, err := m.Create(ctx, sim.CreateRequest{WorldID: testWorld})
@@ -308,7 +309,7 @@ func TestResumedSessionHitsTheCache(t *testing.T) {
 	}
 	calls := 0
 	model := func(context.Context, sim.SessionInfo) (sim.Environment, error) { return countingModel{&calls}, nil }
-	lib, st, ctx := New(), sim.NewMemStore(), context.Background()
+	lib, st, ctx := New(nil), sim.NewMemStore(), context.Background()
 	start := func() *sim.Manager {
 		return sim.New(&sim.Options{Store: st, Worlds: worlds, Backends: map[string]sim.BackendFactory{sim.BackendModel: Cache(lib, "wm", model)}, DefaultBackend: sim.BackendModel})
 	}
@@ -347,7 +348,7 @@ func TestResumedSessionHitsTheCache(t *testing.T) {
 }
 
 func TestCacheHitsOnlyItsOwnWorld(t *testing.T) {
-	lib := New()
+	lib := New(nil)
 	recordEpisode(t, lib, "another-search-world", episode[:1])
 	a := At{Domain: testDomain, World: testWorld, History: Root(testDomain)}
 	if obs, ok := lib.cached(a, episode[0].Action); ok {
@@ -365,7 +366,7 @@ func TestCacheHitsOnlyItsOwnWorld(t *testing.T) {
 // serve any model.
 func TestCacheHitsOnlyItsOwnModel(t *testing.T) {
 	dir := t.TempDir()
-	lib := New()
+	lib := New(nil)
 	if err := lib.RecordTo(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +377,7 @@ func TestCacheHitsOnlyItsOwnModel(t *testing.T) {
 	if err := lib.Close(); err != nil {
 		t.Fatal(err)
 	}
-	reloaded := New()
+	reloaded := New(nil)
 	if err := reloaded.LoadDir(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +391,7 @@ func TestCacheHitsOnlyItsOwnModel(t *testing.T) {
 			t.Errorf("cache hit %q from another model", obs)
 		}
 	}
-	old := New()
+	old := New(nil)
 	recordEpisode(t, old, testWorld, episode[:1]) // no model, as recordings are
 	a.Model = "any-model"
 	if obs, ok := old.cached(a, episode[0].Action); !ok || obs != episode[0].Observation {
@@ -423,7 +424,7 @@ func TestBadCacheLinesNameFileAndLine(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// Blank lines count: the bad line is the fourth.
-			err := New().Read(strings.NewReader(good+"\n"+good+tc.line+"\n"), "cache.jsonl")
+			err := New(nil).Read(strings.NewReader(good+"\n"+good+tc.line+"\n"), "cache.jsonl")
 			var le *trajectory.LineError
 			if !errors.As(err, &le) || le.File != "cache.jsonl" || le.Line != 4 {
 				t.Fatalf("want a LineError at cache.jsonl:4, got %v", err)
@@ -511,7 +512,7 @@ func BenchmarkCacheStep(b *testing.B) {
 	var early, late time.Duration // summed over 11 turns each
 	var written int64
 	for b.Loop() {
-		lib := New()
+		lib := New(nil)
 		file := &countingFile{}
 		lib.out = file
 		env, err := Cache(lib, "wm", model)(ctx, sim.SessionInfo{Spec: spec})
@@ -541,4 +542,70 @@ func BenchmarkCacheStep(b *testing.B) {
 	b.ReportMetric(float64(late.Nanoseconds())/float64(11*b.N), "ns/step@200")
 	b.ReportMetric(float64(late)/float64(early), "ratio")
 	b.ReportMetric(float64(written)/float64(b.N*turns), "B/step")
+}
+
+// A crash during Record can leave the cache's last line cut short: loading
+// skips it with a log line (serve still starts), and recording again cuts
+// it off so the next transition starts a line of its own.
+func TestTornLastCacheLineIsSkippedAndCut(t *testing.T) {
+	dir := t.TempDir()
+	rec := New(nil)
+	if err := rec.RecordTo(dir); err != nil {
+		t.Fatal(err)
+	}
+	recordEpisode(t, rec, testWorld, episode[:2])
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "cache.jsonl")
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(whole, []byte("\n"))
+	torn := append(append([]byte(nil), lines[0]...), lines[1][:len(lines[1])/2]...)
+	if err := os.WriteFile(path, torn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	var logged bytes.Buffer
+	lib := New(&Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err := lib.LoadDir(dir); err != nil {
+		t.Fatalf("a torn last line stopped loading: %v", err)
+	}
+	if lib.Len() != 1 {
+		t.Errorf("loaded %d transitions, want the 1 whole line", lib.Len())
+	}
+	if !strings.Contains(logged.String(), "torn last line") || !strings.Contains(logged.String(), "cache.jsonl:2") {
+		t.Errorf("log does not name the skipped line: %q", logged.String())
+	}
+
+	if err := lib.RecordTo(dir); err != nil {
+		t.Fatal(err)
+	}
+	c := NewChain(testDomain, nil)
+	a := At{Domain: testDomain, World: testWorld, History: c.At(episode[:1]), Prev: episode[0].Observation}
+	if err := lib.Record(a, episode[1].Action, episode[1].Observation); err != nil {
+		t.Fatal(err)
+	}
+	if err := lib.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again := load(t, dir)
+	if again.Len() != 2 {
+		t.Errorf("reloaded %d transitions after recording past the torn line, want 2", again.Len())
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, whole) {
+		t.Errorf("cache file after the cut and one record:\n%s\nwant:\n%s", got, whole)
+	}
+}
+
+func TestBadLastLineWithItsNewlineIsAnError(t *testing.T) {
+	// Only a line without its newline is torn; a whole bad line is damage
+	// a user must see.
+	err := New(nil).Read(strings.NewReader("{\"kind\":\"snapshot\"}\n"), "cache.jsonl")
+	var le *trajectory.LineError
+	if !errors.As(err, &le) || le.Line != 1 {
+		t.Fatalf("want a LineError at cache.jsonl:1, got %v", err)
+	}
 }

@@ -37,7 +37,9 @@
 // loading finds it from an earlier line of the same library whose history
 // ends where this one's parent does (empty when there is none), for
 // nearest-neighbour scoring. A bad line stops loading with an error naming
-// the file and line (*trajectory.LineError).
+// the file and line (*trajectory.LineError), except a torn last line (one a
+// crash cut short: bad and without its newline), which is logged and
+// skipped; RecordTo cuts it off before appending.
 package replay
 
 import (
@@ -48,6 +50,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -89,6 +92,14 @@ type Library struct {
 	outMu sync.Mutex
 	out   syncWriter // where Record appends, when recording
 	buf   bytes.Buffer
+
+	log *slog.Logger
+}
+
+// Options tunes a Library.
+type Options struct {
+	// Logger reports skipped torn lines; nil discards.
+	Logger *slog.Logger
 }
 
 // syncWriter is what Record appends to: an *os.File, or a test double.
@@ -115,9 +126,13 @@ func (t *transition) index() {
 	t.once.Do(func() { t.words, t.prevWords = words(t.action), words(t.prevObs) })
 }
 
-// New returns an empty library.
-func New() *Library {
-	return &Library{exact: map[Key][]*transition{}, byDomain: map[string][]*transition{}, after: map[Key]string{}}
+// New returns an empty library; o may be nil.
+func New(o *Options) *Library {
+	log := slog.New(slog.DiscardHandler)
+	if o != nil && o.Logger != nil {
+		log = o.Logger
+	}
+	return &Library{exact: map[Key][]*transition{}, byDomain: map[string][]*transition{}, after: map[Key]string{}, log: log}
 }
 
 // Len is the number of transitions held.
@@ -169,7 +184,8 @@ func (l *Library) LoadDir(dir string) error {
 // Read adds the lines (trajectories and transitions) of one JSONL stream;
 // name is used in errors, which are *trajectory.LineError.
 func (l *Library) Read(r io.Reader, name string) error {
-	lr := trajectory.NewLineReader(r, name, 0)
+	tail := &tailReader{r: r}
+	lr := trajectory.NewLineReader(tail, name, 0)
 	for {
 		line, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
@@ -180,7 +196,12 @@ func (l *Library) Read(r io.Reader, name string) error {
 		}
 		e, err := parseLine(line)
 		if err != nil {
-			return &trajectory.LineError{File: name, Line: n, Err: err}
+			err = &trajectory.LineError{File: name, Line: n, Err: err}
+			if _, _, more := lr.Next(); errors.Is(more, io.EOF) && tail.last != '\n' {
+				l.log.Warn("skipped a torn last line (a crash cut it short)", "err", err)
+				return nil
+			}
+			return err
 		}
 		if e.traj != nil {
 			l.AddTrajectory(e.traj)
@@ -192,6 +213,21 @@ func (l *Library) Read(r io.Reader, name string) error {
 		l.after[s.parent.Next(s.action, s.observation)] = s.observation
 		l.mu.Unlock()
 	}
+}
+
+// tailReader remembers the last byte read through it, which tells a torn
+// last line (no newline after it) from a whole bad one.
+type tailReader struct {
+	r    io.Reader
+	last byte
+}
+
+func (t *tailReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.last = p[n-1]
+	}
+	return n, err
 }
 
 // AddTrajectory indexes every transition of t.
@@ -347,12 +383,18 @@ func (l *Library) cached(a At, action string) (string, bool) {
 	return "", false
 }
 
-// RecordTo makes Record append to cache.jsonl in dir (created if needed).
+// RecordTo makes Record append to cache.jsonl in dir (created if needed),
+// first cutting a torn last line so the next transition starts a line of
+// its own.
 func (l *Library) RecordTo(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cache dir: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "cache.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	path := filepath.Join(dir, "cache.jsonl")
+	if err := trajectory.CutTornTail(path); err != nil {
+		return fmt.Errorf("cache file: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("cache file: %w", err)
 	}

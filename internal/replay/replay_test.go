@@ -23,7 +23,7 @@ func manager(t *testing.T, backends map[string]sim.BackendFactory, def string) *
 }
 
 func TestBundledRecordingsReplayExactlyAndApproximately(t *testing.T) {
-	lib := New()
+	lib := New(nil)
 	if err := lib.LoadFS(examples.FS, "recordings"); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestCacheAnswersRepeatsAndRecordsToDisk(t *testing.T) {
 	dir := t.TempDir()
 	calls := 0
 	model := func(context.Context, sim.SessionInfo) (sim.Environment, error) { return countingModel{&calls}, nil }
-	lib := New()
+	lib := New(nil)
 	if err := lib.RecordTo(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestCacheAnswersRepeatsAndRecordsToDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The cache file replays in a fresh library.
-	again := New()
+	again := New(nil)
 	if err := again.LoadDir(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestCacheAnswersRepeatsAndRecordsToDisk(t *testing.T) {
 }
 
 func TestBadRecordingNamesTheLine(t *testing.T) {
-	err := New().Read(strings.NewReader("{\"id\":\"a\",\"domain\":\"terminal\",\"system_prompt\":\"s\",\"turns\":[{\"action\":\"[]\",\"observation\":\"\"}]}\n{\"id\":\"b\",\"domain\":\"chess\",\"system_prompt\":\"s\",\"turns\":[{\"action\":\"x\",\"observation\":\"y\"}]}\n"), "rec.jsonl")
+	err := New(nil).Read(strings.NewReader("{\"id\":\"a\",\"domain\":\"terminal\",\"system_prompt\":\"s\",\"turns\":[{\"action\":\"[]\",\"observation\":\"\"}]}\n{\"id\":\"b\",\"domain\":\"chess\",\"system_prompt\":\"s\",\"turns\":[{\"action\":\"x\",\"observation\":\"y\"}]}\n"), "rec.jsonl")
 	if err == nil || !strings.Contains(err.Error(), "rec.jsonl:2") {
 		t.Fatalf("want an error at rec.jsonl:2, got %v", err)
 	}
@@ -122,7 +122,7 @@ func FuzzRead(f *testing.F) {
 	f.Add("{}\n[")
 	f.Add(`{"kind":"transition","parent":"` + Root("mcp").String() + `","domain":"mcp","world":"w","action":"{\"name\":\"x\"}","observation":"y"}`)
 	f.Fuzz(func(t *testing.T, in string) {
-		lib := New()
+		lib := New(nil)
 		if err := lib.Read(strings.NewReader(in), "f.jsonl"); err != nil {
 			return
 		}

@@ -165,7 +165,7 @@ func NewApp(cfg AppConfig) (*App, error) {
 	switch {
 	case strings.HasPrefix(cfg.Model, "replay:"):
 		dir := strings.TrimPrefix(cfg.Model, "replay:")
-		lib := replay.New()
+		lib := replay.New(&replay.Options{Logger: log})
 		if err := lib.LoadDir(dir); err != nil {
 			return nil, fmt.Errorf("--model %s: %w", cfg.Model, err)
 		}
@@ -175,7 +175,7 @@ func NewApp(cfg AppConfig) (*App, error) {
 	case cfg.Model != "":
 		urls = append([]string{cfg.Model}, urls...)
 	case len(urls) == 0:
-		lib := replay.New()
+		lib := replay.New(&replay.Options{Logger: log})
 		if err := lib.LoadFS(examples.FS, "recordings"); err != nil {
 			return nil, fmt.Errorf("embedded recordings: %w", err)
 		}
@@ -207,7 +207,7 @@ func NewApp(cfg AppConfig) (*App, error) {
 		var model sim.BackendFactory = sim.NewModelBackend(app.Router, mo)
 		app.Describe = fmt.Sprintf("world model %q on %d replica(s): %s; %s", cfg.ModelName, len(urls), strings.Join(urls, ", "), counting)
 		if cfg.CacheDir != "" {
-			lib := replay.New()
+			lib := replay.New(&replay.Options{Logger: log})
 			if _, err := os.Stat(cfg.CacheDir); err == nil {
 				if err := lib.LoadDir(cfg.CacheDir); err != nil {
 					return nil, fmt.Errorf("--cache %s: %w", cfg.CacheDir, err)

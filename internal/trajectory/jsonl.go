@@ -224,3 +224,40 @@ func WriteRecord(w io.Writer, r *Record) error {
 func DomainFromFile(path string) string {
 	return strings.TrimSuffix(filepath.Base(path), "_test.jsonl")
 }
+
+// CutTornTail truncates a JSONL file after its last newline, so lines
+// appended next start on a line of their own instead of extending a line a
+// crash tore. A missing file is left missing. It searches backwards from
+// the end rather than reading lines forward, so opening a large file costs
+// one block, not a pass over every line.
+func CutTornTail(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return err
+	}
+	size := st.Size()
+	buf := make([]byte, 64<<10)
+	for end := size; end > 0; {
+		start := max(end-int64(len(buf)), 0)
+		n, err := f.ReadAt(buf[:end-start], start)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			if cut := start + int64(i) + 1; cut != size {
+				return f.Truncate(cut)
+			}
+			return nil
+		}
+		end = start
+	}
+	return f.Truncate(0)
+}
