@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -25,7 +26,7 @@ func (CopyBaseline) Complete(ctx context.Context, req worldmodel.Request) (*worl
 	resp := &worldmodel.Response{FinishReason: "stop", Model: "copy-baseline"}
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if req.Messages[i].Role == "assistant" {
-			resp.Content = "<predicted_observation>\n" + req.Messages[i].Content + "\n</predicted_observation>"
+			resp.Content = conversation.Answer(req.Messages[i].Content)
 			break
 		}
 	}

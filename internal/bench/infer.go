@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -134,7 +135,7 @@ func (in *inferer) infer(ctx context.Context, it *Item) (Prediction, error) {
 		p.Failure = FailNoGeneration
 		p.Error = fmt.Sprintf("sample %s (%s:%d): the model returned no content (finish_reason=%q)", it.Sample, it.File, it.Line, resp.FinishReason)
 	default:
-		p.Prediction = worldmodel.ExtractPrediction(resp.Content)
+		p.Prediction = conversation.ExtractPrediction(resp.Content)
 		// Only complete generations are reused: a cut one may be a budget
 		// problem the user is about to fix.
 		if !hit && !p.Truncated {

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -448,7 +449,7 @@ func TestBenchRunSendsPublishedMessages(t *testing.T) {
 	if rec.Prompt[3] == rec.CurrentPrompt {
 		t.Error("the example's last prompt should carry the instruction suffix that current_prompt lacks")
 	}
-	wantJudge := convert(judge.Messages(&rec, worldmodel.ExtractPrediction(gen)))
+	wantJudge := convert(judge.Messages(&rec, conversation.ExtractPrediction(gen)))
 	if d := cmp.Diff(wantJudge, reqs[1].Messages); d != "" {
 		t.Errorf("judge messages (-want +got):\n%s", d)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -142,7 +143,7 @@ func userMessage(n int, action string) string {
 // Earlier turns appear in the prompt the way the published inference shows
 // them (ObservationResponse); only the generated turn carries the tag.
 func (s *Sample) Target() string {
-	return "<predicted_observation>\n" + s.Observation + "\n</predicted_observation>"
+	return conversation.Answer(s.Observation)
 }
 
 // ContentHash identifies a sample by what a trainer sees: system prompt,

@@ -14,10 +14,10 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/agentworld/agentworld/examples"
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
-	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
 func loadTrajectories(t *testing.T, path string) []*trajectory.Trajectory {
@@ -363,7 +363,7 @@ func TestSamplesAreWhatTheSimulatorSends(t *testing.T) {
 		if diff := cmp.Diff(want, s.Prompt()); diff != "" {
 			t.Errorf("turn %d: sample differs from the simulator's request (-sim +sample):\n%s", s.Turn, diff)
 		}
-		if got := worldmodel.ExtractPrediction(s.Target()); got != s.Observation {
+		if got := conversation.ExtractPrediction(s.Target()); got != s.Observation {
 			t.Errorf("turn %d: the simulator reads the target as %q, want %q", s.Turn, got, s.Observation)
 		}
 	}

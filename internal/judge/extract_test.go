@@ -3,16 +3,16 @@ package judge
 import (
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/worldmodel"
+	"github.com/agentworld/agentworld/internal/conversation"
 )
 
-// TestExtractPredictionGolden documents worldmodel.ExtractPrediction, the
+// TestExtractPredictionGolden documents conversation.ExtractPrediction, the
 // published prediction extraction, on one input per rule: the .golden file
 // holds the exact extracted text.
 func TestExtractPredictionGolden(t *testing.T) {
 	for base, in := range inputs(t, "extract") {
 		t.Run(base, func(t *testing.T) {
-			checkGolden(t, base+".golden", []byte(worldmodel.ExtractPrediction(in)))
+			checkGolden(t, base+".golden", []byte(conversation.ExtractPrediction(in)))
 		})
 	}
 }
@@ -28,8 +28,8 @@ func TestExtractPredictionRules(t *testing.T) {
 		"last_answer_block":                  "second attempt",
 		"unclosed_answer_tag":                `UI element 0: {"class_name": "android.widget.EditText", "text": "Dentist"}`,
 		"no_tag_uses_text":                   "RootWebArea 'Orders / Sales / Admin', focused\n\t[305] heading 'Orders'",
-		"no_output_after_thinking":           worldmodel.NoOutput,
-		"empty_input":                        worldmodel.NoOutput,
+		"no_output_after_thinking":           conversation.NoOutput,
+		"empty_input":                        conversation.NoOutput,
 		"empty_tag":                          "",
 		"answer_tag_inside_thinking_removed": "plain answer",
 	}
@@ -44,7 +44,7 @@ func TestExtractPredictionRules(t *testing.T) {
 			t.Errorf("no expectation for %s", name)
 			continue
 		}
-		if got := worldmodel.ExtractPrediction(in); got != w {
+		if got := conversation.ExtractPrediction(in); got != w {
 			t.Errorf("%s: got %q, want %q", name, got, w)
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/pytext"
 	"github.com/agentworld/agentworld/internal/trajectory"
-	"github.com/agentworld/agentworld/internal/worldmodel"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -58,20 +58,20 @@ func FuzzExtractPrediction(f *testing.F) {
 	f.Add("<think>a<predicted_observation>b")
 	f.Add("</think></think><predicted_observation></predicted_observation>")
 	f.Fuzz(func(t *testing.T, in string) {
-		got := worldmodel.ExtractPrediction(in)
+		got := conversation.ExtractPrediction(in)
 		if got != pytext.Strip(got) {
 			t.Fatalf("result %q is not stripped", got)
 		}
 		if !strings.Contains(in, "<") {
 			want := pytext.Strip(in)
 			if want == "" {
-				want = worldmodel.NoOutput
+				want = conversation.NoOutput
 			}
 			if got != want {
 				t.Fatalf("tag-free input: got %q, want %q", got, want)
 			}
 		}
-		if again := worldmodel.ExtractPrediction("<think>x</think>" + in); again != got {
+		if again := conversation.ExtractPrediction("<think>x</think>" + in); again != got {
 			t.Fatalf("a leading thinking block changed the result: %q vs %q", got, again)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -67,7 +68,7 @@ func TestMessagesGolden(t *testing.T) {
 		{"history", term[2], "root@4c1f2e9a7b3d:/app# sed -i 's/return a - b/return a + b/' calc.py\nroot@4c1f2e9a7b3d:/app#"},
 		{"empty_current_prompt", &noCurrent, "before **Environment Observation:** middle **Environment Observation:**"},
 		{"fence_in_prediction", mcp[0], "```json\n{\"content\": []}\n```"},
-		{"unknown_domain", &custom, worldmodel.NoOutput},
+		{"unknown_domain", &custom, conversation.NoOutput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

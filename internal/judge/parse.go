@@ -10,9 +10,9 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/pytext"
 	"github.com/agentworld/agentworld/internal/score"
-	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
 // ErrUnparseable means a judge answer held no JSON object with a "scores"
@@ -38,7 +38,7 @@ var (
 
 // Parse reads a judge answer as the published evaluation does:
 //
-//  1. thinking is removed (worldmodel.StripThinking);
+//  1. thinking is removed (conversation.StripThinking);
 //  2. if there is a <final_evaluation> tag, only the last such block is kept
 //     (to its closing tag, or to the end when unclosed);
 //  3. a JSON candidate is chosen, first match wins: the last fenced block
@@ -57,7 +57,7 @@ var (
 // are clamped into 1..5; negative values are kept, as the published script
 // keeps them. A missing dimension is 0.
 func Parse(output string) (score.Scores, Verdict, error) {
-	text := worldmodel.StripThinking(output)
+	text := conversation.StripThinking(output)
 	if locs := finalOpen.FindAllStringIndex(text, -1); len(locs) > 0 {
 		text = text[locs[len(locs)-1][1]:]
 		if c := finalClose.FindStringIndex(text); c != nil {

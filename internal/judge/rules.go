@@ -7,11 +7,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/pytext"
 	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/trajectory"
-	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
 // RulesJudge is the judge name recorded on rows scored by Rules.
@@ -43,7 +43,7 @@ const RulesJudge = score.RulesJudgeName
 //   - Quality: token F1 between masked prediction and ground truth.
 //
 // An exact match after whitespace normalization scores 5 everywhere; an
-// empty prediction or worldmodel.NoOutput scores 1 everywhere.
+// empty prediction or conversation.NoOutput scores 1 everywhere.
 func Rules(rec *trajectory.Record, prediction string) (score.Scores, Verdict) {
 	pred := domain.StripObservationMarker(prediction)
 	truth := ""
@@ -51,7 +51,7 @@ func Rules(rec *trajectory.Record, prediction string) (score.Scores, Verdict) {
 		truth = domain.StripObservationMarker(rec.Response[rec.TurnIdx-1])
 	}
 	var v Verdict
-	if pred == "" || pred == worldmodel.NoOutput {
+	if pred == "" || pred == conversation.NoOutput {
 		v.Weaknesses = []string{"no prediction"}
 		return uniform(1), v
 	}

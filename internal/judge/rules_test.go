@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/trajectory"
-	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
 func truthOf(r *trajectory.Record) string { return domain.StripObservationMarker(r.GroundTruth()) }
@@ -37,7 +37,7 @@ func TestRules(t *testing.T) {
 	}{
 		{"exact match with marker", mcp[2], mcp[2].GroundTruth(), eq(all(5))},
 		{"exact match modulo spaces", term[0], "  " + strings.ReplaceAll(truthOf(term[0]), "  ", " ") + "\n", eq(all(5))},
-		{"no output", mcp[0], worldmodel.NoOutput, eq(all(1))},
+		{"no output", mcp[0], conversation.NoOutput, eq(all(1))},
 		{"empty", web[0], "", eq(all(1))},
 		{"invalid JSON where truth is JSON", mcp[2], "The query returned three rows: HW-1042, EL-0217 and HW-0880.", func(t *testing.T, s score.Scores) {
 			if s.Format != 1 || s.Factuality != 1 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -70,8 +71,8 @@ func TestEmptyOrCutAnswersRetryOnceThenReport(t *testing.T) {
 	}{
 		{"clean", []worldmodel.Response{{Content: "<predicted_observation>a</predicted_observation>", FinishReason: "stop"}}, "a", ""},
 		{"empty then good", []worldmodel.Response{{Content: "", FinishReason: "length"}, {Content: "<think>t</think><predicted_observation>b</predicted_observation>", FinishReason: "stop"}}, "b", ""},
-		{"cut twice", []worldmodel.Response{{Content: "<think>long", FinishReason: "length"}, {Content: "<think>longer", FinishReason: "length"}}, worldmodel.NoOutput, "cut by the token budget"},
-		{"empty twice", []worldmodel.Response{{Content: "", FinishReason: "stop"}}, worldmodel.NoOutput, "empty answer after one retry"},
+		{"cut twice", []worldmodel.Response{{Content: "<think>long", FinishReason: "length"}, {Content: "<think>longer", FinishReason: "length"}}, conversation.NoOutput, "cut by the token budget"},
+		{"empty twice", []worldmodel.Response{{Content: "", FinishReason: "stop"}}, conversation.NoOutput, "empty answer after one retry"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -166,7 +167,7 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 	info.FinishReason = resp.FinishReason
 	info.Reasoning = resp.Reasoning
 	if info.Reasoning == "" {
-		info.Reasoning = worldmodel.Reasoning(resp.Content)
+		info.Reasoning = conversation.Reasoning(resp.Content)
 	}
 	if r, ok := replicaOf(resp); ok {
 		info.Replica = r
@@ -241,15 +242,15 @@ func addUsage(dst, first *worldmodel.Response) {
 func answerOf(r *worldmodel.Response) (string, string) {
 	if strings.TrimSpace(r.Content) == "" {
 		if r.Truncated() {
-			return worldmodel.NoOutput, "empty answer (cut by the token budget)"
+			return conversation.NoOutput, "empty answer (cut by the token budget)"
 		}
-		return worldmodel.NoOutput, "empty answer"
+		return conversation.NoOutput, "empty answer"
 	}
-	pred := worldmodel.ExtractPrediction(r.Content)
+	pred := conversation.ExtractPrediction(r.Content)
 	if r.Truncated() {
 		return pred, "answer cut by the token budget (finish_reason=length)"
 	}
-	if pred == worldmodel.NoOutput {
+	if pred == conversation.NoOutput {
 		return pred, "no prediction in the answer"
 	}
 	return pred, ""

@@ -1,7 +1,7 @@
 // Package worldmodel talks to language world models served behind an
 // OpenAI-compatible /v1/chat/completions API (vLLM, SGLang, hosted APIs):
-// requests, retries, usage accounting, and reading the prediction out of a
-// generation that thinks in <think> and answers in <predicted_observation>.
+// requests, retries and usage accounting. Reading the prediction out of a
+// generation is the job of package conversation (ExtractPrediction).
 package worldmodel
 
 import (

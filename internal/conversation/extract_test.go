@@ -1,8 +1,10 @@
-package worldmodel
+package conversation
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/agentworld/agentworld/internal/pytext"
 )
 
 func TestExtractPredictionBasics(t *testing.T) {
@@ -57,6 +59,27 @@ func FuzzReasoning(f *testing.F) {
 		}
 		if !strings.ContainsAny(s, "<>") && r != "" {
 			t.Fatalf("Reasoning(%q) = %q without any tag", s, r)
+		}
+	})
+}
+
+// FuzzAnswerRoundTrip: whatever observation a training target wraps,
+// ExtractPrediction reads back stripped, as long as the observation holds
+// none of the tags the reader looks for (no real observation does; a
+// target's text is the model's whole answer).
+func FuzzAnswerRoundTrip(f *testing.F) {
+	for _, s := range []string{"", "a.txt\nb.txt", "  padded  ", "**Environment Observation:**\nx", "<b>bold</b>", "多字节"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, obs string) {
+		low := strings.ToLower(obs)
+		if strings.Contains(low, "think>") || strings.Contains(low, "predicted_observation>") {
+			t.Skip("the observation holds a tag the reader acts on")
+		}
+		want := pytext.Strip(obs)
+		got := ExtractPrediction(Answer(obs))
+		if got != want {
+			t.Fatalf("ExtractPrediction(Answer(%q)) = %q, want %q", obs, got, want)
 		}
 	})
 }

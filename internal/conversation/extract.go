@@ -1,4 +1,4 @@
-package worldmodel
+package conversation
 
 import (
 	"regexp"
@@ -108,4 +108,12 @@ func LastTagContent(s string) (string, bool) {
 		body = body[:c[0]]
 	}
 	return pytext.Strip(body), true
+}
+
+// Answer wraps an observation in the answer tag the world-model prompts ask
+// for, one newline inside each side. It is the generation a model should
+// produce for that observation (the target of a training sample), and
+// [ExtractPrediction] reads it back as the observation stripped.
+func Answer(obs string) string {
+	return "<predicted_observation>\n" + obs + "\n</predicted_observation>"
 }

@@ -1,0 +1,11 @@
+// Package conversation owns the world-model conversation: every text the
+// simulator sends a world model, the training samples built for it and the
+// AgentWorldBench records show, and every reading of such text back.
+//
+// Each renderer has its parser beside it, and fuzz tests check that one
+// undoes the other:
+//
+//   - the predicted observation of a generation: [ExtractPrediction],
+//     [StripThinking] and [Reasoning] read what a world model wrote;
+//     [Answer] writes a training target they read back.
+package conversation
