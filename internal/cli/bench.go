@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -56,7 +56,7 @@ type judgeFlags struct {
 
 func (j *judgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&j.kind, "judge", "llm", `judge: "llm" (the rubric judge at --judge-url) or "rules" (offline deterministic scorer, no model needed; not comparable with published scores)`)
-	j.tf.register(cmd, "judge-", "judge")
+	j.tf.register(cmd, "judge-", "judge", envconfig.JudgeAPIKey, envconfig.OpenAIAPIKey)
 	cmd.Flags().StringVar(&j.tf.model, "judge-model", "", "model name of the judge")
 	j.gf.register(cmd, "judge-", 0, 0, "judge")
 }
@@ -83,7 +83,7 @@ func (j *judgeFlags) apply(cmd *cobra.Command, o *bench.Options) error {
 	}
 	o.Judge = bench.JudgeSettings{MaxTokens: mt, MaxCompletionTokens: j.gf.maxCompletionTokens, Temperature: temp, TopP: topP, Seed: seed, Extra: extra}
 	o.Rubric = judge.Rubric{}
-	o.JudgeModel = j.tf.client(cmd, "AGENTWORLD_JUDGE_API_KEY", "OPENAI_API_KEY")
+	o.JudgeModel = j.tf.client(cmd)
 	o.JudgeName, o.JudgeURL = j.tf.model, j.tf.url
 	return nil
 }
@@ -176,7 +176,7 @@ rerun with the same settings costs no calls (--no-cache forces them).`,
 		},
 	}
 	rf.register(cmd)
-	tf.registerAs(cmd, "model-", "api-key", "", "model under test")
+	tf.registerAs(cmd, "model-", "api-key", "", "model under test", envconfig.ModelAPIKey, envconfig.OpenAIAPIKey)
 	cmd.Flags().StringVar(&tf.model, "model", "", "model name of the world model under test")
 	gf.register(cmd, "", bench.DefaultMaxTokens, bench.DefaultTemperature, "model under test")
 	jf.register(cmd)
@@ -221,17 +221,22 @@ type transportFlags struct {
 	rps                float64
 	timeout            time.Duration
 	retries            int
+	// env are the variables read, in order, when the key flag is empty.
+	env []envconfig.Var
 }
 
 // register adds the endpoint flags --<prefix>url, --<prefix>api-key,
 // --<prefix>rps, --<prefix>timeout and --<prefix>retries.
-func (t *transportFlags) register(cmd *cobra.Command, prefix, what string) {
-	t.registerAs(cmd, prefix, prefix+"api-key", prefix, what)
+func (t *transportFlags) register(cmd *cobra.Command, prefix, what string, env ...envconfig.Var) {
+	t.registerAs(cmd, prefix, prefix+"api-key", prefix, what, env...)
 }
 
 // registerAs adds the endpoint flags with explicit names: --<prefix>url,
 // --<keyFlag>, and the transport flags named with tprefix (--<tprefix>rps, …).
-func (t *transportFlags) registerAs(cmd *cobra.Command, prefix, keyFlag, tprefix, what string) {
+// When the key flag is empty the key comes from env, the first set.
+func (t *transportFlags) registerAs(cmd *cobra.Command, prefix, keyFlag, tprefix, what string, env ...envconfig.Var) {
+	t.env = env
+	usesEnv(cmd, env...)
 	f := cmd.Flags()
 	help := "OpenAI-compatible base URL of the " + what + " (e.g. http://localhost:8000/v1)"
 	if prefix == "model-" {
@@ -244,13 +249,10 @@ func (t *transportFlags) registerAs(cmd *cobra.Command, prefix, keyFlag, tprefix
 	f.IntVar(&t.retries, tprefix+"retries", 4, "retries of a failed request to the "+what+" (429, 5xx, timeouts, dropped connections), with exponential backoff and jitter")
 }
 
-func (t *transportFlags) client(cmd *cobra.Command, envKeys ...string) *worldmodel.Client {
+func (t *transportFlags) client(cmd *cobra.Command) *worldmodel.Client {
 	key := t.apiKey
-	for _, e := range envKeys {
-		if key != "" {
-			break
-		}
-		key = os.Getenv(e)
+	if key == "" {
+		key = envconfig.First(t.env...)
 	}
 	o := &worldmodel.Options{APIKey: key, Timeout: t.timeout, MaxRetries: t.retries, Logger: logger(cmd)}
 	if t.retries == 0 {
@@ -270,7 +272,7 @@ func (t *transportFlags) setModel(cmd *cobra.Command, o *bench.Options) {
 		o.Model = bench.CopyBaseline{}
 		return
 	}
-	o.Model = t.client(cmd, "AGENTWORLD_MODEL_API_KEY", "OPENAI_API_KEY")
+	o.Model = t.client(cmd)
 }
 
 // genFlags are generation parameters; only those set are sent (beyond the
@@ -382,7 +384,7 @@ func newBenchInferCmd() *cobra.Command {
 		},
 	}
 	rf.register(cmd)
-	tf.registerAs(cmd, "model-", "api-key", "", "model under test")
+	tf.registerAs(cmd, "model-", "api-key", "", "model under test", envconfig.ModelAPIKey, envconfig.OpenAIAPIKey)
 	cmd.Flags().StringVar(&tf.model, "model", "", "model name of the world model under test")
 	gf.register(cmd, "", bench.DefaultMaxTokens, bench.DefaultTemperature, "model under test")
 	return cmd

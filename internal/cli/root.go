@@ -3,10 +3,16 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentworld/agentworld/internal/envconfig"
 )
 
 // New builds the root command with every command group attached.
@@ -16,8 +22,20 @@ func New() *cobra.Command {
 		Short:         "Language world models as environments: simulate, benchmark, build data",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// One logger per command run, built before it runs, so every part
+		// of the command logs through the same handler and level.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(cmd)
+			if err != nil {
+				return err
+			}
+			cmd.SetContext(context.WithValue(cmd.Context(), loggerKey{}, log))
+			return nil
+		},
 	}
 	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn, error")
+	cobra.AddTemplateFunc("envHelp", envHelp)
+	root.SetUsageTemplate(root.UsageTemplate() + "{{with envHelp .}}\n{{.}}{{end}}")
 	root.AddCommand(
 		newVersionCmd(),
 		newWorldCmd(),
@@ -32,12 +50,58 @@ func New() *cobra.Command {
 	return root
 }
 
-// logger returns the logger for a command, honouring --log-level. Logs go to
-// stderr so stdout stays clean for data and reports.
+type loggerKey struct{}
+
+// logger returns the command's logger (see New's PersistentPreRunE). Logs go
+// to stderr so stdout stays clean for data and reports.
 func logger(cmd *cobra.Command) *slog.Logger {
-	lvl := slog.LevelInfo
-	if f := cmd.Flag("log-level"); f != nil {
-		_ = lvl.UnmarshalText([]byte(f.Value.String()))
+	if ctx := cmd.Context(); ctx != nil {
+		if log, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+			return log
+		}
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	log, _ := newLogger(cmd)
+	return log
+}
+
+// newLogger builds a logger honouring --log-level.
+func newLogger(cmd *cobra.Command) (*slog.Logger, error) {
+	lvl := slog.LevelInfo
+	var err error
+	if f := cmd.Flag("log-level"); f != nil {
+		if e := lvl.UnmarshalText([]byte(f.Value.String())); e != nil {
+			err = fmt.Errorf("--log-level %q: want debug, info, warn or error", f.Value.String())
+		}
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), err
+}
+
+// envAnnotation is the command annotation listing the environment
+// variables (by name, space-separated) a command reads.
+const envAnnotation = "agentworld-env"
+
+// usesEnv records that cmd reads vars, for its help text.
+func usesEnv(cmd *cobra.Command, vars ...envconfig.Var) {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	names := strings.Fields(cmd.Annotations[envAnnotation])
+	for _, v := range vars {
+		if !slices.Contains(names, v.Name) {
+			names = append(names, v.Name)
+		}
+	}
+	cmd.Annotations[envAnnotation] = strings.Join(names, " ")
+}
+
+// envHelp is the "Environment variables" section of cmd's help: names and
+// descriptions from the registry, never values.
+func envHelp(cmd *cobra.Command) string {
+	var vars []envconfig.Var
+	for _, n := range strings.Fields(cmd.Annotations[envAnnotation]) {
+		if v, ok := envconfig.Lookup(n); ok {
+			vars = append(vars, v)
+		}
+	}
+	return envconfig.Help(vars...)
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/server"
 	"github.com/agentworld/agentworld/internal/sim"
 )
@@ -35,6 +35,7 @@ func (f *simFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.cfg.MaxTurns, "max-turns", 200, "steps before an episode is truncated (a world spec's max_turns wins)")
 	fl.StringVar(&f.cfg.DBPath, "db", server.DefaultDBPath(), "SQLite file holding sessions and transcripts")
 	fl.BoolVar(&f.noDB, "no-db", false, "keep sessions in memory only")
+	usesEnv(cmd, envconfig.ModelAPIKey)
 	f.real.register(cmd)
 }
 
@@ -44,7 +45,7 @@ func (f *simFlags) app(cmd *cobra.Command) (*server.App, error) {
 		f.cfg.DBPath = ""
 	}
 	if f.cfg.ModelAPIKey == "" {
-		f.cfg.ModelAPIKey = os.Getenv("AGENTWORLD_MODEL_API_KEY")
+		f.cfg.ModelAPIKey = envconfig.ModelAPIKey.Value()
 	}
 	f.cfg.Logger = logger(cmd)
 	realWorlds, err := f.real.apply(cmd, &f.cfg)
@@ -77,7 +78,7 @@ simulation.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.cfg.APIKey == "" {
-				f.cfg.APIKey = os.Getenv("AGENTWORLD_API_KEY")
+				f.cfg.APIKey = envconfig.APIKey.Value()
 			}
 			app, err := f.app(cmd)
 			if err != nil {
@@ -98,7 +99,8 @@ simulation.`,
 	f.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
-	fl.StringVar(&f.cfg.APIKey, "api-key", "", "require this bearer token on every route but /health (default $AGENTWORLD_API_KEY)")
+	fl.StringVar(&f.cfg.APIKey, "api-key", "", "require this bearer token on every route but /health (default: "+envconfig.APIKey.Name+")")
+	usesEnv(cmd, envconfig.APIKey)
 	fl.IntVar(&f.cfg.MaxSessions, "max-sessions", 10000, "sessions held open at once")
 	fl.DurationVar(&f.cfg.IdleTTL, "idle-ttl", 0, "expire sessions idle this long (default 30m)")
 	fl.StringVar(&f.cfg.DefaultWorld, "default-world", "", "world for OpenEnv /reset without world_id (default: first by name)")
@@ -120,6 +122,9 @@ python-terminal"); with --server it plays against a running server.`,
 			ctx := cmd.Context()
 			var p server.Player
 			if remote != "" {
+				if key == "" {
+					key = envconfig.APIKey.Value()
+				}
 				p = &server.Client{BaseURL: remote, APIKey: key}
 			} else {
 				if !cmd.Flags().Changed("db") {
@@ -138,7 +143,8 @@ python-terminal"); with --server it plays against a running server.`,
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&remote, "server", "", "play against a running server at this URL instead of in-process")
-	cmd.Flags().StringVar(&key, "api-key", os.Getenv("AGENTWORLD_API_KEY"), "bearer token for --server")
+	cmd.Flags().StringVar(&key, "api-key", "", "bearer token for --server (default: "+envconfig.APIKey.Name+")")
+	usesEnv(cmd, envconfig.APIKey)
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"github.com/agentworld/agentworld/internal/atomicfile"
+	"github.com/agentworld/agentworld/internal/envconfig"
 
 	"errors"
 	"fmt"
@@ -71,7 +72,7 @@ check passes and how each simulated observation differs from the real one.`,
 				if err != nil {
 					return err
 				}
-				c := f.model.client(cmd, "AGENTWORLD_MODEL_API_KEY", "OPENAI_API_KEY")
+				c := f.model.client(cmd)
 				p, err := realenv.NewSimPredictor(sim.NewModelBackend(c, &sim.ModelOptions{Model: f.model.model, MaxTokens: f.maxTokens}), spec)
 				if err != nil {
 					return err
@@ -112,7 +113,7 @@ check passes and how each simulated observation differs from the real one.`,
 	fl.StringVar(&f.record, "record", "", "directory to record the closed-loop real run in")
 	fl.StringVar(&f.out, "out", "", "write the report here instead of stdout")
 	fl.IntVar(&f.concurrency, "concurrency", 4, "turns predicted at once (teacher forcing)")
-	f.model.register(cmd, "model-", "world model")
+	f.model.register(cmd, "model-", "world model", envconfig.ModelAPIKey, envconfig.OpenAIAPIKey)
 	fl.StringVar(&f.model.model, "model", "", "model name of the world model (teacher forcing)")
 	fl.IntVar(&f.maxTokens, "max-tokens", 32768, "generation budget per predicted turn")
 	return cmd
