@@ -265,37 +265,58 @@ func (b *binding) session(ctx context.Context, ss *mcp.ServerSession) (string, e
 		return b.sim, nil
 	}
 	f := b.f
+	// The open is counted in wg under the same lock that checks closed, so
+	// Close (which sets closed under that lock before it waits) waits for
+	// an open already under way, and none starts after it.
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		return "", errors.New("MCP facade is shutting down")
+		return "", errFacadeClosed
 	}
+	f.wg.Add(1)
 	f.mu.Unlock()
 	so := b.so
 	so.Labels = withLabel(so.Labels, "transport", "mcp")
 	id, err := f.sim.Open(ctx, b.world.spec.Name, so)
 	if err != nil {
+		f.wg.Done()
 		return "", err
 	}
+	f.mu.Lock()
+	if f.closed {
+		// Close ran while the session opened and could not see it: close
+		// it here rather than leave it open past Close.
+		f.mu.Unlock()
+		f.closeSim(id)
+		f.wg.Done()
+		return "", errFacadeClosed
+	}
+	f.live[ss] = struct{}{}
+	f.mu.Unlock()
 	b.sim = id
 	f.log.Info("MCP session bound", "world", b.world.spec.Name, "session", id, "mcp_session", ss.ID())
-	f.mu.Lock()
-	f.live[ss] = struct{}{}
-	f.wg.Add(1)
-	f.mu.Unlock()
 	go func() {
 		defer f.wg.Done()
 		_ = ss.Wait()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := f.sim.Close(ctx, id); err != nil {
-			f.log.Warn("close simulator session", "session", id, "err", err)
-		}
+		f.closeSim(id)
 		f.mu.Lock()
 		delete(f.live, ss)
 		f.mu.Unlock()
 	}()
 	return id, nil
+}
+
+// errFacadeClosed refuses sessions once Close has begun.
+var errFacadeClosed = errors.New("MCP facade is shutting down")
+
+// closeSim closes a simulator session, bounded so a stuck simulator cannot
+// hold Close forever.
+func (f *Facade) closeSim(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.sim.Close(ctx, id); err != nil {
+		f.log.Warn("close simulator session", "session", id, "err", err)
+	}
 }
 
 func withLabel(m map[string]string, k, v string) map[string]string {

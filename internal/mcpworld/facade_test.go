@@ -247,3 +247,63 @@ func TestFacadeDomains(t *testing.T) {
 		t.Error("swe default tools")
 	}
 }
+
+// blockingSim is a fakeSim whose Open waits for release, so a test can
+// call Close while an open is under way.
+type blockingSim struct {
+	fakeSim
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *blockingSim) Open(ctx context.Context, w string, o SessionOptions) (string, error) {
+	close(s.entered)
+	<-s.release
+	return s.fakeSim.Open(ctx, w, o)
+}
+
+// TestFacadeCloseDuringOpen: a session that opens while Close runs is
+// waited for and closed, never left open past Close, and later sessions
+// are refused.
+func TestFacadeCloseDuringOpen(t *testing.T) {
+	sim := &blockingSim{fakeSim: fakeSim{answer: fakeAnswers}, entered: make(chan struct{}), release: make(chan struct{})}
+	f, err := NewFacade(sim, []*world.Spec{trackerSpec}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &binding{f: f, world: f.worlds["tracker"]}
+	srv, err := f.Server("tracker", SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ct; _ = ss.Close() })
+	opened := make(chan error, 1)
+	go func() { _, err := b.session(ctx, ss); opened <- err }()
+	<-sim.entered
+	closed := make(chan error, 1)
+	go func() { closed <- f.Close(ctx) }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a session was still opening", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(sim.release)
+	if err := <-opened; !errors.Is(err, errFacadeClosed) {
+		t.Errorf("open during Close: err = %v, want errFacadeClosed", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if _, closedIDs := sim.snapshot(); !cmp.Equal(closedIDs, []string{"tracker-1"}) {
+		t.Errorf("simulator sessions closed: %v, want the one opened during Close", closedIDs)
+	}
+	if _, err := (&binding{f: f, world: f.worlds["tracker"]}).session(ctx, ss); !errors.Is(err, errFacadeClosed) {
+		t.Errorf("open after Close: err = %v", err)
+	}
+}
