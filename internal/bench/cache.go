@@ -33,6 +33,17 @@ func OpenCache(dir string) (*Cache, error) {
 	return &Cache{dir: dir}, nil
 }
 
+// Key is the cache key of a request sent with the given default model, or
+// "" for a nil cache: hashing a request serializes every message of a row
+// (~185 KB), a cost worth paying only when the answer may be reused. Get
+// and Put treat "" as a miss that is not counted and a no-op.
+func (c *Cache) Key(req worldmodel.Request, defaultModel string) string {
+	if c == nil {
+		return ""
+	}
+	return req.Hash(defaultModel)
+}
+
 func (c *Cache) path(key string) string {
 	return filepath.Join(c.dir, key[:2], key+".json")
 }

@@ -104,7 +104,7 @@ func (in *inferer) infer(ctx context.Context, it *Item) (Prediction, error) {
 		return p, nil
 	}
 	req := in.settings.request(msgs)
-	key := req.Hash(in.name)
+	key := in.cache.Key(req, in.name)
 	resp, hit := in.cache.Get(key)
 	if !hit {
 		resp, err = in.model.Complete(ctx, req)

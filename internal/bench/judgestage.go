@@ -93,7 +93,7 @@ func (jd *judger) judge(ctx context.Context, rec *trajectory.Record, p Predictio
 	msgs, generic := jd.rubric.Messages(rec, p.Prediction)
 	j.GenericJudge = generic
 	req := jd.settings.request(msgs)
-	key := req.Hash(jd.name)
+	key := jd.cache.Key(req, jd.name)
 	if resp, ok := jd.cache.Get(key); ok {
 		if v, err := jd.rubric.Parse(resp.Content); err == nil {
 			j.JudgeOutput = resp.Content

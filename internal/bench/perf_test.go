@@ -1,19 +1,24 @@
 package bench_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
@@ -161,4 +166,151 @@ func sampleHeap(fn func()) uint64 {
 	close(done)
 	wg.Wait()
 	return peak
+}
+
+// BenchmarkRun840 is the harness goal: `bench run` over 840 rows of the
+// published size (about 185 KB each, whole trajectories with escapes and
+// non-ASCII text) against an endpoint that answers every call after 100 ms
+// must be at least 50× faster than the published script's sequential floor
+// (840 × 100 ms: one call at a time, no CPU at all), at 64 in flight. The
+// endpoint drains each request and answers a fixed completion, so nearly
+// all CPU the process spends is the harness's. It prints the ratio to that
+// floor and the harness's CPU per sample beside the ideal: one decode of the
+// row into plain strings and one encode of the request body, measured in
+// the same run on the same rows (what any Go harness must spend).
+//
+//	go test -run '^$' -bench Run840 -benchtime 1x ./internal/bench
+func BenchmarkRun840(b *testing.B) {
+	const (
+		samples     = 840
+		concurrency = 64
+		latency     = 100 * time.Millisecond
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(latency)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","model":"wm","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"<predicted_observation>ok</predicted_observation>"}}],"usage":{"prompt_tokens":40000,"completion_tokens":9}}`)
+	}))
+	defer srv.Close()
+	data := b.TempDir()
+	size := writeRealisticData(b, data, samples)
+	floor := time.Duration(samples) * latency
+	ideal := idealCPU(b, data)
+	for _, judgeName := range []string{"none", "rules"} {
+		b.Run("judge="+judgeName, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				o := &bench.Options{Data: data, Out: b.TempDir(), Concurrency: concurrency, ModelName: "wm",
+					Model: worldmodel.New(srv.URL, "wm", &worldmodel.Options{HTTPClient: transportPool{}.client(concurrency)})}
+				if judgeName == "rules" {
+					o.Rules = judge.RuleScorer{}
+				}
+				runtime.GC()
+				cpu0 := processCPU()
+				start := time.Now()
+				sum, err := bench.Run(context.Background(), o)
+				el := time.Since(start)
+				cpu := processCPU() - cpu0
+				if err != nil {
+					b.Fatal(err)
+				}
+				if sum.Done != samples || sum.Failed[bench.FailTransport] != 0 {
+					b.Fatalf("summary %+v", sum)
+				}
+				perSample := cpu / samples
+				b.ReportMetric(floor.Seconds()/el.Seconds(), "x_floor")
+				b.ReportMetric(float64(perSample.Microseconds())/1000, "cpu_ms/sample")
+				b.ReportMetric(float64(ideal.Microseconds())/1000, "ideal_cpu_ms/sample")
+				b.Logf("%d samples (%.0f KB/row), %d in flight, %s/call, judge %s: elapsed %s = %.1f× the sequential floor %s (goal ≥ 50×); CPU %s/sample, ideal %s/sample (%.1f×)",
+					samples, float64(size)/samples/1024, concurrency, latency, judgeName, el.Round(time.Millisecond), floor.Seconds()/el.Seconds(), floor,
+					perSample.Round(10*time.Microsecond), ideal.Round(10*time.Microsecond), float64(perSample)/float64(ideal))
+			}
+		})
+	}
+}
+
+// writeRealisticData writes n rows over the seven domains shaped like the
+// published ones: trajectories of 8 turns, every row carrying the whole
+// trajectory (about 185 KB), rows of one trajectory differing in turn_idx.
+// Texts hold newlines, quotes, markup, non-ASCII and U+2028, so decoding
+// and encoding pay for escapes as they do on the real set. It returns the
+// bytes written.
+func writeRealisticData(b *testing.B, dir string, n int) int64 {
+	domains := []string{"android", "mcp", "os", "search", "swe", "terminal", "web"}
+	const turns = 8
+	var size int64
+	chunk := "drwxr-xr-x 2 root root 4096 \"src\" <div class='x'>ünïcødé 数据\u2028</div>\tdone\n"
+	for di, d := range domains {
+		f, err := os.Create(filepath.Join(dir, d+"_test.jsonl"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := bufio.NewWriter(f)
+		for i := di; i < n; i += len(domains) {
+			traj := i / turns
+			prompts := make([]string, turns)
+			responses := make([]string, turns)
+			for t := range turns {
+				prompts[t] = fmt.Sprintf("### Turn %d\n**Action:**\nACTION-%d-%d %s", t+1, traj, t+1, strings.Repeat(chunk, 30))
+				responses[t] = fmt.Sprintf("**Environment Observation:**\nOBS-%d-%d\n%s", traj, t+1, strings.Repeat(chunk, 190))
+			}
+			rec := map[string]any{"task": "bench/" + d, "id": traj, "prompt": prompts, "response": responses,
+				"current_prompt": prompts[i%turns], "system_str": "You simulate " + d + ". " + strings.Repeat(chunk, 20),
+				"turn_idx": 1 + i%turns, "total_turns": turns}
+			line, _ := json.Marshal(rec)
+			size += int64(len(line)) + 1
+			w.Write(append(line, '\n'))
+		}
+		if err := w.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+	return size
+}
+
+// idealCPU is the CPU per row of the least any Go harness does with a row:
+// decode it once into plain strings and encode one request body from it.
+func idealCPU(b *testing.B, dir string) time.Duration {
+	files, _ := filepath.Glob(filepath.Join(dir, "*_test.jsonl"))
+	type row struct {
+		Prompt, Response []string
+		SystemStr        string `json:"system_str"`
+		TurnIdx          int    `json:"turn_idx"`
+	}
+	rows := 0
+	runtime.GC()
+	cpu0 := processCPU()
+	for _, path := range files {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 1<<26)
+		for sc.Scan() {
+			var r row
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				b.Fatal(err)
+			}
+			msgs := []worldmodel.Message{{Role: "system", Content: r.SystemStr}}
+			for k := 0; k < r.TurnIdx-1; k++ {
+				msgs = append(msgs, worldmodel.Message{Role: "user", Content: r.Prompt[k]}, worldmodel.Message{Role: "assistant", Content: r.Response[k]})
+			}
+			msgs = append(msgs, worldmodel.Message{Role: "user", Content: r.Prompt[r.TurnIdx-1]})
+			if _, err := json.Marshal(map[string]any{"model": "wm", "messages": msgs}); err != nil {
+				b.Fatal(err)
+			}
+			rows++
+		}
+		f.Close()
+	}
+	return (processCPU() - cpu0) / time.Duration(rows)
+}
+
+// processCPU is the user plus system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

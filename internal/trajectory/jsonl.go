@@ -3,7 +3,6 @@ package trajectory
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -140,7 +139,9 @@ func (rr *RecordReader) Next() (*Record, int, error) {
 			return nil, n, err
 		}
 		rec := new(Record)
-		if err := json.Unmarshal(line, rec); err != nil {
+		// Called directly: json.Unmarshal would first scan the whole line
+		// to validate it, and the record's own decoder validates it again.
+		if err := rec.UnmarshalJSON(line); err != nil {
 			le := &LineError{File: rr.lr.name, Line: n, Err: err}
 			if rr.SkipBad {
 				rr.skip(le)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentworld/agentworld/internal/domain"
 )
@@ -158,7 +160,162 @@ func (r *Record) Validate() error {
 func (r *Record) GroundTruth() string { return r.Response[r.TurnIdx-1] }
 
 // UnmarshalJSON decodes a record, keeping unknown fields and key order.
+//
+// Rows average ~185 KB, nearly all of it the prompt and response strings,
+// so the common case decodes the schema fields in one encoding/json pass
+// (which also validates the whole input) and finds the key order and the
+// unknown members' raw bytes with a byte scan that never unquotes. Anything
+// that pass cannot decide exactly as the member-by-member decoder would (a
+// type error, a key differing from a known one only in case, which
+// encoding/json would match) goes to that decoder, so both give the same
+// record or the same error.
 func (r *Record) UnmarshalJSON(b []byte) error {
+	if err := r.unmarshalFast(b); err != nil {
+		if !json.Valid(b) {
+			return err
+		}
+		return r.unmarshalByMember(b)
+	}
+	return nil
+}
+
+// recordFields are the schema fields of a record as encoding/json decodes
+// them in one pass; null leaves a field at its zero value, as
+// unmarshalByMember does.
+type recordFields struct {
+	Task          string   `json:"task"`
+	ID            ID       `json:"id"`
+	Prompt        []string `json:"prompt"`
+	Response      []string `json:"response"`
+	CurrentPrompt string   `json:"current_prompt"`
+	SystemStr     string   `json:"system_str"`
+	TurnIdx       int      `json:"turn_idx"`
+	TotalTurns    int      `json:"total_turns"`
+}
+
+// errSlowPath sends a record the fast pass cannot decide to
+// unmarshalByMember.
+var errSlowPath = errors.New("record needs the member-by-member decoder")
+
+func (r *Record) unmarshalFast(b []byte) error {
+	if i := skipSpace(b, 0); i >= len(b) || b[i] != '{' {
+		return errSlowPath
+	}
+	var f recordFields
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*r = Record{Task: f.Task, ID: f.ID, Prompt: f.Prompt, Response: f.Response, CurrentPrompt: f.CurrentPrompt,
+		SystemStr: f.SystemStr, TurnIdx: f.TurnIdx, TotalTurns: f.TotalTurns}
+	return scanMembers(b, func(key string, raw []byte) error {
+		r.order = append(r.order, key)
+		if slices.Contains(knownKeys, key) {
+			return nil
+		}
+		for _, k := range knownKeys {
+			if strings.EqualFold(k, key) {
+				return errSlowPath
+			}
+		}
+		r.Extra = append(r.Extra, Field{Key: key, Value: append(json.RawMessage(nil), raw...)})
+		return nil
+	})
+}
+
+// scanMembers calls fn with each member of b, a JSON object already known
+// to be valid, in order: the unquoted key and the value's exact bytes.
+func scanMembers(b []byte, fn func(key string, raw []byte) error) error {
+	i := skipSpace(b, 0) + 1
+	for {
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] == '}' {
+			return nil
+		}
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+		end := stringEnd(b, i)
+		key := string(b[i+1 : end-1])
+		if bytes.IndexByte(b[i:end], '\\') >= 0 || !utf8.Valid(b[i+1:end-1]) {
+			if err := json.Unmarshal(b[i:end], &key); err != nil {
+				return err
+			}
+		}
+		i = skipSpace(b, end)
+		i = skipSpace(b, i+1) // the colon
+		vend := valueEnd(b, i)
+		if err := fn(key, b[i:vend]); err != nil {
+			return err
+		}
+		i = vend
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the JSON string opening at b[i].
+func stringEnd(b []byte, i int) int {
+	j := i + 1
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return len(b)
+		}
+		q := j + k
+		// The quote is escaped when an odd number of backslashes precede it.
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
+}
+
+// valueEnd returns the index just past the JSON value starting at b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// unmarshalByMember decodes a record one member at a time; it defines what
+// a record is and which error a bad one gets.
+func (r *Record) unmarshalByMember(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	tok, err := dec.Token()
 	if err != nil {

@@ -1,8 +1,11 @@
 package trajectory
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestRecordRoundTripKeepsEverything(t *testing.T) {
@@ -35,4 +38,48 @@ func TestRecordReaderNamesBadLine(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "f.jsonl:2:") {
 		t.Fatalf("err = %v, want f.jsonl:2: prefix", err)
 	}
+}
+
+// FuzzRecordDecoders: the one-pass decoder and the member-by-member one
+// agree on every input, valid or not: the same record (fields, unknown
+// members' bytes, key order) or both an error.
+func FuzzRecordDecoders(f *testing.F) {
+	for _, s := range []string{
+		`{"task":"x/y/terminal","id":12345678901234567890123,"prompt":["a\"b\\"],"response":["c"],"turn_idx":1,"extra":{"k":[1,"]"]}}`,
+		`{"TASK":"a","task":"b"}`,
+		`{"t\u0061sk":"a","id":"s","x" : [ {"y":"}"} ] , "z":null}`,
+		`{"task":null,"id":null,"prompt":null,"turn_idx":null,"total_turns":null}`,
+		`{"prompt":[1]}`,
+		`{"task":"a"} trailing`,
+		`null`,
+		`[1]`,
+		` {"a":1,"a":2} `,
+		`{"turn_idx":1.5}`,
+		"{\"s\":\"\u2028\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast, slow Record
+		ferr := fast.UnmarshalJSON(b)
+		serr := slow.unmarshalByMember(b)
+		if !json.Valid(b) {
+			if ferr == nil {
+				t.Fatalf("invalid JSON %q decoded", b)
+			}
+			return
+		}
+		if (ferr == nil) != (serr == nil) {
+			t.Fatalf("%q: one-pass error %v, member-by-member error %v", b, ferr, serr)
+		}
+		if ferr != nil {
+			if ferr.Error() != serr.Error() {
+				t.Fatalf("%q: errors differ: %v / %v", b, ferr, serr)
+			}
+			return
+		}
+		if diff := cmp.Diff(slow, fast, cmp.AllowUnexported(Record{}, ID{})); diff != "" {
+			t.Fatalf("%q: records differ (-member-by-member +one-pass):\n%s", b, diff)
+		}
+	})
 }
