@@ -27,6 +27,7 @@ import (
 //	seed: seed                # optional, relative to the task dir
 //	setup: |                  # optional bash, run in the work dir
 //	  printf 'ERROR a\nINFO b\n' > app.log
+//	root: false               # optional: shell as root inside (no capabilities)
 //	check: |                  # bash, exit 0 = task solved
 //	  test "$(cat answer.txt)" = 1
 //	oracle:
@@ -45,6 +46,10 @@ type Task struct {
 	// MaxDuration caps one keystroke wait, seconds; 0 keeps the terminal's
 	// default.
 	MaxDuration float64 `json:"max_duration,omitempty"`
+	// Root runs the shell as root inside the sandbox's user namespace
+	// (still without capabilities) for tasks that need it; false runs it as
+	// an unprivileged user.
+	Root bool `json:"root,omitempty"`
 
 	// Dir is the task's directory (where task.yaml was read).
 	Dir string `json:"-"`
@@ -175,6 +180,7 @@ func (t *Task) TerminalOptions(base *TerminalOptions) *TerminalOptions {
 	o.Seed = t.SeedDir()
 	o.Setup = t.Setup
 	o.TaskDescription = t.Instruction
+	o.Root = o.Root || t.Root
 	if t.MaxDuration > 0 {
 		o.MaxDuration = time.Duration(t.MaxDuration * float64(time.Second))
 	}

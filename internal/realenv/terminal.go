@@ -10,10 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -48,10 +49,20 @@ type TerminalOptions struct {
 	// each prompt, so the full path shows, as in Terminal-Bench screens).
 	Prompt string
 	// TempDir is where the host side of the sandbox is made; "" means the
-	// system temporary directory.
+	// system temporary directory. When this process runs as root the
+	// sandbox runs as nobody, which must reach its work dir: a TempDir that
+	// other users cannot search is replaced by the system temporary
+	// directory.
 	TempDir string
 	// StartTimeout bounds sandbox start-up; 0 means 20 seconds.
 	StartTimeout time.Duration
+	// Root runs the shell as uid 0 inside the sandbox's user namespace, for
+	// tasks that need to own system paths inside; it has no capabilities
+	// either way. false runs it as the unprivileged user agent (uid 1000).
+	Root bool
+	// Limits bound the sandbox's processes, memory, CPU time, file sizes,
+	// /tmp and episode time; zero fields take [Limits] defaults.
+	Limits Limits
 	// Logger receives lifecycle logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -88,38 +99,40 @@ func (o *TerminalOptions) withDefaults() TerminalOptions {
 	if v.Logger == nil {
 		v.Logger = slog.New(slog.DiscardHandler)
 	}
+	v.Limits = v.Limits.withDefaults()
 	return v
 }
 
 // Terminal is a real bash shell in a tmux pane inside a bubblewrap sandbox.
 //
-// The tmux server runs inside the sandbox, one private server per terminal:
-// its socket lives in the sandbox's control directory, which is a bind mount
-// of a host directory, so the host tmux client sends keys and captures the
-// pane through that socket while every process the shell starts stays inside
-// the sandbox's namespaces (no network, read-only system, private /tmp). The
-// sandbox's first process waits on the server; when the server ends (Close,
-// or the shell exits) the sandbox ends, and --die-with-parent ends it if
-// this process dies.
+// The sandbox (see [sandbox.command]) holds the agent's world — a private
+// tmux server and everything the shell starts, in a pid namespace of its
+// own — and, beside it, the processes the host runs inside: tmux clients
+// that type keys and capture the pane, setup scripts and task checks, which
+// see the agent's files and processes while the agent cannot see them.
+// Everything runs as the sandbox's user without capabilities, with no
+// network, a read-only system and a private /tmp. When the shell exits the
+// tmux server ends and the episode with it; Close kills the sandbox and
+// everything in it, and --die-with-parent does so if this process dies.
 type Terminal struct {
 	opts TerminalOptions
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	dir     string // host temp dir holding work/ and ctl/
-	work    string // host path of the work dir
-	ctl     string // host path of the control dir
-	sock    string // host path of the tmux socket
-	pane    string // the agent's pane id (%0)
-	cmd     *exec.Cmd
-	done    chan struct{}
-	stderr  bytes.Buffer
+	dir     string   // host temp dir holding work/, ctl/ and the lock
+	lock    *os.File // flock'd while the terminal lives (see cleanStale)
+	work    string   // host path of the work dir
+	ctl     string   // host path of the control dir
+	pane    string   // the agent's pane id (%0)
+	sb      *sandbox
+	world   *exec.Cmd     // the agent's world: tmux server and shell
+	done    chan struct{} // closed when the world ends
+	begin   time.Time     // when Start returned the first screen
 	started bool
 	ended   bool
 	closed  bool
 	last    string
 	comps   trajectory.Components
-	execN   int
 }
 
 // NewTerminal prepares a terminal; Start brings it up.
@@ -146,7 +159,7 @@ func (t *Terminal) Start(ctx context.Context) (string, error) {
 		return "", errors.New("terminal already started")
 	}
 	t.started = true
-	for _, bin := range []string{"bwrap", "tmux"} {
+	for _, bin := range []string{"bwrap", "tmux", "nsenter"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return "", fmt.Errorf("%w: %s not found on PATH (install bubblewrap and tmux)", ErrUnavailable, bin)
 		}
@@ -179,19 +192,35 @@ func (t *Terminal) Start(ctx context.Context) (string, error) {
 	}
 	t.last = screen
 	t.comps = t.components(screen)
+	t.begin = time.Now()
 	t.log.Debug("terminal started", "dir", t.dir)
 	return screen, nil
 }
 
 func (t *Terminal) prepare() error {
-	dir, err := os.MkdirTemp(t.opts.TempDir, "agentworld-term-")
+	base := t.opts.TempDir
+	if os.Geteuid() == 0 && base != "" && !searchableByOthers(base) {
+		t.log.Debug("temp dir not searchable by the sandbox's user; using the system temp dir", "dir", base)
+		base = ""
+	}
+	cleanStale(base, t.log)
+	dir, err := os.MkdirTemp(base, termDirPrefix)
 	if err != nil {
 		return fmt.Errorf("terminal: %w", err)
 	}
 	t.dir = dir
+	if os.Geteuid() == 0 {
+		// nobody (the sandbox) passes through to its work dir and reads
+		// nothing else here.
+		if err := os.Chmod(dir, 0o711); err != nil {
+			return fmt.Errorf("terminal: %w", err)
+		}
+	}
+	if t.lock, err = lockDir(dir); err != nil {
+		return fmt.Errorf("terminal: %w", err)
+	}
 	t.work, t.ctl = filepath.Join(dir, "work"), filepath.Join(dir, "ctl")
-	t.sock = filepath.Join(t.ctl, "tmux.sock")
-	if err := os.Mkdir(t.ctl, 0o700); err != nil {
+	if err := os.Mkdir(t.ctl, 0o755); err != nil {
 		return fmt.Errorf("terminal: %w", err)
 	}
 	if t.opts.Seed != "" {
@@ -201,42 +230,60 @@ func (t *Terminal) prepare() error {
 	} else if err := os.Mkdir(t.work, 0o755); err != nil {
 		return fmt.Errorf("terminal: %w", err)
 	}
+	if os.Geteuid() == 0 {
+		// The sandbox runs as the host's nobody and must own its work dir.
+		if err := chownTree(t.work, hostNobody); err != nil {
+			return fmt.Errorf("terminal: %w", err)
+		}
+	}
 	// Status line off so the whole pane is the shell; no escape delay so
 	// Escape is delivered at once.
 	conf := fmt.Sprintf("set -g status off\nset -g default-size %dx%d\nset -g escape-time 0\nset -g history-limit 10000\nset -g default-terminal screen\nset -g default-shell /bin/bash\nset -g remain-on-exit off\n", t.opts.Width, t.opts.Height)
 	rc := "PS1=" + shellQuote(t.opts.Prompt) + "\nPS2='> '\nunset PROMPT_COMMAND\nHISTFILE=/tmp/.bash_history\ncd " + shellQuote(t.opts.WorkDir) + "\n"
-	if err := os.WriteFile(filepath.Join(t.ctl, "tmux.conf"), []byte(conf), 0o644); err != nil {
-		return err
+	files := sandboxFiles(t.opts.WorkDir)
+	files["tmux.conf"], files["bashrc"] = conf, rc
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(t.ctl, name), []byte(body), 0o644); err != nil {
+			return fmt.Errorf("terminal: %w", err)
+		}
 	}
-	return os.WriteFile(filepath.Join(t.ctl, "bashrc"), []byte(rc), 0o644)
+	return nil
 }
 
 func (t *Terminal) env() map[string]string {
+	user := sandboxUser
+	if t.opts.Root {
+		user = "root"
+	}
 	return map[string]string{
 		"PATH": sandboxPath,
 		"HOME": t.opts.WorkDir,
 		"LANG": "C.UTF-8",
-		"USER": "root",
+		"USER": user,
 		"TERM": "screen",
 	}
 }
 
 func (t *Terminal) launch(ctx context.Context) error {
-	args := bwrapArgs(sandboxSpec{HostWork: t.work, Work: t.opts.WorkDir, HostCtl: t.ctl, Env: t.env()}, os.Lstat, os.Readlink)
-	sock := ctlDir + "/tmux.sock"
+	sb, err := startSandbox(ctx, sandboxSpec{HostWork: t.work, Work: t.opts.WorkDir, HostCtl: t.ctl, Root: t.opts.Root, Limits: t.opts.Limits, Env: t.env()}, t.opts.StartTimeout)
+	if err != nil {
+		return err
+	}
+	t.sb = sb
 	script := fmt.Sprintf("tmux -S %s -f %s/tmux.conf new-session -d -s %s -x %d -y %d -c %s 'bash --rcfile %s/bashrc -i' && exec tmux -S %s wait-for agentworld-never",
-		sock, ctlDir, tmuxSession, t.opts.Width, t.opts.Height, shellQuote(t.opts.WorkDir), ctlDir, sock)
-	args = append(args, "--", "sh", "-c", script)
-	t.cmd = exec.Command("bwrap", args...)
-	t.cmd.Stderr = &lockedWriter{mu: &sync.Mutex{}, w: &t.stderr}
-	if err := t.cmd.Start(); err != nil {
-		return fmt.Errorf("%w: start bwrap: %v", ErrUnavailable, err)
+		tmuxSock, ctlDir, tmuxSession, t.opts.Width, t.opts.Height, shellQuote(t.opts.WorkDir), ctlDir, tmuxSock)
+	// The world lives until the shell exits or Close; it is not bound to ctx.
+	t.world = sb.command(context.Background(), true, t.opts.WorkDir, "sh", "-c", script)
+	worldErr := &lockedBuffer{}
+	t.world.Stderr = worldErr
+	if err := t.world.Start(); err != nil {
+		return fmt.Errorf("%w: start the shell in the sandbox: %v", ErrUnavailable, err)
 	}
 	t.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) {
 		_ = cmd.Wait()
 		close(done)
-	}(t.cmd, t.done)
+	}(t.world, t.done)
 
 	deadline := time.Now().Add(t.opts.StartTimeout)
 	for {
@@ -247,23 +294,15 @@ func (t *Terminal) launch(ctx context.Context) error {
 		}
 		select {
 		case <-t.done:
-			return fmt.Errorf("%w: sandbox exited during start-up: %s", ErrUnavailable, strings.TrimSpace(t.stderrText()))
+			return fmt.Errorf("%w: the shell's sandbox exited during start-up: %s %s", ErrUnavailable, strings.TrimSpace(worldErr.String()), strings.TrimSpace(sb.stderr.String()))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: tmux in the sandbox did not come up within %s: %s", ErrUnavailable, t.opts.StartTimeout, strings.TrimSpace(t.stderrText()))
+			return fmt.Errorf("%w: tmux in the sandbox did not come up within %s: %v %s", ErrUnavailable, t.opts.StartTimeout, err, strings.TrimSpace(worldErr.String()))
 		}
 	}
-}
-
-func (t *Terminal) stderrText() string {
-	if lw, ok := t.cmd.Stderr.(*lockedWriter); ok {
-		lw.mu.Lock()
-		defer lw.mu.Unlock()
-	}
-	return t.stderr.String()
 }
 
 // waitPrompt polls the pane until the shell has drawn something and the
@@ -306,6 +345,10 @@ func (t *Terminal) Step(ctx context.Context, action string) (StepResult, error) 
 	if err != nil {
 		return StepResult{}, err
 	}
+	if since := time.Since(t.begin); since > t.opts.Limits.Episode {
+		t.ended = true
+		return StepResult{Observation: t.last, Terminated: true, Error: fmt.Sprintf("episode time limit %s reached", t.opts.Limits.Episode), Latency: time.Since(begin)}, nil
+	}
 	if len(keys) == 0 {
 		t.ended = true
 		screen, err := t.capture(ctx)
@@ -316,7 +359,7 @@ func (t *Terminal) Step(ctx context.Context, action string) (StepResult, error) 
 		return StepResult{Observation: screen, Terminated: true, Latency: time.Since(begin)}, nil
 	}
 	for i, k := range keys {
-		for _, op := range KeyOps(k.Keystrokes) {
+		for _, op := range sendKeyOps(KeyOps(k.Keystrokes)) {
 			args := append([]string{"send-keys", "-t", t.pane}, op.Args()...)
 			if _, err := t.tmux(ctx, args...); err != nil {
 				if ctx.Err() != nil {
@@ -355,10 +398,50 @@ func (t *Terminal) gone(begin time.Time, cause string) StepResult {
 	return StepResult{Observation: t.last, Terminated: true, Error: "shell exited: " + cause, Latency: time.Since(begin)}
 }
 
-// Exec runs a bash script inside the sandbox, in the work dir, in a tmux
-// window the agent does not see, and returns its combined output and exit
-// code. Checks and setup scripts use it, so they see the same files, /tmp
-// and processes as the agent's shell.
+// sendKeyChunk is the most text one send-keys call types. A tmux client
+// sends its whole command line in one message of at most 16 KiB, so a
+// longer literal is refused ("command too long"), which used to end the
+// episode; longer text is typed in chunks.
+const sendKeyChunk = 4096
+
+// sendKeyOps splits literal operations longer than sendKeyChunk bytes, on
+// UTF-8 character boundaries.
+func sendKeyOps(ops []KeyOp) []KeyOp {
+	var out []KeyOp
+	for _, op := range ops {
+		s := op.Literal
+		for op.Key == "" && len(s) > sendKeyChunk {
+			n := sendKeyChunk
+			for n > 0 && !utf8.RuneStart(s[n]) {
+				n--
+			}
+			if n == 0 {
+				n = sendKeyChunk
+			}
+			out = append(out, KeyOp{Literal: s[:n]})
+			s = s[n:]
+		}
+		if op.Key == "" {
+			op.Literal = s
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+// maxScriptBytes bounds a script run by Exec: it travels as one argument.
+const maxScriptBytes = 100 << 10
+
+// maxExecOutput is how much of a script's output Exec keeps (the end).
+const maxExecOutput = 1 << 20
+
+// Exec runs a bash script inside the sandbox, in the work dir, and returns
+// its combined output (the last MiB) and exit code. Checks and setup
+// scripts use it: they see the same files, /tmp and processes as the
+// agent's shell, but the agent cannot see, signal or trace them, and their
+// output and status come back through pipes to this process, never through
+// files the agent could write. When ctx ends, the script and everything it
+// started in its process group are killed.
 func (t *Terminal) Exec(ctx context.Context, script string) (string, int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -369,37 +452,67 @@ func (t *Terminal) Exec(ctx context.Context, script string) (string, int, error)
 }
 
 func (t *Terminal) exec(ctx context.Context, script string) (string, int, error) {
-	t.execN++
-	name := fmt.Sprintf("exec-%d", t.execN)
-	if err := os.WriteFile(filepath.Join(t.ctl, name+".sh"), []byte(script), 0o644); err != nil {
-		return "", 0, err
+	if len(script) > maxScriptBytes {
+		return "", 0, fmt.Errorf("script of %d bytes exceeds %d", len(script), maxScriptBytes)
 	}
-	in := ctlDir + "/" + name
-	cmdline := fmt.Sprintf("bash %s.sh > %s.out 2>&1 < /dev/null; echo $? > %s.rc.tmp; mv %s.rc.tmp %s.rc", in, in, in, in, in)
-	out, err := t.tmux(ctx, "new-window", "-d", "-P", "-F", "#{window_id}", "-t", tmuxSession+":", "-c", t.opts.WorkDir, cmdline)
-	if err != nil {
-		return "", 0, fmt.Errorf("start script in sandbox: %w", err)
+	if !t.sb.alive() {
+		return "", 0, fmt.Errorf("%w: sandbox ended", ErrBroken)
 	}
-	win := strings.TrimSpace(out)
-	rcPath := filepath.Join(t.ctl, name+".rc")
-	for {
-		if b, err := os.ReadFile(rcPath); err == nil {
-			code, perr := strconv.Atoi(strings.TrimSpace(string(b)))
-			if perr != nil {
-				return "", 0, fmt.Errorf("script exit status %q: %w", b, perr)
-			}
-			output, _ := os.ReadFile(filepath.Join(t.ctl, name+".out"))
-			return string(output), code, nil
+	out := &tailBuffer{max: maxExecOutput}
+	cmd := t.sb.command(ctx, false, t.opts.WorkDir, "bash", "-c", script)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 500 * time.Millisecond
+	err := cmd.Run()
+	// What the script left running in its process group goes with it (a
+	// check's stray process would otherwise hold its output until WaitDelay
+	// and live on beside the agent).
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil // exited 0; a process it started held the output open
+	}
+	if ctx.Err() != nil {
+		return out.String(), 0, fmt.Errorf("script in sandbox: %w", ctx.Err())
+	}
+	if !t.sb.alive() {
+		return out.String(), 0, fmt.Errorf("%w: sandbox ended while a script ran", ErrBroken)
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0, nil
+	case errors.As(err, &ee):
+		if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+			return out.String(), 128 + int(st.Signal()), nil
 		}
-		select {
-		case <-t.done:
-			return "", 0, fmt.Errorf("%w: sandbox ended while a script ran", ErrBroken)
-		case <-ctx.Done():
-			_, _ = t.tmux(context.Background(), "kill-window", "-t", win)
-			return "", 0, fmt.Errorf("script in sandbox: %w", ctx.Err())
-		case <-time.After(25 * time.Millisecond):
-		}
+		return out.String(), ee.ExitCode(), nil
+	default:
+		return out.String(), 0, fmt.Errorf("script in sandbox: %w", err)
 	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (w *tailBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b = append(w.b, p...)
+	if over := len(w.b) - w.max; over > 0 {
+		w.b = append(w.b[:0], w.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.b)
 }
 
 // WaitIdle waits, up to limit, until the agent's shell runs no foreground
@@ -459,26 +572,16 @@ func NormalizeScreen(s string) string {
 	return strings.Join(lines, "\n")
 }
 
+// tmux runs a tmux client inside the sandbox (see [sandbox.command] for
+// why never on the host).
 func (t *Terminal) tmux(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "tmux", append([]string{"-S", t.sock}, args...)...)
-	cmd.Env = tmuxClientEnv()
+	cmd := t.sb.command(ctx, false, "/", append([]string{"tmux", "-S", tmuxSock}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("tmux %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
-}
-
-func tmuxClientEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "TMUX=") || strings.HasPrefix(kv, "TMUX_PANE=") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
 }
 
 // Components describe the terminal for the world model: the shell, the
@@ -542,14 +645,18 @@ func (t *Terminal) Close() error {
 }
 
 func (t *Terminal) shutdown() {
-	if t.cmd != nil && t.done != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		_, _ = t.tmux(ctx, "kill-server")
-		cancel()
-		select {
-		case <-t.done:
-		case <-time.After(3 * time.Second):
-			_ = t.cmd.Process.Kill()
+	if t.sb != nil {
+		if t.done != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, _ = t.tmux(ctx, "kill-server")
+			cancel()
+			select {
+			case <-t.done:
+			case <-time.After(3 * time.Second):
+			}
+		}
+		t.sb.close()
+		if t.done != nil {
 			<-t.done
 		}
 	}
@@ -559,6 +666,9 @@ func (t *Terminal) shutdown() {
 func (t *Terminal) cleanup() {
 	if t.dir != "" {
 		_ = os.RemoveAll(t.dir)
+	}
+	if t.lock != nil {
+		t.lock.Close()
 	}
 }
 
@@ -626,15 +736,4 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "…" + s[len(s)-n:]
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
