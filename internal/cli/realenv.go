@@ -273,10 +273,19 @@ func (r *realFlags) apply(cmd *cobra.Command, cfg *server.AppConfig) ([]*world.S
 		}
 		opts.MCPServers[name] = realenv.MCPServer{Command: strings.Fields(command)}
 	}
+	// Real environments run on this host: each is offered only when its
+	// flag is given.
+	off := map[string]string{}
+	if r.tasksDir == "" {
+		off[realenv.BackendTerminal] = "start serve with --real-tasks DIR to offer real terminals"
+	}
+	if len(r.mcp) == 0 {
+		off[realenv.BackendMCP] = "start serve with --real-mcp NAME=COMMAND to offer real MCP servers"
+	}
 	cfg.Extend = func(b map[string]sim.BackendFactory, simulator string) map[string]sim.BackendFactory {
 		o := *opts
 		o.Simulator, o.SimulatorName = b[simulator], simulator
-		return realenv.Backends(&o)
+		return realenv.Offer(realenv.Backends(&o), simulator, off)
 	}
 	return worlds, nil
 }

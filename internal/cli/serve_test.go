@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// TestServeOffersNoRealBackendByDefault starts serve's app with no flags:
+// every way a client could ask for a real environment (the backend field,
+// an inline spec naming a real backend, shadow: real) is refused with a
+// 400 naming the field and the flag that would turn it on, before any
+// sandbox or process starts.
+func TestServeOffersNoRealBackendByDefault(t *testing.T) {
+	var f simFlags
+	cmd := &cobra.Command{}
+	f.register(cmd)
+	f.noDB = true
+	app, err := f.app(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	srv := httptest.NewServer(app.Server.Handler())
+	defer srv.Close()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		app.Manager.Close(ctx)
+	}()
+
+	inlineTerminal := map[string]any{"name": "shell", "domain": "terminal", "task_description": "a shell",
+		"action_space": map[string]any{"description": "keystrokes"}, "backend": "real:terminal"}
+	for _, tc := range []struct {
+		name       string
+		body       map[string]any
+		field, say string
+	}{
+		{"terminal backend", map[string]any{"world_id": "python-terminal", "backend": "real:terminal"}, "backend", "--real-tasks"},
+		{"terminal with setup", map[string]any{"world_id": "python-terminal", "backend": "real:terminal", "params": map[string]any{"real": map[string]any{"setup": "id"}}}, "backend", "--real-tasks"},
+		{"mcp backend", map[string]any{"world_id": "issue-tracker-mcp", "backend": "real:mcp"}, "backend", "--real-mcp"},
+		{"inline spec on a real backend", map[string]any{"world": inlineTerminal}, "backend", "--real-tasks"},
+		{"shadow real terminal", map[string]any{"world_id": "python-terminal", "shadow": "real"}, "shadow", "--real-tasks"},
+		{"shadow real mcp", map[string]any{"world_id": "issue-tracker-mcp", "shadow": "real"}, "shadow", "--real-mcp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := json.Marshal(tc.body)
+			resp, err := http.Post(srv.URL+"/v1/sessions", "application/json", bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var e struct {
+				Error struct{ Message, Field string }
+			}
+			_ = json.Unmarshal(raw, &e)
+			if resp.StatusCode != http.StatusBadRequest || e.Error.Field != tc.field || !strings.Contains(e.Error.Message, tc.say) {
+				t.Fatalf("status %d, body %s; want 400 naming field %s and %s", resp.StatusCode, raw, tc.field, tc.say)
+			}
+		})
+	}
+	if n := app.Manager.Len(); n != 0 {
+		t.Fatalf("%d sessions left open by refused creates", n)
+	}
+	// The simulated world itself still serves.
+	resp, err := http.Post(srv.URL+"/v1/sessions", "application/json", strings.NewReader(`{"world_id":"python-terminal"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("simulated session: %d", resp.StatusCode)
+	}
+}
