@@ -15,6 +15,8 @@ import (
 // for concurrent use.
 type Engine struct {
 	rules []compiled
+	// caps keeps the config's own latency caps (see Config.Caps).
+	caps Config
 }
 
 type compiled struct {
@@ -35,6 +37,7 @@ func New(c *Config, tools []string) (*Engine, error) {
 	if err := c.Validate(tools); err != nil {
 		return nil, err
 	}
+	e.caps = Config{MaxStepLatencyMS: c.MaxStepLatencyMS, MaxSessionLatencyMS: c.MaxSessionLatencyMS}
 	for i, r := range c.Rules {
 		cr := compiled{name: c.RuleName(i), rule: r, seed: c.Seed, prob: 1}
 		if r.When.Seed != nil {
@@ -49,6 +52,16 @@ func New(c *Config, tools []string) (*Engine, error) {
 		e.rules = append(e.rules, cr)
 	}
 	return e, nil
+}
+
+// Caps are the engine's latency caps under the operator's limits l (see
+// Config.Caps). Decide reports the delay its rules ask for; the caller
+// holds it to these caps, the session one across steps.
+func (e *Engine) Caps(l Limits) (step, session time.Duration) {
+	if e == nil {
+		return (*Config)(nil).Caps(l)
+	}
+	return e.caps.Caps(l)
 }
 
 // Empty reports an engine without rules.

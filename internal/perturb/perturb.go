@@ -18,6 +18,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Kind names what a rule injects.
@@ -72,6 +73,59 @@ type Config struct {
 	// Seed feeds every rule that sets no seed of its own; zero is a valid seed.
 	Seed  int64  `json:"seed,omitempty"`
 	Rules []Rule `json:"rules,omitempty"`
+	// MaxStepLatencyMS lowers the operator's cap on the latency injected
+	// into one step ([Limits.MaxStepLatency]); 0 keeps the operator's cap.
+	// A larger value than the operator's is held to the operator's.
+	MaxStepLatencyMS int `json:"max_step_latency_ms,omitempty"`
+	// MaxSessionLatencyMS lowers the operator's cap on the latency
+	// injected over all of a session's steps ([Limits.MaxSessionLatency]);
+	// 0 keeps the operator's cap.
+	MaxSessionLatencyMS int `json:"max_session_latency_ms,omitempty"`
+}
+
+// Default caps on injected latency when the operator sets none: enough to
+// exercise an agent's patience and timeouts, not enough to hold a session
+// (and the server's capacity) hostage.
+const (
+	DefaultMaxStepLatency    = 30 * time.Second
+	DefaultMaxSessionLatency = 5 * time.Minute
+)
+
+// maxRuleDelayMS bounds one rule's latency_ms and jitter_ms (one day), so
+// sums of delays cannot overflow whatever the caps.
+const maxRuleDelayMS = 24 * 60 * 60 * 1000
+
+// Limits are the operator's caps on the latency rules inject. A world spec
+// or a session's override may lower them, never raise them.
+type Limits struct {
+	// MaxStepLatency caps the delay injected into one step; 0 means
+	// DefaultMaxStepLatency.
+	MaxStepLatency time.Duration
+	// MaxSessionLatency caps the delay injected over a session's steps
+	// (later steps get what is left, then none); 0 means
+	// DefaultMaxSessionLatency.
+	MaxSessionLatency time.Duration
+}
+
+// Caps are the effective latency caps of c under the operator's limits l:
+// the operator's (or the default) cap, lowered by c's own when c sets one.
+func (c *Config) Caps(l Limits) (step, session time.Duration) {
+	step, session = l.MaxStepLatency, l.MaxSessionLatency
+	if step <= 0 {
+		step = DefaultMaxStepLatency
+	}
+	if session <= 0 {
+		session = DefaultMaxSessionLatency
+	}
+	if c != nil {
+		if ms := c.MaxStepLatencyMS; ms > 0 && time.Duration(ms)*time.Millisecond < step {
+			step = time.Duration(ms) * time.Millisecond
+		}
+		if ms := c.MaxSessionLatencyMS; ms > 0 && time.Duration(ms)*time.Millisecond < session {
+			session = time.Duration(ms) * time.Millisecond
+		}
+	}
+	return step, session
 }
 
 // Rule is one `when` → `inject` pair.
@@ -160,7 +214,8 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 // ErrInvalid wraps every rule validation failure.
 var ErrInvalid = errors.New("invalid perturbation rule")
 
-// RuleError names the rule (index and name) and the field that is wrong.
+// RuleError names the rule (index and name) and the field that is wrong;
+// Index is -1 for a field of the section itself.
 type RuleError struct {
 	Index int
 	Name  string
@@ -169,6 +224,9 @@ type RuleError struct {
 }
 
 func (e *RuleError) Error() string {
+	if e.Index < 0 { // a section-level field
+		return fmt.Sprintf("%s: %s: %s", ErrInvalid, e.Field, e.Msg)
+	}
 	return fmt.Sprintf("%s: rules[%d] (%s): %s: %s", ErrInvalid, e.Index, e.Name, e.Field, e.Msg)
 }
 
@@ -189,6 +247,14 @@ func (c *Config) RuleName(i int) string {
 func (c *Config) Validate(tools []string) error {
 	if c == nil {
 		return nil
+	}
+	for _, f := range []struct {
+		name string
+		ms   int
+	}{{"max_step_latency_ms", c.MaxStepLatencyMS}, {"max_session_latency_ms", c.MaxSessionLatencyMS}} {
+		if f.ms < 0 || f.ms > maxRuleDelayMS {
+			return &RuleError{Index: -1, Field: f.name, Msg: fmt.Sprintf("%d is not in 0..%d (one day)", f.ms, maxRuleDelayMS)}
+		}
 	}
 	seen := map[string]bool{}
 	for i := range c.Rules {
@@ -242,6 +308,12 @@ func (c *Config) Validate(tools []string) error {
 		if in.LatencyMS < 0 || in.JitterMS < 0 {
 			return bad("inject.latency_ms", "negative delay")
 		}
+		if in.LatencyMS > maxRuleDelayMS {
+			return bad("inject.latency_ms", "%d ms is more than a day", in.LatencyMS)
+		}
+		if in.JitterMS > maxRuleDelayMS {
+			return bad("inject.jitter_ms", "%d ms is more than a day", in.JitterMS)
+		}
 		if in.Kind == HTTPError && in.Status != 0 && (in.Status < 400 || in.Status > 599) {
 			return bad("inject.status", "%d is not an HTTP error status (400-599)", in.Status)
 		}
@@ -272,11 +344,14 @@ func kindList() string {
 // Merge returns base with a session's override applied: a rule of the same
 // name replaces the base rule in place, new rules are appended (unnamed
 // ones as "session-rule<N>"), and a
-// non-nil override seed replaces the section seed. Either may be nil.
+// non-nil override seed replaces the section seed. Either may be nil. Of
+// the latency caps the lower one set wins: a session may tighten a world's
+// caps, never loosen them.
 func Merge(base *Config, override *Config, overrideSeed *int64) *Config {
 	out := &Config{}
 	if base != nil {
 		out.Seed = base.Seed
+		out.MaxStepLatencyMS, out.MaxSessionLatencyMS = base.MaxStepLatencyMS, base.MaxSessionLatencyMS
 		for i := range base.Rules {
 			r := base.Rules[i]
 			r.Name = base.RuleName(i)
@@ -284,6 +359,8 @@ func Merge(base *Config, override *Config, overrideSeed *int64) *Config {
 		}
 	}
 	if override != nil {
+		out.MaxStepLatencyMS = lowerCap(out.MaxStepLatencyMS, override.MaxStepLatencyMS)
+		out.MaxSessionLatencyMS = lowerCap(out.MaxSessionLatencyMS, override.MaxSessionLatencyMS)
 		for i := range override.Rules {
 			r := override.Rules[i]
 			if strings.TrimSpace(r.Name) == "" {
@@ -306,4 +383,12 @@ func Merge(base *Config, override *Config, overrideSeed *int64) *Config {
 		out.Seed = *overrideSeed
 	}
 	return out
+}
+
+// lowerCap is the lower of two caps where 0 means unset.
+func lowerCap(a, b int) int {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }

@@ -264,3 +264,55 @@ func FuzzConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestLatencyCaps: the operator's limits (or the defaults) cap injected
+// latency; a spec or a session override may lower the caps, never raise
+// them; absurd delays are refused at validation, naming the field.
+func TestLatencyCaps(t *testing.T) {
+	op := Limits{MaxStepLatency: 10 * time.Second, MaxSessionLatency: time.Minute}
+	for _, tc := range []struct {
+		name          string
+		c             *Config
+		l             Limits
+		step, session time.Duration
+	}{
+		{"defaults", nil, Limits{}, DefaultMaxStepLatency, DefaultMaxSessionLatency},
+		{"operator", &Config{}, op, 10 * time.Second, time.Minute},
+		{"spec lowers", &Config{MaxStepLatencyMS: 2000, MaxSessionLatencyMS: 5000}, op, 2 * time.Second, 5 * time.Second},
+		{"spec cannot raise", &Config{MaxStepLatencyMS: 60000, MaxSessionLatencyMS: 3600000}, op, 10 * time.Second, time.Minute},
+	} {
+		step, session := tc.c.Caps(tc.l)
+		if step != tc.step || session != tc.session {
+			t.Errorf("%s: caps %v/%v, want %v/%v", tc.name, step, session, tc.step, tc.session)
+		}
+		e, err := New(tc.c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if step, session := e.Caps(tc.l); step != tc.step || session != tc.session {
+			t.Errorf("%s: engine caps %v/%v, want %v/%v", tc.name, step, session, tc.step, tc.session)
+		}
+	}
+	// A session override tightens a world's cap but cannot loosen it.
+	m := Merge(&Config{MaxStepLatencyMS: 3000}, &Config{MaxStepLatencyMS: 9000, MaxSessionLatencyMS: 4000}, nil)
+	if m.MaxStepLatencyMS != 3000 || m.MaxSessionLatencyMS != 4000 {
+		t.Errorf("merged caps %d/%d, want 3000/4000", m.MaxStepLatencyMS, m.MaxSessionLatencyMS)
+	}
+	lat := func(ms, jitter int) *Config {
+		return &Config{Rules: []Rule{{Inject: Inject{Kind: Latency, LatencyMS: ms, JitterMS: jitter}}}}
+	}
+	for _, tc := range []struct {
+		c     *Config
+		field string
+	}{
+		{lat(maxRuleDelayMS+1, 0), "inject.latency_ms"},
+		{lat(1, int(^uint(0)>>1)), "inject.jitter_ms"},
+		{&Config{MaxStepLatencyMS: -1}, "max_step_latency_ms"},
+		{&Config{MaxSessionLatencyMS: maxRuleDelayMS + 1}, "max_session_latency_ms"},
+	} {
+		var re *RuleError
+		if err := tc.c.Validate(nil); !errors.As(err, &re) || re.Field != tc.field {
+			t.Errorf("want an error naming %s, got %v", tc.field, err)
+		}
+	}
+}

@@ -41,10 +41,21 @@ type Perturbations struct {
 	log *slog.Logger
 	// Sleep waits out injected latency; nil means a timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Limits are the operator's caps on injected latency, per step and per
+	// session; the zero value means perturb's defaults. Set before use.
+	Limits perturb.Limits
 
 	mu      sync.Mutex
 	engines map[engineKey]*perturb.Engine
+	// slept is the latency injected so far per session id, for the
+	// session cap. It lives in memory: a restarted server grants a
+	// resumed session a fresh budget.
+	slept map[string]time.Duration
 }
+
+// LabelLatencyCapped is the step label set when a cap shortened the
+// latency the rules asked for: "step" or "session".
+const LabelLatencyCapped = "perturb.latency_capped"
 
 // engineKey names a session's effective rules without recomputing them: the
 // world spec (its rules and tool names) and the raw per-session override.
@@ -59,7 +70,7 @@ func NewPerturbations(log *slog.Logger) *Perturbations {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Perturbations{log: log, engines: map[engineKey]*perturb.Engine{}}
+	return &Perturbations{log: log, engines: map[engineKey]*perturb.Engine{}, slept: map[string]time.Duration{}}
 }
 
 var _ sim.StepHook = (*Perturbations)(nil)
@@ -146,8 +157,14 @@ func (p *Perturbations) BeforeStep(ctx context.Context, s sim.SessionInfo, in *s
 		in.Control += d.Instruction
 	}
 	if d.Delay > 0 {
-		if err := p.sleep(ctx, d.Delay); err != nil {
-			return nil, err
+		delay, capped := p.budget(e, s.ID, d.Delay)
+		if capped != "" {
+			in.Labels[LabelLatencyCapped] = capped
+		}
+		if delay > 0 {
+			if err := p.sleep(ctx, delay); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if d.Fault == nil {
@@ -159,6 +176,28 @@ func (p *Perturbations) BeforeStep(ctx context.Context, s sim.SessionInfo, in *s
 		Text: mcpclient.RenderFault(d.Fault),
 		Info: sim.StepInfo{Backend: BackendPerturb, Labels: in.Labels, Extra: map[string]json.RawMessage{ExtraFault: fb}},
 	}, nil
+}
+
+// budget holds a step's delay to the step cap and to what is left of the
+// session's, charges it, and says which cap cut it ("" when none did).
+func (p *Perturbations) budget(e *perturb.Engine, session string, want time.Duration) (time.Duration, string) {
+	stepCap, sessionCap := e.Caps(p.Limits)
+	d, capped := want, ""
+	if d > stepCap {
+		d, capped = stepCap, "step"
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if left := sessionCap - p.slept[session]; d > left {
+		d, capped = max(left, 0), "session"
+	}
+	if d > 0 {
+		if len(p.slept) >= 1<<16 { // bound the memory; forgetting only grants fresh budgets
+			clear(p.slept)
+		}
+		p.slept[session] += d
+	}
+	return d, capped
 }
 
 func (p *Perturbations) sleep(ctx context.Context, d time.Duration) error {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/sim"
@@ -334,5 +336,41 @@ func TestFictionalWorldSharesFacts(t *testing.T) {
 	}
 	if len(cs) != 1 || cs[0].Entity != "emp-9" || cs[0].Attribute != "title" || cs[0].Was.Value != "Head of Optics" || cs[0].Now.Value != "Janitor" {
 		t.Errorf("contradictions %+v", cs)
+	}
+}
+
+// TestInjectedLatencyIsCapped: a rule asking for an hour per step sleeps
+// at most the step cap, and a session stops sleeping once its budget is
+// spent; both cuts are labelled on the step. A session's budget is its own.
+func TestInjectedLatencyIsCapped(t *testing.T) {
+	h := NewPerturbations(nil)
+	h.Limits = perturb.Limits{MaxStepLatency: 2 * time.Second, MaxSessionLatency: 5 * time.Second}
+	var slept []time.Duration
+	h.Sleep = func(_ context.Context, d time.Duration) error {
+		slept = append(slept, d)
+		return nil
+	}
+	info := func(id string) sim.SessionInfo {
+		return sim.SessionInfo{ID: id, Spec: &world.Spec{Name: "w", Domain: "mcp", ActionSpace: world.ActionSpace{Tools: trackerTools},
+			Perturbations: &perturb.Config{Rules: []perturb.Rule{{Name: "slow", Inject: perturb.Inject{Kind: perturb.Latency, LatencyMS: 3600 * 1000}}}}}}
+	}
+	var capped []string
+	for turn := 1; turn <= 4; turn++ {
+		in := &sim.StepInput{Turn: turn, Action: sim.Action{Text: "x"}}
+		if _, err := h.BeforeStep(context.Background(), info("a"), in); err != nil {
+			t.Fatal(err)
+		}
+		capped = append(capped, in.Labels[LabelLatencyCapped])
+	}
+	in := &sim.StepInput{Turn: 1, Action: sim.Action{Text: "x"}}
+	if _, err := h.BeforeStep(context.Background(), info("b"), in); err != nil {
+		t.Fatal(err)
+	}
+	s := time.Second
+	if diff := cmp.Diff([]time.Duration{2 * s, 2 * s, 1 * s, 2 * s}, slept); diff != "" {
+		t.Errorf("slept (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"step", "step", "session", "session"}, capped); diff != "" {
+		t.Errorf("cap labels (-want +got):\n%s", diff)
 	}
 }
