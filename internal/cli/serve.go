@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentworld/agentworld/internal/envconfig"
+	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/server"
 	"github.com/agentworld/agentworld/internal/sim"
 )
@@ -36,6 +38,8 @@ func (f *simFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.cfg.DBPath, "db", server.DefaultDBPath(), "SQLite file holding sessions and transcripts")
 	fl.BoolVar(&f.noDB, "no-db", false, "keep sessions in memory only")
 	usesEnv(cmd, envconfig.ModelAPIKey)
+	fl.DurationVar(&f.cfg.PerturbLimits.MaxStepLatency, "max-step-latency", perturb.DefaultMaxStepLatency, "cap on the latency perturbation rules inject into one step (a world spec may only lower it)")
+	fl.DurationVar(&f.cfg.PerturbLimits.MaxSessionLatency, "max-session-latency", perturb.DefaultMaxSessionLatency, "cap on the latency perturbation rules inject over a session's steps (a world spec may only lower it)")
 	f.real.register(cmd)
 }
 
@@ -104,6 +108,15 @@ simulation.`,
 	fl.IntVar(&f.cfg.MaxSessions, "max-sessions", 10000, "sessions held open at once")
 	fl.DurationVar(&f.cfg.IdleTTL, "idle-ttl", 0, "expire sessions idle this long (default 30m)")
 	fl.StringVar(&f.cfg.DefaultWorld, "default-world", "", "world for OpenEnv /reset without world_id (default: first by name)")
+	e := &f.cfg.Edge
+	fl.StringSliceVar(&e.AllowedHosts, "allowed-hosts", nil, "Host names served beside localhost, loopback addresses and the --addr host (comma list; name or name:port; * any): for a proxy or a DNS name in front of serve")
+	fl.StringSliceVar(&e.AllowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], comma list; * any) whose cross-origin requests are served; none by default")
+	fl.DurationVar(&e.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers")
+	fl.DurationVar(&e.ReadTimeout, "read-timeout", time.Minute, "time a client has to send a whole request, body included (steps are not bound by it)")
+	fl.DurationVar(&e.WriteTimeout, "write-timeout", time.Minute, "time each write of a response may take (a slow step is not bound by it, a client that stops reading is)")
+	fl.DurationVar(&e.IdleTimeout, "idle-timeout", 2*time.Minute, "close keep-alive connections idle this long")
+	fl.DurationVar(&e.WebSocketIdle, "ws-idle-timeout", 30*time.Minute, "close /ws connections that send nothing this long (their sessions are released)")
+	fl.IntVar(&e.MaxConns, "max-conns", 1024, "connections held at once (further clients wait); negative: no cap")
 	return cmd
 }
 

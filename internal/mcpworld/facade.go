@@ -66,6 +66,11 @@ type Options struct {
 	// SessionTimeout closes an idle streamable-HTTP MCP session (and its
 	// simulator session); zero means 30 minutes.
 	SessionTimeout time.Duration
+	// HostChecked says the server in front checks the Host header against
+	// its own allow-list, so the MCP SDK's built-in check (a loopback
+	// connection must name a loopback Host) is left off and an operator's
+	// allowed names reach /mcp too. false keeps the SDK's check.
+	HostChecked bool
 	// Logger receives facade logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -129,8 +134,9 @@ func NewFacade(sim Simulator, specs []*world.Spec, opts *Options) (*Facade, erro
 		f.worlds[s.Name] = sv
 	}
 	f.handler = mcp.NewStreamableHTTPHandler(f.serverForRequest, &mcp.StreamableHTTPOptions{
-		SessionTimeout: f.opts.SessionTimeout,
-		Logger:         f.log,
+		SessionTimeout:             f.opts.SessionTimeout,
+		DisableLocalhostProtection: f.opts.HostChecked,
+		Logger:                     f.log,
 	})
 	return f, nil
 }

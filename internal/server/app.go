@@ -16,6 +16,7 @@ import (
 	"github.com/agentworld/agentworld/examples"
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/mcpworld"
+	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/replay"
 	"github.com/agentworld/agentworld/internal/route"
 	"github.com/agentworld/agentworld/internal/sim"
@@ -68,6 +69,12 @@ type AppConfig struct {
 	MaxInFlight int
 	// DefaultWorld is OpenEnv /reset's world.
 	DefaultWorld string
+	// Edge bounds the HTTP edge (allowed Host and Origin headers,
+	// timeouts, connection limit); the zero value is the safe default.
+	Edge Edge
+	// PerturbLimits caps the latency perturbation rules inject, per step
+	// and per session; the zero value means perturb's defaults.
+	PerturbLimits perturb.Limits
 	// Hooks and Backends extend the manager (perturbations, real
 	// environments).
 	Hooks    []sim.StepHook
@@ -146,6 +153,9 @@ func NewApp(cfg AppConfig) (*App, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if err := cfg.Edge.Validate(); err != nil {
+		return nil, err
 	}
 	worlds, err := world.LoadFS(examples.FS, "worlds")
 	if err != nil {
@@ -252,9 +262,9 @@ func NewApp(cfg AppConfig) (*App, error) {
 	app.Manager = sim.New(&sim.Options{
 		Store: st, Worlds: worlds, Backends: backends, DefaultBackend: defaultBackend,
 		MaxSessions: cfg.MaxSessions, IdleTTL: cfg.IdleTTL, MaxTurns: cfg.MaxTurns,
-		Hooks: append(worldControlHooks(app.Ledger, log), cfg.Hooks...), Observer: met, Logger: log,
+		Hooks: append(worldControlHooks(app.Ledger, cfg.PerturbLimits, log), cfg.Hooks...), Observer: met, Logger: log,
 	})
-	app.Server = New(app.Manager, &Options{APIKey: cfg.APIKey, DefaultWorld: cfg.DefaultWorld, Registry: reg, Metrics: met, Logger: log})
+	app.Server = New(app.Manager, &Options{APIKey: cfg.APIKey, DefaultWorld: cfg.DefaultWorld, Edge: cfg.Edge, Registry: reg, Metrics: met, Logger: log})
 	if err := app.mountMCP(worlds, log); err != nil {
 		return nil, err
 	}

@@ -68,6 +68,7 @@ func TestModelDownIs503WithRetryAfter(t *testing.T) {
 	h.do("POST", "/v1/sessions", `{"world_id":"term"}`, &created)
 	h.model.SetDown(true)
 	req, _ := http.NewRequest("POST", h.srv.URL+"/v1/sessions/"+created.SessionID+"/step", strings.NewReader(`{"action": [{"keystrokes": "ls\n"}], "turn": 1}`))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

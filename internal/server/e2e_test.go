@@ -110,6 +110,9 @@ func (h *harness) do(method, path string, body any, out any) int {
 		base = h.srv.URL
 	}
 	req, _ := http.NewRequest(method, base+path, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if h.key != "" {
 		req.Header.Set("Authorization", "Bearer "+h.key)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/mcpworld"
+	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldhooks"
@@ -14,9 +15,11 @@ import (
 
 // worldControlHooks are the step hooks every simulator runs: fictional
 // worlds' ledger first (world-state text), then perturbation rules (control
-// text, direct faults).
-func worldControlHooks(l *fiction.Ledger, log *slog.Logger) []sim.StepHook {
-	return []sim.StepHook{worldhooks.NewLedger(l, log), worldhooks.NewPerturbations(log)}
+// text, direct faults, latency held to lim).
+func worldControlHooks(l *fiction.Ledger, lim perturb.Limits, log *slog.Logger) []sim.StepHook {
+	p := worldhooks.NewPerturbations(log)
+	p.Limits = lim
+	return []sim.StepHook{worldhooks.NewLedger(l, log), p}
 }
 
 // mountMCP serves every world that has an MCP form at /mcp/{world}, behind
@@ -34,7 +37,7 @@ func (a *App) mountMCP(worlds map[string]*world.Spec, log *slog.Logger) error {
 			servable = append(servable, worlds[n])
 		}
 	}
-	f, err := mcpworld.NewFacade(mcpworld.Sessions{M: a.Manager}, servable, &mcpworld.Options{Logger: log})
+	f, err := mcpworld.NewFacade(mcpworld.Sessions{M: a.Manager}, servable, &mcpworld.Options{HostChecked: true, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,10 @@ type Options struct {
 	Metrics *Metrics
 	// DrainTimeout bounds graceful shutdown; 0 means 30 seconds.
 	DrainTimeout time.Duration
+	// Edge bounds the HTTP edge: allowed Host and Origin headers,
+	// timeouts and the connection limit (see [Edge]; the zero value is the
+	// safe default). Entries that [Edge.Validate] refuses are ignored.
+	Edge Edge
 	// Logger receives request logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -55,6 +59,8 @@ type Server struct {
 	mux     *http.ServeMux
 	reg     *prometheus.Registry
 	metrics *Metrics
+	edge    Edge
+	hosts   *hostPolicy
 
 	mu      sync.Mutex
 	current string // session of the latest OpenEnv HTTP /reset
@@ -91,7 +97,13 @@ func New(m *sim.Manager, opts *Options) *Server {
 		met = NewMetrics(o.Registry)
 	}
 	met.trackSessions(o.Registry, m)
-	s := &Server{m: m, opts: o, log: log, mux: http.NewServeMux(), reg: o.Registry, metrics: met, wsStop: make(chan struct{})}
+	edge := o.Edge.withDefaults()
+	hosts, err := newHostPolicy(edge)
+	if err != nil {
+		log.Warn("ignoring the allowed hosts and origins", "err", err)
+		hosts, _ = newHostPolicy(Edge{})
+	}
+	s := &Server{m: m, opts: o, log: log, mux: http.NewServeMux(), reg: o.Registry, metrics: met, edge: edge, hosts: hosts, wsStop: make(chan struct{})}
 	s.routes()
 	return s
 }
@@ -134,19 +146,15 @@ func (s *Server) handleFunc(pattern string, f http.HandlerFunc) {
 	s.mux.Handle(pattern, s.guard(pattern, f))
 }
 
-// guard applies auth, the body limit and request metrics.
+// guard applies the edge checks (Host, Origin, auth, content type, body
+// limit; see admit) and request metrics.
 func (s *Server) guard(route string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: 200}
+		sw := &statusWriter{ResponseWriter: w, status: 200, writeTimeout: s.edge.WriteTimeout}
 		defer func() { s.metrics.observeRequest(route, sw.status, time.Since(start)) }()
-		if s.opts.APIKey != "" && !s.authorized(r) {
-			sw.Header().Set("WWW-Authenticate", `Bearer realm="agentworld"`)
-			s.writeError(sw, r, &Error{Status: http.StatusUnauthorized, Public: "missing or wrong bearer token", Field: "Authorization", Code: "unauthorized"})
+		if !s.admit(sw, r) {
 			return
-		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(sw, r.Body, s.opts.MaxBodyBytes)
 		}
 		h.ServeHTTP(sw, r)
 	})
@@ -161,14 +169,31 @@ func (s *Server) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.opts.APIKey)) == 1
 }
 
+// statusWriter records the status for metrics and gives every write its
+// own deadline (WriteTimeout from when it starts), so a client that stops
+// reading is dropped while a step that thinks for minutes, or a long
+// event stream, is not cut.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status       int
+	writeTimeout time.Duration
+}
+
+func (w *statusWriter) deadline() {
+	if w.writeTimeout > 0 {
+		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.writeTimeout))
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
+	w.deadline()
 	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.deadline()
+	return w.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController and websocket.Accept reach the
@@ -301,7 +326,12 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
 // ends WebSocket loops after their current message, and closes the
 // Manager (and with it the store).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	s.hosts.listenOn(ln.Addr())
+	ln = limitConns(ln, s.edge.MaxConns)
+	// No WriteTimeout here: it would run from the end of the request's
+	// headers and cut long steps; statusWriter sets one per write instead.
+	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: s.edge.ReadHeaderTimeout, ReadTimeout: s.edge.ReadTimeout,
+		IdleTimeout: s.edge.IdleTimeout, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -320,6 +350,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.stopWebSockets()
 	err := srv.Shutdown(dctx)
+	if err != nil {
+		_ = srv.Close() // drain time is up: drop what is still open
+	}
 	wsDone := make(chan struct{})
 	go func() { s.wsConns.Wait(); close(wsDone) }()
 	select {

@@ -1,0 +1,461 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentworld/agentworld/internal/sim"
+)
+
+// serveApp serves the embedded default app (every route mounted, /mcp
+// included) on a loopback socket with cfg's edge, and returns its base URL.
+func serveApp(t *testing.T, cfg AppConfig) (*App, string) {
+	t.Helper()
+	app, err := NewApp(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- app.Server.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		_ = app.Close()
+	})
+	return app, "http://" + ln.Addr().String()
+}
+
+// edgeRoutes is every route of a served app, with a body that would be
+// accepted there (nil for none).
+var edgeRoutes = []struct {
+	method, path, body string
+}{
+	{"GET", "/v1/worlds", ""},
+	{"GET", "/v1/worlds/python-terminal", ""},
+	{"POST", "/v1/sessions", `{"world_id":"python-terminal"}`},
+	{"GET", "/v1/sessions/s_x", ""},
+	{"DELETE", "/v1/sessions/s_x", ""},
+	{"POST", "/v1/sessions/s_x/step", `{"action":"ls"}`},
+	{"POST", "/v1/sessions/s_x/fork", `{}`},
+	{"POST", "/reset", `{}`},
+	{"POST", "/step", `{"action":{"action":"ls"}}`},
+	{"GET", "/state", ""},
+	{"GET", "/schema", ""},
+	{"GET", "/metadata", ""},
+	{"GET", "/ws", ""},
+	{"POST", "/mcp/perturbed-tracker", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`},
+	{"GET", "/mcp/perturbed-tracker", ""},
+	{"GET", "/metrics", ""},
+}
+
+type edgeReply struct {
+	status int
+	field  string
+	closed bool // the server closes the connection after the reply
+}
+
+func edgeDo(t *testing.T, base, method, path, body string, hdr map[string]string) edgeReply {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	var e errorBody
+	_ = json.Unmarshal(raw, &e)
+	return edgeReply{status: resp.StatusCode, field: e.Error.Field, closed: resp.Close}
+}
+
+// TestEdgeRefusesForeignHostAndCrossOriginOnEveryRoute is the DNS
+// rebinding and CSRF table: on every route, a Host that is not this
+// server's name and a browser request from another origin are refused
+// with 403 naming the header, a text/plain body (a form or fetch a page
+// may send without preflight) with 415, all before auth and before the
+// body is read; an operator's --allowed-hosts and --allowed-origins open
+// exactly what they name.
+func TestEdgeRefusesForeignHostAndCrossOriginOnEveryRoute(t *testing.T) {
+	_, base := serveApp(t, AppConfig{APIKey: "k3y", Edge: Edge{
+		AllowedHosts:   []string{"sim.internal:8443", "proxy.example"},
+		AllowedOrigins: []string{"https://ui.example"},
+	}})
+	auth := "Bearer k3y"
+	for _, r := range edgeRoutes {
+		t.Run(r.method+" "+r.path, func(t *testing.T) {
+			for _, tc := range []struct {
+				name  string
+				hdr   map[string]string
+				body  string
+				want  int
+				field string
+			}{
+				{"foreign host", map[string]string{"Host": "evil.example", "Authorization": auth, "Content-Type": "application/json"}, r.body, 403, "Host"},
+				{"rebinding host with our port", map[string]string{"Host": "evil.example:" + strings.Split(base, ":")[2], "Authorization": auth}, r.body, 403, "Host"},
+				{"allowed host on another port", map[string]string{"Host": "sim.internal:9999", "Authorization": auth}, r.body, 403, "Host"},
+				{"cross-origin", map[string]string{"Origin": "https://evil.example", "Authorization": auth, "Content-Type": "application/json"}, r.body, 403, "Origin"},
+				{"null origin", map[string]string{"Origin": "null", "Authorization": auth}, r.body, 403, "Origin"},
+				{"cross-site fetch without origin", map[string]string{"Sec-Fetch-Site": "cross-site", "Authorization": auth}, r.body, 403, "Origin"},
+				{"cross-origin text/plain without auth", map[string]string{"Origin": "https://evil.example", "Content-Type": "text/plain"}, r.body, 403, "Origin"},
+				{"no auth", map[string]string{"Content-Type": "application/json"}, r.body, 401, "Authorization"},
+			} {
+				got := edgeDo(t, base, r.method, r.path, tc.body, tc.hdr)
+				if got.status != tc.want || got.field != tc.field {
+					t.Errorf("%s: status %d field %q, want %d %q", tc.name, got.status, got.field, tc.want, tc.field)
+				}
+				if !got.closed {
+					t.Errorf("%s: a refused request keeps its connection", tc.name)
+				}
+			}
+			if r.body != "" {
+				for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""} {
+					got := edgeDo(t, base, r.method, r.path, r.body, map[string]string{"Authorization": auth, "Content-Type": ct})
+					if got.status != 415 || got.field != "Content-Type" {
+						t.Errorf("Content-Type %q: status %d field %q, want 415", ct, got.status, got.field)
+					}
+				}
+			}
+			// What the operator allowed, and loopback names, pass the edge.
+			for _, hdr := range []map[string]string{
+				{"Host": "sim.internal:8443"},
+				{"Host": "proxy.example:1234"},
+				{"Host": "localhost:1"},
+				{"Host": "[::1]:8080"},
+				{"Origin": "https://ui.example"},
+				{"Origin": base},
+				{"Sec-Fetch-Site": "same-origin"},
+			} {
+				hdr["Authorization"], hdr["Content-Type"] = auth, "application/json; charset=utf-8"
+				if r.path == "/ws" || (r.method == "GET" && strings.HasPrefix(r.path, "/mcp/")) {
+					continue // a plain GET is not an upgrade or an event-stream request; below
+				}
+				got := edgeDo(t, base, r.method, r.path, r.body, hdr)
+				if got.status == 401 || got.status == 403 || got.status == 415 {
+					t.Errorf("%v: refused at the edge: %d %s", hdr, got.status, got.field)
+				}
+			}
+		})
+	}
+}
+
+// TestEdgeWebSocketAndMCPClientsPass runs the real clients through the
+// edge: coder/websocket's dialer (what OpenEnv-style WebSocket clients
+// send) and the MCP go-sdk's streamable client are served, a WebSocket
+// from a foreign origin is not.
+func TestEdgeWebSocketAndMCPClientsPass(t *testing.T) {
+	_, base := serveApp(t, AppConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ws := "ws" + strings.TrimPrefix(base, "http") + "/ws"
+	c, _, err := websocket.Dial(ctx, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+	_, resp, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://evil.example"}}})
+	if err == nil || resp == nil || resp.StatusCode != 403 {
+		t.Fatalf("cross-origin WebSocket: %v %v", err, resp)
+	}
+	mcpConnect(t, ctx, base+"/mcp/perturbed-tracker", nil)
+}
+
+// rawConn dials the server and returns the connection with a reader.
+func rawConn(t *testing.T, base string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
+// closedWithin reports whether the server closes c (after whatever it
+// answers) within d.
+func closedWithin(c net.Conn, br *bufio.Reader, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, br)
+	var ne net.Error
+	return err == nil || !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestEdgeTimeoutsCloseSlowAndIdleClients holds connections open on a real
+// socket the way a slowloris client does: a slow body is cut by the read
+// timeout, an idle keep-alive connection by the idle timeout, and an
+// unauthenticated body is answered 401 at once, without being read.
+func TestEdgeTimeoutsCloseSlowAndIdleClients(t *testing.T) {
+	edge := Edge{ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
+	_, base := serveApp(t, AppConfig{APIKey: "k3y", Edge: edge})
+	host := strings.TrimPrefix(base, "http://")
+
+	t.Run("slow body", func(t *testing.T) {
+		c, br := rawConn(t, base)
+		fmt.Fprintf(c, "POST /v1/sessions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer k3y\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"wor", host)
+		start := time.Now()
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer to a slow body: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout {
+			t.Errorf("slow body: status %d, want 408", resp.StatusCode)
+		}
+		if !closedWithin(c, br, 2*time.Second) {
+			t.Error("slow-body connection left open")
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("slow body held %v", d)
+		}
+	})
+	t.Run("unauthenticated body is not read", func(t *testing.T) {
+		c, br := rawConn(t, base)
+		start := time.Now()
+		fmt.Fprintf(c, "POST /v1/sessions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{", host)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 || time.Since(start) > 200*time.Millisecond {
+			t.Errorf("unauthenticated slow body: %d after %v, want 401 before the read timeout", resp.StatusCode, time.Since(start))
+		}
+		if !closedWithin(c, br, time.Second) {
+			t.Error("connection left open after refusing an unread body")
+		}
+	})
+	t.Run("oversized declared body", func(t *testing.T) {
+		c, br := rawConn(t, base)
+		fmt.Fprintf(c, "POST /v1/sessions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer k3y\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", host, 64<<20)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("64 MiB declared body: %d, want 413", resp.StatusCode)
+		}
+	})
+	t.Run("idle keep-alive", func(t *testing.T) {
+		c, br := rawConn(t, base)
+		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if !closedWithin(c, br, 2*time.Second) {
+			t.Error("idle connection not closed by the idle timeout")
+		}
+	})
+	t.Run("silent connection", func(t *testing.T) {
+		c, br := rawConn(t, base)
+		if !closedWithin(c, br, 2*time.Second) {
+			t.Error("a connection that never sends a request stays open")
+		}
+	})
+}
+
+// TestEdgeLongStepOutlivesTheTimeouts: a step that thinks far longer than
+// the read and write timeouts is answered, on HTTP and on a WebSocket.
+func TestEdgeLongStepOutlivesTheTimeouts(t *testing.T) {
+	h := newHarness(t, "", nil)
+	h.srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	srv := New(h.m, &Options{Edge: Edge{ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond}})
+	go func() { served <- srv.Serve(ctx, ln) }()
+	defer func() { stop(); <-served }()
+	h.base = "http://" + ln.Addr().String()
+
+	var created struct {
+		SessionID string `json:"session_id"`
+	}
+	if st := h.do("POST", "/v1/sessions", `{"world_id":"term"}`, &created); st != 201 {
+		t.Fatalf("create: %d", st)
+	}
+	arrived, release := h.model.Hold()
+	go func() { <-arrived; time.Sleep(time.Second); release() }()
+	var res sim.StepResult
+	if st := h.do("POST", "/v1/sessions/"+created.SessionID+"/step", `{"action":[{"keystrokes":"ls\n"}],"turn":1}`, &res); st != 200 || res.Info.Turn != 1 {
+		t.Fatalf("long HTTP step: %d %+v", st, res)
+	}
+
+	wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(wctx, "ws"+strings.TrimPrefix(h.base, "http")+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	wsSend(t, wctx, c, "reset", `{"world_id":"term"}`)
+	if typ, _ := wsRecv(t, wctx, c); typ != "observation" {
+		t.Fatalf("reset answered %s", typ)
+	}
+	arrived, release = h.model.Hold()
+	go func() { <-arrived; time.Sleep(time.Second); release() }()
+	wsSend(t, wctx, c, "step", `{"action":[{"keystrokes":"ls\n"}]}`)
+	if typ, data := wsRecv(t, wctx, c); typ != "observation" {
+		t.Fatalf("long WebSocket step answered %s %s", typ, data)
+	}
+}
+
+// TestEdgeConnectionLimit: with MaxConns 2, a third client waits until one
+// of the first two leaves.
+func TestEdgeConnectionLimit(t *testing.T) {
+	_, base := serveApp(t, AppConfig{Edge: Edge{MaxConns: 2}})
+	host := strings.TrimPrefix(base, "http://")
+	get := func(c net.Conn, br *bufio.Reader) error {
+		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		resp, err := http.ReadResponse(br, nil)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	c1, b1 := rawConn(t, base)
+	c2, b2 := rawConn(t, base)
+	for _, c := range []struct {
+		c  net.Conn
+		br *bufio.Reader
+	}{{c1, b1}, {c2, b2}} {
+		if err := get(c.c, c.br); err != nil {
+			t.Fatalf("within the limit: %v", err)
+		}
+	}
+	c3, b3 := rawConn(t, base)
+	if err := get(c3, b3); err == nil {
+		t.Fatal("a third connection was served beside two held ones")
+	}
+	c1.Close()
+	_ = c3.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(b3, nil)
+	if err != nil {
+		t.Fatalf("the waiting client was not served once a slot freed: %v", err)
+	}
+	resp.Body.Close()
+}
+
+func TestHostPolicy(t *testing.T) {
+	p, err := newHostPolicy(Edge{AllowedHosts: []string{"Sim.Example.", "api.example:443"}, AllowedOrigins: []string{"https://UI.example/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.listenOn(&net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 8080})
+	for host, want := range map[string]bool{
+		"localhost": true, "localhost:8080": true, "LOCALHOST.": true, "app.localhost:3000": true,
+		"127.0.0.1:80": true, "127.8.9.10": true, "[::1]:8080": true, "::1": true,
+		"10.1.2.3:8080": true, "10.1.2.3:8081": false, "10.1.2.4:8080": false,
+		"sim.example": true, "sim.example:1": true, "api.example:443": true, "api.example": false,
+		"evil.example": false, "localhost.evil.example": false, "127.0.0.1.nip.io": false, "": false,
+	} {
+		if got := p.hostAllowed(host); got != want {
+			t.Errorf("Host %q: allowed %v, want %v", host, got, want)
+		}
+	}
+	any, _ := newHostPolicy(Edge{})
+	any.listenOn(&net.TCPAddr{IP: net.IPv4zero, Port: 8080})
+	for host, want := range map[string]bool{"192.168.1.5:8080": true, "[fe80::1]:8080": true, "box.lan:8080": false} {
+		if got := any.hostAllowed(host); got != want {
+			t.Errorf("listening on 0.0.0.0, Host %q: allowed %v, want %v", host, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		origin, fetchSite, host string
+		want                    bool
+	}{
+		{"", "", "localhost:8080", true},
+		{"", "none", "localhost:8080", true},
+		{"", "cross-site", "localhost:8080", false},
+		{"http://localhost:8080", "", "localhost:8080", true},
+		{"http://localhost:3000", "", "localhost:8080", false},
+		{"https://ui.example", "", "localhost:8080", true},
+		{"https://ui.example:444", "", "localhost:8080", false},
+		{"http://ui.example", "", "localhost:8080", false},
+		{"null", "", "localhost:8080", false},
+	} {
+		r, _ := http.NewRequest("POST", "http://"+tc.host+"/", nil)
+		if tc.origin != "" {
+			r.Header.Set("Origin", tc.origin)
+		}
+		if tc.fetchSite != "" {
+			r.Header.Set("Sec-Fetch-Site", tc.fetchSite)
+		}
+		if got := p.originAllowed(r); got != tc.want {
+			t.Errorf("Origin %q Sec-Fetch-Site %q for Host %s: allowed %v, want %v", tc.origin, tc.fetchSite, tc.host, got, tc.want)
+		}
+	}
+	if err := (Edge{AllowedOrigins: []string{"ui.example"}}).Validate(); err == nil {
+		t.Error("an origin without a scheme validated")
+	}
+}
+
+func wsSend(t *testing.T, ctx context.Context, c *websocket.Conn, typ, data string) {
+	t.Helper()
+	if err := wsjson.Write(ctx, c, OpenEnvWSMessage{Type: typ, Data: json.RawMessage(data)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wsRecv(t *testing.T, ctx context.Context, c *websocket.Conn) (string, json.RawMessage) {
+	t.Helper()
+	var m OpenEnvWSMessage
+	if err := wsjson.Read(ctx, c, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m.Type, m.Data
+}
+
+// mcpConnect connects the MCP go-sdk's streamable client (standalone SSE
+// stream on, as long-lived clients run it) and lists the tools.
+func mcpConnect(t *testing.T, ctx context.Context, endpoint string, hc *http.Client) {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "edge-test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatalf("MCP client: %v", err)
+	}
+	defer cs.Close()
+	if lt, err := cs.ListTools(ctx, nil); err != nil || len(lt.Tools) == 0 {
+		t.Fatalf("MCP tools %v %v", lt, err)
+	}
+}
