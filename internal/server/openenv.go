@@ -150,12 +150,26 @@ func (s *Server) openEnvMetadata(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// wsReadLimit bounds one WebSocket message like MaxBodyBytes bounds a body.
+// wsIn is one read of a WebSocket connection: a message or the error
+// that ended reading.
+type wsIn struct {
+	msg OpenEnvWSMessage
+	err error
+}
+
+// openEnvWS serves OpenEnv's WebSocket protocol. Messages are handled one
+// at a time; a reader beside the loop notices the client leaving (or
+// staying silent past WebSocketIdle) and cancels the step in flight, so
+// its sessions are released at once rather than when the step ends. A
+// server shutdown answers the message in flight, then closes.
 func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
-	c, err := websocket.Accept(w, r, nil)
+	// The edge has checked Origin against the server's own policy (which
+	// may allow other origins); Accept's same-host check would undo that.
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept has written the HTTP error
 	}
+	defer c.CloseNow() // ends the reader below, whatever ended the loop
 	s.wsMu.Lock()
 	select {
 	case <-s.wsStop:
@@ -169,18 +183,34 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 	defer s.wsConns.Done()
 	c.SetReadLimit(s.opts.MaxBodyBytes)
 
-	// Reads stop when the server shuts down; a message already read is
-	// answered first (its step runs on a context detached from the stop).
-	readCtx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	// stepCtx outlives the request (the handler's context ends with the
+	// hijack) and ends when the client leaves.
+	stepCtx, leave := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer leave()
+	in := make(chan wsIn)
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
-		select {
-		case <-s.wsStop:
+		for {
+			var msg OpenEnvWSMessage
+			rctx, cancel := context.WithTimeout(context.Background(), s.edge.WebSocketIdle)
+			err := wsjson.Read(rctx, c, &msg)
 			cancel()
-		case <-readCtx.Done():
+			var se *json.SyntaxError
+			bad := errors.As(err, &se) // the frame was read; the connection stays
+			if err != nil && !bad {
+				leave()
+			}
+			select {
+			case in <- wsIn{msg, err}:
+			case <-done:
+				return
+			}
+			if err != nil && !bad {
+				return
+			}
 		}
 	}()
-	stepCtx := context.WithoutCancel(r.Context())
 
 	var current string
 	var owned []string // sessions this connection created; closed at the end
@@ -196,7 +226,9 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		return wsjson.Write(stepCtx, c, OpenEnvWSMessage{Type: typ, Data: b})
+		wctx, cancel := context.WithTimeout(stepCtx, s.edge.WriteTimeout)
+		defer cancel()
+		return wsjson.Write(wctx, c, OpenEnvWSMessage{Type: typ, Data: b})
 	}
 	sendErr := func(err error) error {
 		e := toError(err)
@@ -207,19 +239,32 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 		return send("error", d)
 	}
 	for {
-		var msg OpenEnvWSMessage
-		if err := wsjson.Read(readCtx, c, &msg); err != nil {
+		var got wsIn
+		select {
+		case <-s.wsStop: // checked first: no new message once shutdown began
+			c.Close(websocket.StatusGoingAway, "server shutting down")
+			return
+		default:
+		}
+		select {
+		case <-s.wsStop:
+			c.Close(websocket.StatusGoingAway, "server shutting down")
+			return
+		case got = <-in:
+		}
+		msg := got.msg
+		if err := got.err; err != nil {
 			var ce websocket.CloseError
+			var se *json.SyntaxError
 			switch {
 			case errors.As(err, &ce):
-			case readCtx.Err() != nil:
-				c.Close(websocket.StatusGoingAway, "server shutting down")
-			default:
-				var se *json.SyntaxError
-				if errors.As(err, &se) {
-					_ = sendErr(badRequest("body", "invalid JSON: %v", err))
+			case errors.As(err, &se):
+				if sendErr(badRequest("body", "invalid JSON: %v", err)) == nil {
 					continue
 				}
+			case errors.Is(err, context.DeadlineExceeded):
+				c.Close(websocket.StatusPolicyViolation, "idle too long")
+			default:
 				c.Close(websocket.StatusPolicyViolation, "bad message")
 			}
 			return
