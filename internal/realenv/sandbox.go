@@ -460,11 +460,16 @@ func ino(f *os.File) uint64 {
 // killed on ctx's end.
 func (s *sandbox) command(ctx context.Context, world bool, dir string, argv ...string) *exec.Cmd {
 	fd := func(n int) string { return "/proc/self/fd/" + strconv.Itoa(n) }
-	a := []string{
-		"--user=" + fd(fdSetupUser), "-S", "0", "-G", "0",
-		"--mount=" + fd(fdMnt), "--pid=" + fd(fdPid), "--net=" + fd(fdNet),
-		"--ipc=" + fd(fdIPC), "--uts=" + fd(fdUTS), "--cgroup=" + fd(fdCgroup), "--",
+	// Root becomes the setup namespace's root (the host's nobody); any
+	// other user already is it, and may not call setgroups, which -S and
+	// -G imply.
+	a := []string{"--user=" + fd(fdSetupUser), "--preserve-credentials"}
+	if os.Geteuid() == 0 {
+		a = []string{"--user=" + fd(fdSetupUser), "-S", "0", "-G", "0"}
 	}
+	a = append(a,
+		"--mount="+fd(fdMnt), "--pid="+fd(fdPid), "--net="+fd(fdNet),
+		"--ipc="+fd(fdIPC), "--uts="+fd(fdUTS), "--cgroup="+fd(fdCgroup), "--")
 	if world {
 		a = append(a, "unshare", "--pid", "--fork", "--mount-proc", "--")
 	}
