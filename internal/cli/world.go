@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentworld/agentworld/internal/atomicfile"
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/mcpworld"
 	"github.com/agentworld/agentworld/internal/server"
@@ -40,7 +41,7 @@ func newWorldFromMCPCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts := &mcpworld.ImportOptions{Name: name, Env: env, Stderr: cmd.ErrOrStderr(), Logger: logger(cmd)}
 			for _, c := range calls {
-				call, err := mcpworld.ParseCall(c)
+				call, err := conversation.ParseToolCallLine(c)
 				if err != nil {
 					return fmt.Errorf("--call %q: %w", c, err)
 				}

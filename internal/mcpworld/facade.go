@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/world"
@@ -341,7 +342,7 @@ func (b *binding) call(t world.Tool) mcp.ToolHandler {
 		if issue := b.world.validators[t.Name].Check(args); issue != "" {
 			return ValidationFailure(t.Name, issue), nil
 		}
-		action, err := RenderCall(t.Name, args)
+		action, err := conversation.RenderToolCall(t.Name, args)
 		if err != nil {
 			return ValidationFailure(t.Name, "Invalid input: arguments are not valid JSON"), nil
 		}

@@ -12,36 +12,11 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/mcpclient"
 	"github.com/agentworld/agentworld/internal/world"
 )
-
-// Call is one tool call to record as a demonstration.
-type Call struct {
-	Tool      string
-	Arguments json.RawMessage
-}
-
-// ParseCall reads the command-line form `TOOL` or `TOOL {json arguments}`.
-func ParseCall(s string) (Call, error) {
-	s = strings.TrimSpace(s)
-	name, rest, _ := strings.Cut(s, " ")
-	if name == "" {
-		return Call{}, errors.New("call: missing tool name (want `TOOL {\"arg\": …}`)")
-	}
-	c := Call{Tool: name}
-	rest = strings.TrimSpace(rest)
-	if rest == "" {
-		return c, nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(rest), &obj); err != nil {
-		return Call{}, fmt.Errorf("call %s: arguments must be one JSON object: %w", name, err)
-	}
-	c.Arguments = json.RawMessage(rest)
-	return c, nil
-}
 
 // ImportOptions tunes Import; nil means defaults.
 type ImportOptions struct {
@@ -49,7 +24,7 @@ type ImportOptions struct {
 	Name string
 	// Calls are made against the real server after listing its tools and
 	// recorded as demonstrations, in order; nil records none.
-	Calls []Call
+	Calls []conversation.ToolCall
 	// Env is added to the server's environment (KEY=VALUE).
 	Env []string
 	// Dir is the server's working directory; "" means the current one.
@@ -125,18 +100,18 @@ func Import(ctx context.Context, argv []string, opts *ImportOptions) (*world.Spe
 		spec.TaskDescription += "\n\nThe server describes itself as follows:\n" + instructions
 	}
 	for i, c := range o.Calls {
-		if _, ok := spec.ActionSpace.Tool(c.Tool); !ok {
-			return nil, fmt.Errorf("call %d: server %s has no tool %q", i+1, server, c.Tool)
+		if _, ok := spec.ActionSpace.Tool(c.Name); !ok {
+			return nil, fmt.Errorf("call %d: server %s has no tool %q", i+1, server, c.Name)
 		}
-		action, err := RenderCall(c.Tool, c.Arguments)
+		action, err := conversation.RenderToolCall(c.Name, c.Arguments)
 		if err != nil {
 			return nil, fmt.Errorf("call %d: %w", i+1, err)
 		}
-		obs, err := mcpclient.Observation(cs.CallTool(ctx, c.Tool, c.Arguments))
+		obs, err := mcpclient.Observation(cs.CallTool(ctx, c.Name, c.Arguments))
 		if err != nil {
-			return nil, cs.WithStderr(fmt.Errorf("call %d (%s) on %s: %w", i+1, c.Tool, server, err))
+			return nil, cs.WithStderr(fmt.Errorf("call %d (%s) on %s: %w", i+1, c.Name, server, err))
 		}
-		o.Logger.Info("recorded call", "n", i+1, "tool", c.Tool, "bytes", len(obs))
+		o.Logger.Info("recorded call", "n", i+1, "tool", c.Name, "bytes", len(obs))
 		spec.Demonstrations = append(spec.Demonstrations, world.Demonstration{Action: action, Observation: obs})
 	}
 	if err := spec.Validate(); err != nil {

@@ -10,34 +10,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/world"
 )
-
-func TestParseCall(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    Call
-		wantErr string
-	}{
-		{"read_graph", Call{Tool: "read_graph"}, ""},
-		{` echo {"message":"hi"} `, Call{Tool: "echo", Arguments: json.RawMessage(`{"message":"hi"}`)}, ""},
-		{"", Call{}, "missing tool name"},
-		{"echo [1]", Call{}, "one JSON object"},
-		{"echo {", Call{}, "one JSON object"},
-	}
-	for _, tc := range tests {
-		got, err := ParseCall(tc.in)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("ParseCall(%q) error %v, want %q", tc.in, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil || !cmp.Equal(got, tc.want) {
-			t.Errorf("ParseCall(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
-		}
-	}
-}
 
 func importCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -51,9 +26,9 @@ func TestImportMemoryServer(t *testing.T) {
 	argv := memoryServer(t)
 	spec, err := Import(importCtx(t), argv, &ImportOptions{
 		Env: []string{"MEMORY_FILE_PATH=" + filepath.Join(t.TempDir(), "memory.jsonl")},
-		Calls: []Call{
-			{Tool: "create_entities", Arguments: json.RawMessage(`{"entities":[{"name":"Ada Quill","entityType":"person","observations":["keeps bees"]}]}`)},
-			{Tool: "read_graph"},
+		Calls: []conversation.ToolCall{
+			{Name: "create_entities", Arguments: json.RawMessage(`{"entities":[{"name":"Ada Quill","entityType":"person","observations":["keeps bees"]}]}`)},
+			{Name: "read_graph"},
 		},
 	})
 	if err != nil {
@@ -108,10 +83,10 @@ func specJSON(t *testing.T, s *world.Spec) any {
 func TestImportEverythingServer(t *testing.T) {
 	spec, err := Import(importCtx(t), everythingServer(t), &ImportOptions{
 		Name: "everything",
-		Calls: []Call{
-			{Tool: "echo", Arguments: json.RawMessage(`{"message":"hello there"}`)},
-			{Tool: "echo", Arguments: json.RawMessage(`{"message":5}`)},
-			{Tool: "get-sum", Arguments: json.RawMessage(`{"a":2,"b":3}`)},
+		Calls: []conversation.ToolCall{
+			{Name: "echo", Arguments: json.RawMessage(`{"message":"hello there"}`)},
+			{Name: "echo", Arguments: json.RawMessage(`{"message":5}`)},
+			{Name: "get-sum", Arguments: json.RawMessage(`{"a":2,"b":3}`)},
 		},
 	})
 	if err != nil {
@@ -133,7 +108,7 @@ func TestImportEverythingServer(t *testing.T) {
 	if diff := cmp.Diff(mustResult(t, real.Tool), mustResult(t, ours)); diff != "" {
 		t.Errorf("validation error differs from the real server's (-real +ours):\n%s", diff)
 	}
-	if _, err := Import(importCtx(t), everythingServer(t), &ImportOptions{Calls: []Call{{Tool: "no-such-tool"}}}); err == nil || !strings.Contains(err.Error(), `no tool "no-such-tool"`) {
+	if _, err := Import(importCtx(t), everythingServer(t), &ImportOptions{Calls: []conversation.ToolCall{{Name: "no-such-tool"}}}); err == nil || !strings.Contains(err.Error(), `no tool "no-such-tool"`) {
 		t.Errorf("unknown tool: %v", err)
 	}
 }
@@ -155,21 +130,4 @@ func TestImportBadCommand(t *testing.T) {
 	if _, err := Import(context.Background(), nil, nil); err == nil {
 		t.Error("no command accepted")
 	}
-}
-
-// FuzzParseCall: any --call text parses or fails cleanly, and a parsed call
-// renders as a canonical action.
-func FuzzParseCall(f *testing.F) {
-	f.Add(`echo {"message":"hi"}`)
-	f.Add(`read_graph`)
-	f.Add(`x {"a":[1,{"b":null}]}`)
-	f.Fuzz(func(t *testing.T, s string) {
-		c, err := ParseCall(s)
-		if err != nil {
-			return
-		}
-		if _, err := RenderCall(c.Tool, c.Arguments); err != nil {
-			t.Fatalf("parsed call %+v does not render: %v", c, err)
-		}
-	})
 }

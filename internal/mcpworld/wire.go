@@ -19,7 +19,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -64,21 +63,6 @@ func ToolToMCP(t world.Tool) *mcp.Tool {
 		mt.OutputSchema = t.OutputSchema
 	}
 	return mt
-}
-
-// RenderCall is the canonical action text of a tool call, as the simulator
-// records it: {"arguments": {…}, "name": …} with sorted keys, compact, no
-// HTML escaping. Empty arguments render as {}.
-func RenderCall(name string, args json.RawMessage) (string, error) {
-	var a any = map[string]any{}
-	if len(bytes.TrimSpace(args)) > 0 && string(bytes.TrimSpace(args)) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(args))
-		dec.UseNumber()
-		if err := dec.Decode(&a); err != nil {
-			return "", fmt.Errorf("tool %s arguments: %w", name, err)
-		}
-	}
-	return sim.Canonical(map[string]any{"name": name, "arguments": a}), nil
 }
 
 // Result is what a simulated observation becomes on the MCP wire: a tool

@@ -92,19 +92,6 @@ func TestValidatorCheck(t *testing.T) {
 	}
 }
 
-func TestRenderCall(t *testing.T) {
-	got, err := RenderCall("search", json.RawMessage(`{"q":"a<b","limit":10,"a":{"z":1,"y":2}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"arguments":{"a":{"y":2,"z":1},"limit":10,"q":"a<b"},"name":"search"}`; got != want {
-		t.Errorf("got %s, want %s", got, want)
-	}
-	if got, _ := RenderCall("x", nil); got != `{"arguments":{},"name":"x"}` {
-		t.Errorf("empty args: %s", got)
-	}
-}
-
 // FuzzParseObservation: any simulated text becomes a valid MCP reply.
 func FuzzParseObservation(f *testing.F) {
 	f.Add(`{"content":[{"type":"text","text":"ok"}]}`)

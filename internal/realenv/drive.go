@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -48,15 +49,14 @@ func lineAction(line string, d domain.Domain) (string, bool, error) {
 	switch d {
 	case domain.Terminal:
 		if strings.HasPrefix(trimmed, "[") {
-			if _, err := ParseTerminalAction(trimmed, 1); err != nil {
+			if _, err := conversation.ParseKeystrokes(trimmed, 1); err != nil {
 				return "", false, err
 			}
 			return trimmed, true, nil
 		}
-		b, _ := trajectory.Marshal([]Keystroke{{Keystrokes: line + "\n", Duration: 1}})
-		return string(b), true, nil
+		return conversation.RenderKeystrokes([]conversation.Keystroke{{Keystrokes: line + "\n", Duration: 1}}), true, nil
 	case domain.MCP:
-		if _, err := ParseMCPAction(trimmed); err != nil {
+		if _, err := conversation.ParseToolCall(trimmed); err != nil {
 			return "", false, err
 		}
 	}
@@ -78,7 +78,7 @@ func Drive(ctx context.Context, rec *Recorded, actions []string, w io.Writer) (i
 		}
 		res, err := rec.Step(ctx, a)
 		if err != nil {
-			if errors.Is(err, ErrBadAction) {
+			if errors.Is(err, conversation.ErrBadAction) {
 				return i, fmt.Errorf("action %d: %w", i+1, err)
 			}
 			return i, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 )
 
@@ -21,14 +22,14 @@ func TestReadActions(t *testing.T) {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 	_, err = ReadActions(strings.NewReader("ok\n[{\"duration\":1}]\n"), "acts", domain.Terminal)
-	if !errors.Is(err, ErrBadAction) || !strings.HasPrefix(err.Error(), "acts:2:") {
+	if !errors.Is(err, conversation.ErrBadAction) || !strings.HasPrefix(err.Error(), "acts:2:") {
 		t.Fatalf("bad line: err = %v", err)
 	}
 	mcpActs, err := ReadActions(strings.NewReader(`{"name":"read_graph"}`+"\n"), "m", domain.MCP)
 	if err != nil || len(mcpActs) != 1 {
 		t.Fatalf("mcp: %v %v", mcpActs, err)
 	}
-	if _, err := ReadActions(strings.NewReader("read_graph\n"), "m", domain.MCP); !errors.Is(err, ErrBadAction) {
+	if _, err := ReadActions(strings.NewReader("read_graph\n"), "m", domain.MCP); !errors.Is(err, conversation.ErrBadAction) {
 		t.Fatalf("mcp bad line: %v", err)
 	}
 }

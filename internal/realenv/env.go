@@ -14,9 +14,6 @@ var (
 	// ErrUnavailable means the environment cannot start on this machine
 	// (bwrap or tmux missing, user namespaces refused, node missing, …).
 	ErrUnavailable = errors.New("real environment unavailable")
-	// ErrBadAction means an action is malformed for the environment's
-	// domain; the error names the field.
-	ErrBadAction = errors.New("malformed action")
 	// ErrBroken means the environment died (MCP server crashed, sandbox
 	// gone) and cannot take more steps; the recording stays.
 	ErrBroken = errors.New("environment broken")
@@ -32,7 +29,8 @@ type Env interface {
 	// Start brings the environment up and returns the first observation.
 	Start(ctx context.Context) (string, error)
 	// Step performs one action and returns what the environment showed.
-	// A malformed action is ErrBadAction and changes nothing.
+	// A malformed action is a conversation.ActionError (errors.Is
+	// conversation.ErrBadAction) and changes nothing.
 	Step(ctx context.Context, action string) (StepResult, error)
 	// Components describes the environment in the five parts of the unified
 	// schema (task description, action space, initial state, …); valid after

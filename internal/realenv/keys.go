@@ -1,61 +1,9 @@
 package realenv
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"math"
 	"regexp"
 	"strings"
 )
-
-// Keystroke is one element of a Terminal-domain action: text or tmux key
-// names to type, then how long to wait (seconds) before the next element.
-type Keystroke struct {
-	Keystrokes string  `json:"keystrokes"`
-	Duration   float64 `json:"duration"`
-}
-
-// keystrokeWire keeps track of which fields were present so a missing
-// duration can take the default while an explicit 0 stays 0.
-type keystrokeWire struct {
-	Keystrokes *string  `json:"keystrokes"`
-	Duration   *float64 `json:"duration"`
-}
-
-// ParseTerminalAction decodes a Terminal-domain action: a JSON array of
-// {keystrokes, duration}. A missing duration becomes defaultDuration
-// seconds. `[]` is valid and means the agent ends the task. Errors wrap
-// ErrBadAction and name the offending element.
-func ParseTerminalAction(action string, defaultDuration float64) ([]Keystroke, error) {
-	b := bytes.TrimSpace([]byte(action))
-	if len(b) == 0 || b[0] != '[' {
-		return nil, fmt.Errorf("%w: terminal action must be a JSON array of {keystrokes, duration}", ErrBadAction)
-	}
-	var raw []json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("%w: terminal action: %v", ErrBadAction, err)
-	}
-	out := make([]Keystroke, 0, len(raw))
-	for i, r := range raw {
-		var w keystrokeWire
-		if err := json.Unmarshal(r, &w); err != nil {
-			return nil, fmt.Errorf("%w: action[%d]: want {keystrokes, duration}: %v", ErrBadAction, i, err)
-		}
-		if w.Keystrokes == nil {
-			return nil, fmt.Errorf("%w: action[%d].keystrokes: missing", ErrBadAction, i)
-		}
-		k := Keystroke{Keystrokes: *w.Keystrokes, Duration: defaultDuration}
-		if w.Duration != nil {
-			k.Duration = *w.Duration
-		}
-		if k.Duration < 0 || math.IsNaN(k.Duration) || math.IsInf(k.Duration, 0) {
-			return nil, fmt.Errorf("%w: action[%d].duration: %v is not a non-negative number of seconds", ErrBadAction, i, k.Duration)
-		}
-		out = append(out, k)
-	}
-	return out, nil
-}
 
 // KeyOp is one tmux send-keys call: either literal text (send-keys -l) or a
 // key name in tmux notation (C-c, Enter, Up, …).

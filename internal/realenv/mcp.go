@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/mcpclient"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -153,7 +154,7 @@ func (m *MCPEnv) Step(ctx context.Context, action string) (StepResult, error) {
 	if m.broken {
 		return StepResult{}, ErrBroken
 	}
-	call, err := ParseMCPAction(action)
+	call, err := conversation.ParseToolCall(action)
 	if err != nil {
 		return StepResult{}, err
 	}

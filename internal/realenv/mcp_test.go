@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -123,7 +124,7 @@ func TestMCPRecordExportAndCrash(t *testing.T) {
 	if res.Broken || !strings.Contains(strings.ToLower(res.Observation), "no_such_tool") {
 		t.Fatalf("unknown tool: %+v", res)
 	}
-	if _, err := r.Step(context.Background(), `not json`); !errors.Is(err, ErrBadAction) {
+	if _, err := r.Step(context.Background(), `not json`); !errors.Is(err, conversation.ErrBadAction) {
 		t.Fatalf("malformed action: err = %v", err)
 	}
 

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -265,8 +266,8 @@ func (a *simAdapter) Reset(ctx context.Context) (sim.Observation, error) {
 func (a *simAdapter) Step(ctx context.Context, in sim.StepInput) (sim.Observation, error) {
 	res, err := a.env.Step(ctx, in.Action.Text)
 	if err != nil {
-		if errors.Is(err, ErrBadAction) {
-			return sim.Observation{}, &sim.FieldError{Field: "action", Msg: err.Error()}
+		if errors.Is(err, conversation.ErrBadAction) {
+			return sim.Observation{}, sim.BadAction(err)
 		}
 		return sim.Observation{}, fmt.Errorf("%s: %w", a.backend, err)
 	}
@@ -433,7 +434,7 @@ func NewSimPredictor(f sim.BackendFactory, spec *world.Spec) (*SimPredictor, err
 // Predict implements Predictor.
 func (p *SimPredictor) Predict(ctx context.Context, turn int, action string, history []trajectory.Turn) (string, error) {
 	raw, _ := json.Marshal(action)
-	act, err := sim.ParseAction(p.Spec.Domain, raw)
+	act, err := conversation.ParseAction(p.Spec.Domain, raw)
 	if err != nil {
 		return "", fmt.Errorf("turn %d action: %w", turn, err)
 	}
@@ -443,7 +444,7 @@ func (p *SimPredictor) Predict(ctx context.Context, turn int, action string, his
 	hist := make([]sim.HistoryTurn, len(history))
 	for i, h := range history {
 		text := h.Action
-		if a, err := sim.ParseAction(p.Spec.Domain, mustMarshal(h.Action)); err == nil {
+		if a, err := conversation.ParseAction(p.Spec.Domain, mustMarshal(h.Action)); err == nil {
 			text = a.Text
 		}
 		hist[i] = sim.HistoryTurn{Action: text, Observation: h.Observation, Message: sim.UserMessage(i+1, text, "", ""), Assistant: sim.AssistantMessage(h.Observation)}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/agentworld/agentworld/internal/conversation"
 )
 
 // Task is a terminal task: a starting state (seed files and a setup
@@ -74,7 +76,7 @@ func (o *Oracle) ActionStrings() ([]string, error) {
 		if err := json.Compact(&buf, a); err != nil {
 			return nil, fmt.Errorf("oracle.actions[%d]: %w", i, err)
 		}
-		if _, err := ParseTerminalAction(buf.String(), 1); err != nil {
+		if _, err := conversation.ParseKeystrokes(buf.String(), 1); err != nil {
 			return nil, fmt.Errorf("oracle.actions[%d]: %w", i, err)
 		}
 		out[i] = buf.String()

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -341,7 +342,7 @@ func (t *Terminal) Step(ctx context.Context, action string) (StepResult, error) 
 	if t.ended {
 		return StepResult{}, ErrEnded
 	}
-	keys, err := ParseTerminalAction(action, t.opts.DefaultDuration)
+	keys, err := conversation.ParseKeystrokes(action, t.opts.DefaultDuration)
 	if err != nil {
 		return StepResult{}, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/examples"
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -521,7 +522,7 @@ func BenchmarkCacheStep(b *testing.B) {
 		}
 		hist := make([]sim.HistoryTurn, 0, turns)
 		for turn := 1; turn <= turns; turn++ {
-			act := sim.Action{Text: actions[turn-1]}
+			act := conversation.Action{Text: actions[turn-1]}
 			start := time.Now()
 			obs, err := env.Step(ctx, sim.StepInput{Turn: turn, Action: act, History: hist})
 			took := time.Since(start)

@@ -60,6 +60,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -274,7 +275,7 @@ func (l *Library) add(d, world, model string, k Key, prevObs, action, observatio
 // recordings match live actions written with other key orders or spacing.
 func canonical(d, action string) string {
 	raw, _ := json.Marshal(action)
-	if a, err := sim.ParseAction(domain.Domain(d), raw); err == nil {
+	if a, err := conversation.ParseAction(domain.Domain(d), raw); err == nil {
 		return a.Text
 	}
 	return action

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -93,7 +94,7 @@ type HistoryTurn struct {
 type StepInput struct {
 	// Turn is the 1-based number of this step.
 	Turn   int
-	Action Action
+	Action conversation.Action
 	// History is every earlier turn, in order.
 	History []HistoryTurn
 	// Control is extra instruction text for this step only (a perturbation

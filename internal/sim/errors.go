@@ -3,6 +3,8 @@ package sim
 import (
 	"errors"
 	"fmt"
+
+	"github.com/agentworld/agentworld/internal/conversation"
 )
 
 // Sentinel errors, matched with errors.Is; the HTTP layer maps each to a
@@ -53,6 +55,17 @@ func (e *FieldError) Unwrap() error {
 		return ErrBadRequest
 	}
 	return e.Kind
+}
+
+// BadAction turns a malformed action ([conversation.ActionError]) into the
+// FieldError of a bad request, naming the same field; other errors pass
+// unchanged.
+func BadAction(err error) error {
+	var ae *conversation.ActionError
+	if errors.As(err, &ae) {
+		return &FieldError{Field: ae.Field, Msg: ae.Msg}
+	}
+	return err
 }
 
 func badField(field, format string, args ...any) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
@@ -68,11 +69,11 @@ func compactJSON(r json.RawMessage) json.RawMessage {
 	if len(r) == 0 {
 		return nil
 	}
-	v, err := decodeJSON(string(r))
+	c, err := conversation.CanonicalJSON(string(r))
 	if err != nil {
 		return r
 	}
-	return json.RawMessage(Canonical(v))
+	return json.RawMessage(c)
 }
 
 // SystemPrompt assembles the world-model system prompt of a spec from the

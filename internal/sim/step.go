@@ -8,6 +8,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 )
@@ -136,9 +137,9 @@ func (m *Manager) Step(ctx context.Context, id string, req StepRequest) (*StepRe
 		return nil, err
 	}
 	defer m.release(s)
-	act, err := ParseAction(s.spec.Domain, req.Action)
+	act, err := conversation.ParseAction(s.spec.Domain, req.Action)
 	if err != nil {
-		return nil, err
+		return nil, BadAction(err)
 	}
 	if err := s.lock(ctx); err != nil {
 		return nil, err
@@ -183,7 +184,7 @@ func (m *Manager) Step(ctx context.Context, id string, req StepRequest) (*StepRe
 	return res, err
 }
 
-func (m *Manager) step(ctx context.Context, s *session, env Environment, info SessionInfo, act Action, req StepRequest, turn int) (*StepResult, error) {
+func (m *Manager) step(ctx context.Context, s *session, env Environment, info SessionInfo, act conversation.Action, req StepRequest, turn int) (*StepResult, error) {
 	in := StepInput{Turn: turn, Action: act, History: info.History, Control: req.Control, WorldState: req.WorldState}
 	if len(req.Labels) > 0 {
 		in.Labels = maps.Clone(req.Labels)

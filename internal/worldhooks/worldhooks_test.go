@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/sim"
@@ -220,7 +221,7 @@ func TestPerturbationsAreReproducible(t *testing.T) {
 	seq := func(s sim.SessionInfo) string {
 		var b strings.Builder
 		for turn := 1; turn <= 64; turn++ {
-			in := &sim.StepInput{Turn: turn, Action: sim.Action{Text: "x"}}
+			in := &sim.StepInput{Turn: turn, Action: conversation.Action{Text: "x"}}
 			if _, err := h.BeforeStep(context.Background(), s, in); err != nil {
 				t.Fatal(err)
 			}
@@ -356,13 +357,13 @@ func TestInjectedLatencyIsCapped(t *testing.T) {
 	}
 	var capped []string
 	for turn := 1; turn <= 4; turn++ {
-		in := &sim.StepInput{Turn: turn, Action: sim.Action{Text: "x"}}
+		in := &sim.StepInput{Turn: turn, Action: conversation.Action{Text: "x"}}
 		if _, err := h.BeforeStep(context.Background(), info("a"), in); err != nil {
 			t.Fatal(err)
 		}
 		capped = append(capped, in.Labels[LabelLatencyCapped])
 	}
-	in := &sim.StepInput{Turn: 1, Action: sim.Action{Text: "x"}}
+	in := &sim.StepInput{Turn: 1, Action: conversation.Action{Text: "x"}}
 	if _, err := h.BeforeStep(context.Background(), info("b"), in); err != nil {
 		t.Fatal(err)
 	}
