@@ -1,7 +1,9 @@
 // Package server exposes simulator sessions over HTTP: the native session
 // API (/v1/sessions…), OpenEnv's HTTP and WebSocket protocol (/reset,
 // /step, /state, /health, /schema, /ws), Prometheus /metrics, optional
-// bearer-token auth, request size limits and graceful shutdown. Other
+// bearer-token auth and graceful shutdown, behind an edge ([Edge]) that
+// serves only this server's Host names and origins, only JSON bodies, and
+// bounds request size, read, write and idle time and connections. Other
 // surfaces (an MCP facade) mount their handlers with Server.Handle.
 package server
 
@@ -13,8 +15,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
 // Options configures a Server. The zero value of each field is a usable
@@ -264,13 +269,73 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, rep)
 }
 
+// Transcript pages: GET /v1/sessions/{id} answers at most this many turns
+// unless ?limit= asks for another page size up to maxTurnPage.
+const (
+	defaultTurnPage = 100
+	maxTurnPage     = 1000
+)
+
+// TurnPage says which turns a transcript reply holds.
+type TurnPage struct {
+	// FromTurn is the 1-based turn the reply's turns start at.
+	FromTurn int `json:"from_turn"`
+	// Turns is how many turns the reply holds.
+	Turns int `json:"turns"`
+	// TotalTurns is how many turns the session has recorded.
+	TotalTurns int `json:"total_turns"`
+	// NextFromTurn is the from_turn of the next page; absent on the last.
+	NextFromTurn int `json:"next_from_turn,omitempty"`
+}
+
+// sessionPage is GET /v1/sessions/{id}'s reply: the trajectory with one
+// page of its turns, and which page that is.
+type sessionPage struct {
+	*trajectory.Trajectory
+	Page TurnPage `json:"page"`
+}
+
+// queryInt reads an optional positive integer query parameter.
+func queryInt(r *http.Request, name string, def, max int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		return 0, badRequest(name, "%q is not an integer in 1..%d", v, max)
+	}
+	return n, nil
+}
+
+// getSession answers a session's transcript one page of turns at a time
+// (?from_turn=, 1-based, and ?limit=), so a long episode is never one
+// unbounded reply.
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	from, err := queryInt(r, "from_turn", 1, math.MaxInt32)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	limit, err := queryInt(r, "limit", defaultTurnPage, maxTurnPage)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	t, err := s.m.Trajectory(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	total := len(t.Turns)
+	lo := min(from-1, total)
+	hi := min(lo+limit, total)
+	t.Turns = t.Turns[lo:hi]
+	page := TurnPage{FromTurn: from, Turns: hi - lo, TotalTurns: total}
+	if hi < total {
+		page.NextFromTurn = hi + 1
+	}
+	writeJSON(w, http.StatusOK, sessionPage{Trajectory: t, Page: page})
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
