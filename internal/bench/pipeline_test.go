@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/filelock"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
@@ -587,5 +588,42 @@ func TestRunProgressLines(t *testing.T) {
 		if !strings.Contains(last, want) {
 			t.Errorf("final progress line %q lacks %q", last, want)
 		}
+	}
+}
+
+// TestSecondRunOnOneOutIsRefused runs two runs into one directory at once:
+// the second is refused at once, naming the directory, and runs once the
+// first is done. (The filelock package shows the lock holds across
+// processes and is dropped by kill -9.)
+func TestSecondRunOnOneOutIsRefused(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-release
+		return fakeBackend(0)(r)
+	})
+	defer srv.Close()
+	data, out := t.TempDir(), t.TempDir()
+	writeData(t, data, 2)
+	first := make(chan error, 1)
+	go func() {
+		_, err := bench.Run(context.Background(), options(srv, data, out))
+		first <- err
+	}()
+	<-started
+	_, err := bench.Run(context.Background(), options(srv, data, out))
+	close(release)
+	if !errors.Is(err, filelock.ErrHeld) || !strings.Contains(err.Error(), "run directory "+out+" is in use") {
+		t.Fatalf("second run: %v, want filelock.ErrHeld naming %s", err, out)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	if _, err := bench.Run(context.Background(), options(srv, data, out)); err != nil {
+		t.Fatalf("a run after the first ended: %v", err)
 	}
 }

@@ -227,6 +227,11 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
+	lock, lockErr := lockRunDir(o.Out)
+	if lockErr != nil {
+		return nil, lockErr
+	}
+	defer lock.Release()
 	if err := p.checkMeta(); err != nil {
 		return nil, err
 	}

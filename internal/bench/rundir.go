@@ -5,7 +5,23 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/agentworld/agentworld/internal/filelock"
 )
+
+// RunLockFile is the lock file in a run directory that makes one Run its
+// only writer: two runs on one directory would both pay for every sample
+// and interleave their rows.
+const RunLockFile = "run.lock"
+
+// lockRunDir takes the run directory's lock, failing at once with an error
+// wrapping filelock.ErrHeld and naming the directory when another run (in
+// this process or another) holds it. The system drops the lock when the
+// process exits, however it exits, so a killed run resumes without a
+// stale lock.
+func lockRunDir(out string) (*filelock.Lock, error) {
+	return filelock.Acquire(filepath.Join(out, RunLockFile), "run directory "+out)
+}
 
 // JudgedPathOf accepts a run directory or a judged file and returns the
 // judged file.

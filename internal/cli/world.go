@@ -106,7 +106,7 @@ contradicted is reported. Exits with status 1 when any is found.`,
 				if _, err := os.Stat(dbPath); err != nil {
 					return fmt.Errorf("session database %s: %w (give --db, the file serve used)", dbPath, err)
 				}
-				db, err := store.Open(dbPath)
+				db, err := store.OpenReadOnly(dbPath)
 				if err != nil {
 					return err
 				}

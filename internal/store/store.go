@@ -18,6 +18,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/agentworld/agentworld/internal/filelock"
 	"github.com/agentworld/agentworld/internal/sim"
 )
 
@@ -27,12 +28,14 @@ const maxBatch = 256
 // DB is a sim.Store on a SQLite file.
 type DB struct {
 	path   string
+	lock   *filelock.Lock
 	db     *sql.DB
 	writes chan *write
 	done   chan struct{}
 
-	mu     sync.RWMutex // guards closed against sends on writes
-	closed bool
+	mu       sync.RWMutex // guards closed against sends on writes
+	closed   bool
+	readOnly bool // OpenReadOnly: no writer, no lock
 }
 
 type write struct {
@@ -57,31 +60,71 @@ CREATE TABLE IF NOT EXISTS turns (
 ) WITHOUT ROWID;
 `
 
-// Open opens (creating if needed) the database at path.
+// LockSuffix names the lock file beside a database: path + LockSuffix.
+const LockSuffix = ".lock"
+
+// Open opens (creating if needed) the database at path, as its only owner:
+// it holds an exclusive lock on path+LockSuffix until Close (or until the
+// process exits, however it exits), and fails with an error wrapping
+// filelock.ErrHeld when another DB, in this process or another, has it
+// open. Two processes sharing one database would each cache sessions the
+// other changes underneath them.
 func Open(path string) (*DB, error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("store %s: %w", path, err)
 		}
 	}
+	lock, err := filelock.Acquire(path+LockSuffix, "session database "+path)
+	if err != nil {
+		return nil, err
+	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
+		lock.Release()
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(8)
 	if _, err := db.Exec(schema + ledgerSchema); err != nil {
 		_ = db.Close()
+		lock.Release()
 		return nil, fmt.Errorf("store %s: create schema: %w", path, err)
 	}
 	var mode string
 	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
 		_ = db.Close()
+		lock.Release()
 		return nil, fmt.Errorf("store %s: journal mode is %q, want wal (%v)", path, mode, err)
 	}
-	d := &DB{path: path, db: db, writes: make(chan *write, maxBatch), done: make(chan struct{})}
+	d := &DB{path: path, lock: lock, db: db, writes: make(chan *write, maxBatch), done: make(chan struct{})}
 	go d.writer()
 	return d, nil
+}
+
+// ErrReadOnly is returned by writes to a DB from OpenReadOnly.
+var ErrReadOnly = errors.New("store opened read-only")
+
+// OpenReadOnly opens an existing database for reading only, without taking
+// the owner's lock, so a command that only reads (agentworld world check)
+// works beside the serve that owns the file: SQLite's WAL mode lets readers
+// in other processes see every committed transaction. Writes fail with
+// ErrReadOnly.
+func OpenReadOnly(path string) (*DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	if err := db.Ping(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	done := make(chan struct{})
+	close(done)
+	return &DB{path: path, db: db, readOnly: true, done: done}, nil
 }
 
 // writer commits queued writes in batches, each write inside its own
@@ -143,6 +186,9 @@ var ErrClosed = errors.New("store closed")
 
 func (d *DB) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	w := &write{fn: fn, err: make(chan error, 1)}
+	if d.readOnly {
+		return fmt.Errorf("store %s: %w", d.path, ErrReadOnly)
+	}
 	d.mu.RLock()
 	if d.closed {
 		d.mu.RUnlock()
@@ -289,9 +335,14 @@ func (d *DB) Close() error {
 		return nil
 	}
 	d.closed = true
+	if d.readOnly {
+		d.mu.Unlock()
+		return d.db.Close()
+	}
 	close(d.writes)
 	d.mu.Unlock()
 	<-d.done
+	defer d.lock.Release() // after the database is closed: the next owner finds it whole
 	if _, err := d.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		_ = d.db.Close()
 		return fmt.Errorf("store %s: checkpoint: %w", d.path, err)

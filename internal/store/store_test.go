@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/fiction"
+	"github.com/agentworld/agentworld/internal/filelock"
 	"github.com/agentworld/agentworld/internal/sim"
 )
 
@@ -108,5 +111,73 @@ func TestConcurrentAppendsGroupCommit(t *testing.T) {
 		if err != nil || len(ts) != turns {
 			t.Fatalf("session %d: %d turns, %v", s, len(ts), err)
 		}
+	}
+}
+
+// A second Open of a database already open (here in this process; the
+// filelock package tests another process and kill -9) is refused with an
+// error naming the database, and succeeds once the first is closed.
+func TestSecondOpenIsRefusedUntilClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(path)
+	if !errors.Is(err, filelock.ErrHeld) || !strings.Contains(err.Error(), "session database "+path+" is in use") {
+		t.Fatalf("second Open: %v, want filelock.ErrHeld naming %s", err, path)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(path)
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	db.Close()
+}
+
+// A read-only open works beside the owner (world check beside serve),
+// sees its committed writes, and refuses to write.
+func TestReadOnlyOpenBesideTheOwner(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	ctx := context.Background()
+	owner, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	now := time.Now().UTC()
+	rec := sim.SessionRecord{ID: "s1", Root: "s1", World: "w", Status: sim.StatusActive, CreatedAt: now, UpdatedAt: now}
+	if err := owner.CreateSession(ctx, rec, nil); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenReadOnly(path)
+	if err != nil {
+		t.Fatalf("read-only open beside the owner: %v", err)
+	}
+	if got, _, err := ro.LoadSession(ctx, "s1"); err != nil || got.World != "w" {
+		t.Errorf("read-only LoadSession: %+v %v", got, err)
+	}
+	if err := ro.AppendFacts(ctx, "w", []fiction.Fact{{Entity: "e", Attribute: "a", Value: "v"}}); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("write through a read-only DB: %v, want ErrReadOnly", err)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// After the owner is gone too (its WAL checkpointed away).
+	if err := owner.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err = OpenReadOnly(path)
+	if err != nil {
+		t.Fatalf("read-only open after the owner closed: %v", err)
+	}
+	if got, _, err := ro.LoadSession(ctx, "s1"); err != nil || got.World != "w" {
+		t.Errorf("read-only LoadSession after the owner closed: %+v %v", got, err)
+	}
+	ro.Close()
+	if _, err := OpenReadOnly(filepath.Join(t.TempDir(), "none.db")); err == nil {
+		t.Error("read-only open of a missing database succeeded")
 	}
 }

@@ -1,0 +1,93 @@
+package filelock
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSecondAcquireInOneProcessIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "x.lock")
+	l, err := Acquire(path, "thing x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Acquire(path, "thing x")
+	if !errors.Is(err, ErrHeld) {
+		t.Fatalf("second Acquire: %v, want ErrHeld", err)
+	}
+	for _, want := range []string{"thing x is in use", path, "pid " + strconv.Itoa(os.Getpid())} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(); err != nil {
+		t.Errorf("second Release: %v", err)
+	}
+	l2, err := Acquire(path, "thing x")
+	if err != nil {
+		t.Fatalf("Acquire after Release: %v", err)
+	}
+	l2.Release()
+}
+
+// TestHelperHoldLock is the other process of the tests below: it takes the
+// lock named by AGENTWORLD_TEST_LOCK, says so on stdout, and holds it until
+// killed (or, as a safety net, a minute).
+func TestHelperHoldLock(t *testing.T) {
+	path := os.Getenv("AGENTWORLD_TEST_LOCK")
+	if path == "" {
+		t.Skip("helper process of TestLockHeldByAnotherProcess")
+	}
+	if _, err := Acquire(path, "helper"); err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.WriteString("locked\n")
+	time.Sleep(time.Minute)
+}
+
+// TestLockHeldByAnotherProcess runs a second process that holds the lock:
+// this one is refused with the holder's pid, and once the holder is killed
+// with SIGKILL (no chance to clean up) the lock is free again.
+func TestLockHeldByAnotherProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.lock")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldLock$")
+	cmd.Env = append(os.Environ(), "AGENTWORLD_TEST_LOCK="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	buf := make([]byte, 7)
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "locked\n" {
+		t.Fatalf("helper did not lock: %q %v", buf, err)
+	}
+	_, err = Acquire(path, "session database")
+	if !errors.Is(err, ErrHeld) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("Acquire while another process holds the lock: %v, want ErrHeld naming pid %d", err, cmd.Process.Pid)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	l, err := Acquire(path, "session database")
+	if err != nil {
+		t.Fatalf("Acquire after the holder was killed: %v", err)
+	}
+	if got := readPID(path); got != os.Getpid() {
+		t.Errorf("lock file names pid %d, want this process's %d", got, os.Getpid())
+	}
+	l.Release()
+}
