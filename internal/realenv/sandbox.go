@@ -263,7 +263,7 @@ type sandbox struct {
 	spec   sandboxSpec
 	cmd    *exec.Cmd
 	done   chan struct{}
-	stderr *lockedBuffer
+	stderr *tailBuffer
 	ns     []*os.File // fdCount namespace files, in the fd order above
 }
 
@@ -304,7 +304,7 @@ func startSandbox(ctx context.Context, spec sandboxSpec, timeout time.Duration) 
 	// the sandbox is complete by writing to the ready pipe, then waits.
 	ready := fmt.Sprintf("echo >&%d && exec %d>&- && exec sleep infinity", bwrapFdReady, bwrapFdReady)
 	args := append(bwrapArgs(spec, os.Lstat, os.Readlink), "--info-fd", strconv.Itoa(bwrapFdInfo), "--", "sh", "-c", ready)
-	s := &sandbox{spec: spec, done: make(chan struct{}), stderr: &lockedBuffer{}}
+	s := &sandbox{spec: spec, done: make(chan struct{}), stderr: &tailBuffer{max: maxStderr}}
 	s.cmd = exec.Command("bwrap", args...)
 	s.cmd.Stderr = s.stderr
 	s.cmd.ExtraFiles = append([]*os.File{infoW}, binds...)
@@ -566,26 +566,12 @@ func probeSandbox() error {
 	return nil
 }
 
+// maxStderr is how much of bwrap's or the shell's stderr is kept (the end)
+// for start-up errors.
+const maxStderr = 64 << 10
+
 // sandboxPath is PATH inside the sandbox.
 const sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-// lockedBuffer is a bytes.Buffer safe for a writer goroutine and readers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // oPath is Linux's O_PATH, which package syscall does not name.
 const oPath = 0x200000

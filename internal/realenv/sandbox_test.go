@@ -326,3 +326,34 @@ func TestCleanStaleRemovesOnlyDeadOwners(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxCloseKillsEverything leaves processes behind in every way an
+// agent or a check can (background, setsid, a new session of its own) and
+// requires none to survive Close.
+func TestSandboxCloseKillsEverything(t *testing.T) {
+	requireSandbox(t)
+	t.Parallel()
+	marker := fmt.Sprintf("%d", 7_000_000+time.Now().UnixNano()%1_000_000)
+	term, _ := startTerminal(t, nil)
+	agentRun(t, term, fmt.Sprintf("nohup sleep %[1]s >/dev/null 2>&1 & setsid -f sleep %[1]s; (sleep %[1]s &)", marker))
+	if _, _, err := term.Exec(context.Background(), fmt.Sprintf("setsid -f sleep %[1]s; (sleep %[1]s &)", marker)); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		out, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output()
+		return len(strings.Fields(string(out)))
+	}
+	// The check's (sleep &) shares its process group and dies when the
+	// check returns; its setsid one lives on until Close.
+	if n := count(); n != 4 {
+		t.Fatalf("%d sleeps running before Close, want 4", n)
+	}
+	term.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for count() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes outlived Close", count())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -275,7 +275,7 @@ func (t *Terminal) launch(ctx context.Context) error {
 		tmuxSock, ctlDir, tmuxSession, t.opts.Width, t.opts.Height, shellQuote(t.opts.WorkDir), ctlDir, tmuxSock)
 	// The world lives until the shell exits or Close; it is not bound to ctx.
 	t.world = sb.command(context.Background(), true, t.opts.WorkDir, "sh", "-c", script)
-	worldErr := &lockedBuffer{}
+	worldErr := &tailBuffer{max: maxStderr}
 	t.world.Stderr = worldErr
 	if err := t.world.Start(); err != nil {
 		return fmt.Errorf("%w: start the shell in the sandbox: %v", ErrUnavailable, err)
