@@ -5,6 +5,7 @@ package domain
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/pytext"
@@ -83,3 +84,12 @@ func StripObservationMarker(s string) string {
 	}
 	return pytext.Strip(s)
 }
+
+// promptLine recognizes a shell prompt waiting for input (…$ or …# with
+// nothing typed after it, such as "root@4c1f:/app#" or a bare "$").
+var promptLine = regexp.MustCompile(`^\S*[@:]\S*[$#]$|^[$#]$`)
+
+// IsPromptLine reports whether a terminal screen line is a shell prompt
+// waiting for input; a screen whose last line is one has finished its
+// command.
+func IsPromptLine(line string) bool { return promptLine.MatchString(line) }

@@ -87,9 +87,9 @@ func Rules(rec *trajectory.Record, prediction string) (score.Scores, Verdict) {
 	addScore(&v, cons, "pre-existing content preserved", "pre-existing content not preserved")
 
 	realism := lengthAgreement(mp, mt)
-	if manipulation.MatchString(pred) {
+	if reason, _ := Manipulation(pred, truth); reason != "" {
 		realism = 0
-		v.Weaknesses = append(v.Weaknesses, "prediction addresses the evaluator")
+		v.Weaknesses = append(v.Weaknesses, "prediction addresses the evaluator ("+reason+")")
 	}
 	return score.Scores{
 		Format:      scale(format),
@@ -136,8 +136,6 @@ func addScore(v *Verdict, x float64, good, bad string) {
 }
 
 var (
-	manipulation = regexp.MustCompile(`(?i)(</?final_evaluation>|"scores"\s*:\s*\{|\bto the (evaluator|grader|judge)\b|\b(dear|attention|hey) (evaluator|grader|judge)\b|\b(give|award|assign|rate)\b[^.\n]{0,40}(5/5|full marks|perfect score|maximum score|highest score|full score)|\bignore (all |the )?(previous|above|prior) instructions\b)`)
-
 	// runtime metadata, masked before any comparison: ISO timestamps,
 	// clock times, UUIDs, long hex strings, durations, numbers of 7+ digits
 	// (ids, epoch times). One alternation so a text is scanned once.
@@ -440,14 +438,20 @@ func terminalFormat(rec *trajectory.Record, pred, truth string) (float64, checkN
 	return x, checkNote{ok: true, text: "prompt and echo shaped like the terminal"}
 }
 
-// typedCommands reads the keystrokes of the evaluated action (a JSON list of
-// {keystrokes, duration} after the "**Action:**" line) and returns the
-// commands it runs, without their newline.
+// typedCommands returns the commands the evaluated action of rec runs.
 func typedCommands(rec *trajectory.Record) []string {
 	action := rec.CurrentPrompt
 	if action == "" && rec.TurnIdx >= 1 && rec.TurnIdx <= len(rec.Prompt) {
 		action = rec.Prompt[rec.TurnIdx-1]
 	}
+	return TypedCommands(action)
+}
+
+// TypedCommands reads the keystrokes of a terminal action prompt (a JSON
+// list of {keystrokes, duration} after the "**Action:**" line) and returns
+// the commands it runs — keystrokes ending in a newline — without that
+// newline; nil when the action holds no such list.
+func TypedCommands(action string) []string {
 	start := strings.IndexByte(action, '[')
 	end := strings.LastIndexByte(action, ']')
 	if start < 0 || end <= start {
@@ -472,9 +476,28 @@ func typedCommands(rec *trajectory.Record) []string {
 // truth: line signatures, plus per domain the bid labels (Web), the element
 // JSON (Android) or the table columns (OS).
 func treeFormat(d domain.Domain, pred, truth string) (float64, checkNote) {
+	shape := multisetJaccard(signatures(pred), signatures(truth))
+	got, want := TreeNodeShare(d, pred, truth)
+	node := 1.0
+	if want > 0 {
+		node = min(got/want, 1)
+	}
+	x := (shape + node) / 2
+	if x >= 0.9 {
+		return x, checkNote{ok: true, text: "tree shaped like the ground truth"}
+	}
+	return x, checkNote{text: fmt.Sprintf("tree shape differs from the ground truth (%.0f%% of node lines well formed)", 100*got)}
+}
+
+// TreeNodeShare measures whether a GUI state keeps the tree syntax of its
+// domain: got and want are the shares of non-empty lines of the prediction
+// and of the ground truth that are well-formed nodes — a [bid] label (Web),
+// a trailing element JSON object (Android), or the ground truth's usual
+// number of tab-separated columns (OS). Other domains have no node syntax
+// and give 0, 0.
+func TreeNodeShare(d domain.Domain, pred, truth string) (got, want float64) {
 	pl := nonEmptyLines(pred)
 	tl := nonEmptyLines(truth)
-	shape := multisetJaccard(signatures(pred), signatures(truth))
 	var per func(string) bool
 	switch d {
 	case domain.Web:
@@ -491,17 +514,10 @@ func treeFormat(d domain.Domain, pred, truth string) (float64, checkNote) {
 	case domain.OS:
 		cols := modalColumns(tl)
 		per = func(l string) bool { return strings.Count(l, "\t") == cols }
+	default:
+		return 0, 0
 	}
-	want, got := share(tl, per), share(pl, per)
-	node := 1.0
-	if want > 0 {
-		node = min(got/want, 1)
-	}
-	x := (shape + node) / 2
-	if x >= 0.9 {
-		return x, checkNote{ok: true, text: "tree shaped like the ground truth"}
-	}
-	return x, checkNote{text: fmt.Sprintf("tree shape differs from the ground truth (%.0f%% of node lines well formed)", 100*got)}
+	return share(pl, per), share(tl, per)
 }
 
 func nonEmptyLines(s string) []string {

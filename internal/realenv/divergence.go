@@ -136,7 +136,7 @@ func rules(d domain.Domain, real, sim string) []RuleResult {
 	case domain.Terminal:
 		return []RuleResult{
 			check("final_line", lastLine),
-			check("command_finished", func(s string) string { return boolText(promptLine.MatchString(lastLine(s))) }),
+			check("command_finished", func(s string) string { return boolText(domain.IsPromptLine(lastLine(s))) }),
 			check("error_lines", errorLines),
 		}
 	case domain.MCP:
@@ -151,10 +151,6 @@ func rules(d domain.Domain, real, sim string) []RuleResult {
 		check("json_valid", func(s string) string { return boolText(json.Valid([]byte(s))) }),
 	}
 }
-
-// promptLine recognizes a shell prompt waiting for input at the end of a
-// screen (…$ or …# with nothing typed after it).
-var promptLine = regexp.MustCompile(`^\S*[@:]\S*[$#]$|^[$#]$`)
 
 // promptPrefix recognizes a line that starts with a prompt (an echoed
 // command), whose text is the agent's, not the environment's.

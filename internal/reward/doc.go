@@ -1,0 +1,21 @@
+// Package reward computes the hybrid reward of one world-model prediction
+// against the real observation, as the published world model is trained
+// with: a rubric component (the domain's LLM judge conversation and parser
+// from [judge], five dimensions 1..5, mean × 5 ∈ [5, 25]) and a rule
+// component (a per-domain binary verifier × 25: format validity, and strict
+// equality of the deterministic content after [volatile] masking), mixed
+// 0.9 : 0.1 by default, either as a weighted sum or by drawing one of the
+// two per item (seeded).
+//
+// Against reward hacking the judge sees the prediction with thinking
+// removed and always the ground truth; a prediction that addresses the
+// grader or praises itself ([judge.Manipulation]) has its rubric zeroed
+// with a reason; a judge of the same model family as the policy is refused
+// unless allowed. Judge answers are cached by content hash, judge calls are
+// bounded in concurrency and rate, and a judge that never parses is handled
+// by an explicit policy ([Policy]) and counted, never silently 0.
+//
+// [Scorer] scores items; [Handler] serves it over HTTP with the native batch
+// API and the routes OpenRLHF, slime and NeMo Gym call; [ScoreFile] scores
+// a JSONL file offline and resumes after a crash.
+package reward
