@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/conversation"
 )
 
 func main() {
@@ -133,7 +133,7 @@ func (g *gen) trajectory(i int) traj {
 	for k := 1; k <= n; k++ {
 		act, obs := g.turn(d)
 		// The published record format, as the benchmark data has it.
-		t.Turns = append(t.Turns, turn{Action: trajectory.ActionPrompt(k, act), Observation: trajectory.ObservationResponse(obs)})
+		t.Turns = append(t.Turns, turn{Action: conversation.ActionPrompt(k, act), Observation: conversation.ObservationResponse(obs)})
 	}
 	return t
 }

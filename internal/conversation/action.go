@@ -127,11 +127,9 @@ func decodeJSON(s string) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("trailing data after the JSON value")
-	}
-	var extra any
-	if err := dec.Decode(&extra); err == nil {
+	// Only white space may follow. (Decoder.More is false before a
+	// stray '}' or ']', so it cannot tell.)
+	if strings.TrimLeft(s[dec.InputOffset():], " \t\r\n") != "" {
 		return nil, fmt.Errorf("trailing data after the JSON value")
 	}
 	return v, nil

@@ -14,7 +14,6 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/agentworld/agentworld/internal/conversation"
-	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -125,16 +124,10 @@ func (s *Sample) Prompt() []Message {
 	}
 	for i, h := range s.History {
 		msgs = append(msgs,
-			Message{Role: "user", Content: userMessage(i+1, h.Action)},
-			Message{Role: "assistant", Content: trajectory.ObservationResponse(h.Observation)})
+			Message{Role: "user", Content: conversation.UserMessage(i+1, h.Action, "", "")},
+			Message{Role: "assistant", Content: conversation.ObservationResponse(h.Observation)})
 	}
-	return append(msgs, Message{Role: "user", Content: userMessage(s.Turn, s.Action)})
-}
-
-// userMessage renders turn n's action as the simulator's user message
-// (sim.UserMessage without world-state or control text).
-func userMessage(n int, action string) string {
-	return trajectory.ActionPrompt(n, action) + "\n\n" + domain.AnswerReminder
+	return append(msgs, Message{Role: "user", Content: conversation.UserMessage(s.Turn, s.Action, "", "")})
 }
 
 // Target is the assistant message a model should generate for the sample:

@@ -115,7 +115,7 @@ func TestExpandSFTShape(t *testing.T) {
 		t.Fatalf("%d samples", len(got))
 	}
 	s := got[1]
-	want := []Message{{"system", "sys"}, {"user", userMessage(1, "ls")}, {"assistant", "**Environment Observation:**\na b c d e f g h i j"}, {"user", userMessage(2, "cat a")}}
+	want := []Message{{"system", "sys"}, {"user", conversation.UserMessage(1, "ls", "", "")}, {"assistant", "**Environment Observation:**\na b c d e f g h i j"}, {"user", conversation.UserMessage(2, "cat a", "", "")}}
 	if d := cmp.Diff(want, s.Prompt()); d != "" {
 		t.Error(d)
 	}
@@ -251,9 +251,9 @@ func TestExportParquetReadsBack(t *testing.T) {
 		}
 		want := []Message{{"system", tr.SystemPrompt}}
 		for j, h := range tr.Turns[:k] {
-			want = append(want, Message{"user", userMessage(j+1, h.Action)}, Message{"assistant", trajectory.ObservationResponse(h.Observation)})
+			want = append(want, Message{"user", conversation.UserMessage(j+1, h.Action, "", "")}, Message{"assistant", conversation.ObservationResponse(h.Observation)})
 		}
-		want = append(want, Message{"user", userMessage(k+1, tr.Turns[k].Action)})
+		want = append(want, Message{"user", conversation.UserMessage(k+1, tr.Turns[k].Action, "", "")})
 		if d := cmp.Diff(want, r.Prompt); d != "" {
 			t.Fatalf("row %d prompt (-want +got):\n%s", i, d)
 		}
@@ -354,10 +354,10 @@ func TestSamplesAreWhatTheSimulatorSends(t *testing.T) {
 	for _, s := range samples {
 		var hist []sim.HistoryTurn
 		for i, h := range tr.Turns[:s.Turn-1] {
-			hist = append(hist, sim.HistoryTurn{Message: sim.UserMessage(i+1, h.Action, "", ""), Assistant: sim.AssistantMessage(h.Observation)})
+			hist = append(hist, sim.HistoryTurn{Message: conversation.UserMessage(i+1, h.Action, "", ""), Assistant: conversation.ObservationResponse(h.Observation)})
 		}
 		var want []Message
-		for _, m := range sim.BuildMessages(system, hist, 0, sim.UserMessage(s.Turn, s.Action, "", "")) {
+		for _, m := range sim.BuildMessages(system, hist, 0, conversation.UserMessage(s.Turn, s.Action, "", "")) {
 			want = append(want, Message{Role: m.Role, Content: m.Content})
 		}
 		if diff := cmp.Diff(want, s.Prompt()); diff != "" {

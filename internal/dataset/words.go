@@ -8,13 +8,12 @@
 package dataset
 
 import (
-	"bytes"
 	"math/bits"
 	"unicode"
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/conversation"
 )
 
 // Stats are the four word-overlap statistics of one (action, observation)
@@ -87,7 +86,7 @@ func (sc *Scorer) ScoreJSON(actionRaw, observationRaw []byte) Stats {
 }
 
 func (sc *Scorer) score(a, o []byte, escaped bool) Stats {
-	a, o = stripActionHeading(a, escaped), stripObservationMarker(o)
+	a, o = conversation.TrimActionHeading(a, escaped), conversation.TrimObservationMarker(o)
 	sc.act.reset()
 	sc.obs.reset()
 	var st Stats
@@ -103,50 +102,6 @@ func (sc *Scorer) score(a, o []byte, escaped bool) Stats {
 	st.ObsDistinct = sc.obs.n
 	st.finish()
 	return st
-}
-
-// The published record format wraps every action in a "### Turn N" /
-// "**Action:**" heading and starts every observation with a marker. They
-// are format, not content: left in, every action would share the words
-// "turn", "action" and its number, and every observation would bring two
-// "new" words, so an empty result would never look empty. Both are removed
-// (only as a prefix) before the words are taken.
-var (
-	actionHeadingStart = []byte("### Turn ")
-	actionHeadingEnd   = []byte("**Action:**")
-	observationMarker  = []byte(domain.ObservationMarker)
-)
-
-// stripActionHeading removes a leading "### Turn N\n**Action:**"; in a raw
-// JSON literal the newline is the two bytes `\n`.
-func stripActionHeading(a []byte, escaped bool) []byte {
-	if !bytes.HasPrefix(a, actionHeadingStart) {
-		return a
-	}
-	i := len(actionHeadingStart)
-	j := i
-	for j < len(a) && a[j] >= '0' && a[j] <= '9' {
-		j++
-	}
-	if j == i {
-		return a
-	}
-	switch {
-	case j < len(a) && a[j] == '\n':
-		j++
-	case escaped && j+1 < len(a) && a[j] == '\\' && a[j+1] == 'n':
-		j += 2
-	default:
-		return a
-	}
-	if !bytes.HasPrefix(a[j:], actionHeadingEnd) {
-		return a
-	}
-	return a[j+len(actionHeadingEnd):]
-}
-
-func stripObservationMarker(o []byte) []byte {
-	return bytes.TrimPrefix(o, observationMarker)
 }
 
 // Words returns the distinct words of s in order of first appearance; it is

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/score"
@@ -115,11 +116,11 @@ func CompareTurn(d domain.Domain, history []trajectory.Turn, action, real, sim s
 	div := Compare(d, real, sim)
 	rec := &trajectory.Record{Task: string(d), ID: trajectory.IntID("0"), TurnIdx: len(history) + 1, TotalTurns: len(history) + 1}
 	for i, h := range history {
-		rec.Prompt = append(rec.Prompt, trajectory.ActionPrompt(i+1, h.Action))
-		rec.Response = append(rec.Response, trajectory.ObservationResponse(h.Observation))
+		rec.Prompt = append(rec.Prompt, conversation.ActionPrompt(i+1, h.Action))
+		rec.Response = append(rec.Response, conversation.ObservationResponse(h.Observation))
 	}
-	rec.Prompt = append(rec.Prompt, trajectory.ActionPrompt(len(history)+1, action))
-	rec.Response = append(rec.Response, trajectory.ObservationResponse(real))
+	rec.Prompt = append(rec.Prompt, conversation.ActionPrompt(len(history)+1, action))
+	rec.Response = append(rec.Response, conversation.ObservationResponse(real))
 	rec.CurrentPrompt = rec.Prompt[len(rec.Prompt)-1]
 	scores, _ := judge.Rules(rec, sim)
 	div.RuleScores = &scores

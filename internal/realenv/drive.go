@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
-	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
 // ReadActions reads one action per line (blank lines and lines starting
@@ -71,7 +70,7 @@ func Drive(ctx context.Context, rec *Recorded, actions []string, w io.Writer) (i
 	if err != nil {
 		return 0, err
 	}
-	fmt.Fprintf(w, "%s\n\n", trajectory.ObservationResponse(first))
+	fmt.Fprintf(w, "%s\n\n", conversation.ObservationResponse(first))
 	for i, a := range actions {
 		if err := ctx.Err(); err != nil {
 			return i, err
@@ -83,7 +82,7 @@ func Drive(ctx context.Context, rec *Recorded, actions []string, w io.Writer) (i
 			}
 			return i, err
 		}
-		fmt.Fprintf(w, "%s\n%s\n\n", trajectory.ActionPrompt(i+1, a), trajectory.ObservationResponse(res.Observation))
+		fmt.Fprintf(w, "%s\n%s\n\n", conversation.ActionPrompt(i+1, a), conversation.ObservationResponse(res.Observation))
 		if res.Broken {
 			return i + 1, fmt.Errorf("%w: %s", ErrBroken, res.Error)
 		}

@@ -447,7 +447,7 @@ func (p *SimPredictor) Predict(ctx context.Context, turn int, action string, his
 		if a, err := conversation.ParseAction(p.Spec.Domain, mustMarshal(h.Action)); err == nil {
 			text = a.Text
 		}
-		hist[i] = sim.HistoryTurn{Action: text, Observation: h.Observation, Message: sim.UserMessage(i+1, text, "", ""), Assistant: sim.AssistantMessage(h.Observation)}
+		hist[i] = sim.HistoryTurn{Action: text, Observation: h.Observation, Message: conversation.UserMessage(i+1, text, "", ""), Assistant: conversation.ObservationResponse(h.Observation)}
 	}
 	env, err := p.Factory(ctx, sim.SessionInfo{ID: fmt.Sprintf("verify-%d", turn), Spec: p.Spec, SystemPrompt: p.system, Backend: sim.BackendModel, Model: p.Model, History: hist})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/store"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -253,7 +254,7 @@ func TestEndToEndNativeOpenEnvWebSocketAndFork(t *testing.T) {
 	a := func(n int) string {
 		return "**Environment Observation:**\nobs " + string(rune('0'+n)) + " for ### Turn " + string(rune('0'+n))
 	}
-	u := func(turn int, action string) string { return sim.UserMessage(turn, action, "", "") }
+	u := func(turn int, action string) string { return conversation.UserMessage(turn, action, "", "") }
 	u1 := u(1, `[{"duration":1,"keystrokes":"ls\n"}]`)
 	u2 := u(2, `[{"keystrokes":"pwd\n"}]`)
 	u3 := u(3, `[{"duration":0.5,"keystrokes":"cat setup.py\n"}]`)

@@ -99,7 +99,7 @@ func (e *modelEnv) Reset(ctx context.Context) (Observation, error) {
 func (e *modelEnv) Close() error { return nil }
 
 func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) {
-	msg := UserMessage(in.Turn, in.Action.Text, in.WorldState, in.Control)
+	msg := conversation.UserMessage(in.Turn, in.Action.Text, in.WorldState, in.Control)
 	e.budget.sync(in.History)
 	moved := e.budget.place(e.budget.b.Count(msg) + messageOverhead)
 	msgs := BuildMessages(e.s.SystemPrompt, in.History, e.budget.cut, msg)

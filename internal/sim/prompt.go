@@ -7,14 +7,10 @@ import (
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/conversation"
-	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
-
-// AnswerReminder ends every user message (see domain.AnswerReminder).
-const AnswerReminder = domain.AnswerReminder
 
 // Components renders a spec's five components as text.
 func Components(s *world.Spec) trajectory.Components {
@@ -80,35 +76,6 @@ func compactJSON(r json.RawMessage) json.RawMessage {
 // domain template. It is computed once per session and never changes.
 func SystemPrompt(s *world.Spec) (string, error) {
 	return trajectory.WorldSystemPrompt(s.Domain, Components(s))
-}
-
-// UserMessage renders turn n's action as the published data shapes it
-// ("### Turn N" / "**Action:**"), then optional world state and control
-// text, then the answer reminder. Only the newest message carries this
-// step's world state and control text; once sent, a message is recorded and
-// repeated verbatim.
-func UserMessage(turn int, action, worldState, control string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "### Turn %d\n**Action:**\n%s\n", turn, action)
-	if s := strings.TrimSpace(worldState); s != "" {
-		b.WriteString("\n**World state (facts already established in this world):**\n")
-		b.WriteString(s)
-		b.WriteString("\n")
-	}
-	if s := strings.TrimSpace(control); s != "" {
-		b.WriteString("\n**Simulation control (applies to this step only):**\n")
-		b.WriteString(s)
-		b.WriteString("\n")
-	}
-	b.WriteString("\n")
-	b.WriteString(AnswerReminder)
-	return b.String()
-}
-
-// AssistantMessage is how an observation appears in later requests: with
-// the published observation marker.
-func AssistantMessage(obs string) string {
-	return domain.ObservationMarker + "\n" + obs
 }
 
 // TokenCounter estimates the tokens of a text.

@@ -238,7 +238,7 @@ func (m *Manager) step(ctx context.Context, s *session, env Environment, info Se
 		}
 	}
 	if obs.Message == "" {
-		obs.Message = UserMessage(turn, act.Text, in.WorldState, in.Control)
+		obs.Message = conversation.UserMessage(turn, act.Text, in.WorldState, in.Control)
 	}
 	res := StepResult{Observation: obs.Text, Reward: obs.Reward, Terminated: obs.Terminated, Info: obs.Info}
 	res.Info.Turn = turn
@@ -272,7 +272,7 @@ func (m *Manager) step(ctx context.Context, s *session, env Environment, info Se
 		status = StatusTruncated
 		res.Info.EndReason = fmt.Sprintf("turn limit %d reached", limit)
 	}
-	rec := TurnRecord{Turn: turn, HistoryTurn: HistoryTurn{Action: act.Text, Observation: obs.Text, Message: obs.Message, Assistant: AssistantMessage(obs.Text)}, Result: res}
+	rec := TurnRecord{Turn: turn, HistoryTurn: HistoryTurn{Action: act.Text, Observation: obs.Text, Message: obs.Message, Assistant: conversation.ObservationResponse(obs.Text)}, Result: res}
 	// A computed step is recorded even if the client went away meanwhile.
 	if err := m.store.AppendTurn(context.WithoutCancel(ctx), info.ID, rec, status); err != nil {
 		return nil, fmt.Errorf("record session %s turn %d: %w", info.ID, turn, err)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 )
 
@@ -36,7 +37,7 @@ func RenderDemonstrations(ds []Demonstration) string {
 		if i > 0 {
 			b.WriteString("\n\n")
 		}
-		fmt.Fprintf(&b, "## Example %d\n**Action:**\n%s\n%s\n%s", i+1, strings.TrimSpace(d.Action), domain.ObservationMarker, strings.TrimSpace(d.Observation))
+		b.WriteString(conversation.Example(i+1, d.Action, d.Observation))
 	}
 	return b.String()
 }
@@ -77,8 +78,9 @@ const (
 
 // BenchRecords turns a trajectory into AgentWorldBench records in the
 // published format, one per turn: task is the canonical domain name; every
-// record holds the whole prompt list (each action rendered by ActionPrompt)
-// and response list (each observation rendered by ObservationResponse);
+// record holds the whole prompt list (each action rendered by
+// [conversation.ActionPrompt]) and response list (each observation rendered
+// by [conversation.ObservationResponse]);
 // current_prompt is the evaluated turn's prompt; system_str is chosen by
 // RecordSystemPrompt. All records share the integer id (ids number
 // trajectories, as in the published data); the trajectory's own id and
@@ -106,8 +108,8 @@ func BenchRecords(t *Trajectory, id int64, sp SystemPromptFunc) ([]*Record, erro
 	prompts := make([]string, len(t.Turns))
 	responses := make([]string, len(t.Turns))
 	for i, tu := range t.Turns {
-		prompts[i] = ActionPrompt(i+1, tu.Action)
-		responses[i] = ObservationResponse(tu.Observation)
+		prompts[i] = conversation.ActionPrompt(i+1, tu.Action)
+		responses[i] = conversation.ObservationResponse(tu.Observation)
 	}
 	var extra []Field
 	for _, kv := range [][2]string{{ExtraTrajectoryID, t.ID}, {ExtraSource, t.Source}} {

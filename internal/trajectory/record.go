@@ -115,25 +115,6 @@ var knownKeys = []string{"task", "id", "prompt", "response", "current_prompt", "
 // domain.FromTask does.
 func (r *Record) Domain() string { return string(domain.FromTask(r.Task)) }
 
-// ActionPrompt renders turn n's action as AgentWorldBench records show it:
-// "### Turn n\n**Action:**\n" and the action. An action already in that form
-// (one taken from a record) is returned as is.
-func ActionPrompt(n int, action string) string {
-	if strings.HasPrefix(action, "### Turn ") {
-		return action
-	}
-	return fmt.Sprintf("### Turn %d\n**Action:**\n%s", n, action)
-}
-
-// ObservationResponse renders an observation as AgentWorldBench records show
-// it, opened by the observation marker.
-func ObservationResponse(obs string) string {
-	if strings.HasPrefix(obs, domain.ObservationMarker) {
-		return obs
-	}
-	return domain.ObservationMarker + "\n" + obs
-}
-
 // Key identifies the trajectory a record belongs to; rows of one trajectory
 // share it and are not independent samples.
 func (r *Record) Key() string { return r.Task + "\x00" + r.ID.String() }
