@@ -199,14 +199,24 @@ func bwrapArgs(s sandboxSpec, lstat func(string) (os.FileInfo, error), readlink 
 			"--ro-bind-fd", strconv.Itoa(bwrapFdPasswd), "/etc/passwd",
 			"--ro-bind-fd", strconv.Itoa(bwrapFdGroup), "/etc/group")
 	}
-	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--perms", "1777")
-	if s.Features.Size {
-		a = append(a, "--size", strconv.FormatInt(s.Limits.TmpBytes, 10))
+	// Every tmpfs is sized where bwrap can: unsized, each could take half
+	// the host's memory.
+	size := func(n int64) []string {
+		if !s.Features.Size {
+			return nil
+		}
+		return []string{"--size", strconv.FormatInt(n, 10)}
 	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev")
+	a = append(a, size(shmBytes)...)
+	a = append(a, "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--perms", "1777")
+	a = append(a, size(s.Limits.TmpBytes)...)
 	a = append(a, "--tmpfs", "/tmp",
 		"--dir", "/run",
 		"--ro-bind-fd", strconv.Itoa(bwrapFdCtl), ctlDir,
-		"--perms", "0700", "--tmpfs", tmuxDir,
+		"--perms", "0700")
+	a = append(a, size(1<<20)...)
+	a = append(a, "--tmpfs", tmuxDir,
 		"--bind-fd", strconv.Itoa(bwrapFdWork), s.Work,
 		"--remount-ro", "/",
 		"--chdir", s.Work,
@@ -476,7 +486,14 @@ func (s *sandbox) command(ctx context.Context, world bool, dir string, argv ...s
 	a = append(a, "nsenter", "--user="+fd(fdUser), "--preserve-credentials", "--",
 		"setpriv", "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--",
 		"prlimit")
-	a = append(a, s.spec.Limits.prlimitArgs()...)
+	lim := s.spec.Limits
+	if !world {
+		// The process limit counts the agent's processes and the host's
+		// alike (one user in one namespace): checks and tmux clients get a
+		// reserve above it, so an agent at its limit cannot starve them.
+		lim.Processes += processReserve
+	}
+	a = append(a, lim.prlimitArgs()...)
 	var closeFDs strings.Builder
 	for n := fdSetupUser; n < fdSetupUser+fdCount; n++ {
 		fmt.Fprintf(&closeFDs, "exec %d<&-; ", n)
@@ -544,12 +561,7 @@ func probeSandbox() error {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		return fmt.Errorf("%w: tmux not found on PATH (install tmux)", ErrUnavailable)
 	}
-	dir, err := os.MkdirTemp("", "agentworld-probe-")
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	defer os.RemoveAll(dir)
-	term := NewTerminal(&TerminalOptions{TempDir: dir, StartTimeout: 15 * time.Second})
+	term := NewTerminal(&TerminalOptions{StartTimeout: 15 * time.Second})
 	defer term.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -565,6 +577,13 @@ func probeSandbox() error {
 	}
 	return nil
 }
+
+// processReserve is how many processes above Limits.Processes the host's
+// own work inside the sandbox (checks, tmux clients) may use.
+const processReserve = 128
+
+// shmBytes is the size of the sandbox's /dev/shm.
+const shmBytes = 64 << 20
 
 // maxStderr is how much of bwrap's or the shell's stderr is kept (the end)
 // for start-up errors.

@@ -239,22 +239,39 @@ func TestSandboxLimits(t *testing.T) {
 	requireSandbox(t)
 	t.Parallel()
 	term, _ := startTerminal(t, &TerminalOptions{Limits: Limits{Processes: 300, FileBytes: 1 << 20, TmpBytes: 8 << 20}})
-	got := agentRun(t, term, `{ ulimit -u; ulimit -f; ulimit -t; ulimit -v; (head -c 2000000 /dev/zero > /app/big) 2>/dev/null; stat -c %s /app/big; df -k /tmp | tail -1 | awk '{print $2}'; } > /app/result.txt 2>/dev/null`)
+	got := agentRun(t, term, `{ ulimit -u; ulimit -f; ulimit -t; ulimit -v; (head -c 2000000 /dev/zero > /app/big) 2>/dev/null; stat -c %s /app/big; `+
+		`df -k /tmp /dev/shm | tail -2 | awk '{print $2}'; } > /app/result.txt 2>/dev/null`)
 	want := fmt.Sprintf("300\n1024\n600\n%d\n1048576\n", (8<<30)/1024)
 	if detectFeatures().Size {
-		want += "8192\n"
-	}
-	lines := strings.SplitAfter(got, "\n")
-	if len(lines) > 5 && !detectFeatures().Size {
-		got = strings.Join(lines[:5], "")
+		want += fmt.Sprintf("8192\n%d\n", shmBytes/1024)
+	} else {
+		lines := strings.SplitAfter(got, "\n")
+		got = strings.Join(lines[:min(5, len(lines))], "")
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("limits inside (-want +got):\n%s", diff)
 	}
-	// Checks run under the same limits.
-	out, _, err := term.Exec(context.Background(), "ulimit -u")
-	if err != nil || out != "300\n" {
-		t.Errorf("check's process limit: %q %v", out, err)
+	// An agent at its process limit starves neither the checks nor the
+	// tmux clients, which have a reserve above it.
+	agentRun(t, term, `(seq 1 400 | xargs -P 400 -n 1 sleep 30 >/dev/null 2>&1 &)`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _, err := term.Exec(context.Background(), "ulimit -u; ps -e | grep -c sleep")
+		if err != nil {
+			t.Fatalf("check beside an agent at its limit: %v", err)
+		}
+		var limit, sleeps int
+		fmt.Sscan(out, &limit, &sleeps)
+		if limit == 300+processReserve && sleeps >= 290 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent never reached its process limit: %q", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if res := step(t, term, keys("echo still-driven\n", 0.3)); res.Terminated {
+		t.Fatalf("the agent's own process limit ended the episode: %+v", res)
 	}
 }
 
