@@ -459,3 +459,29 @@ func mcpConnect(t *testing.T, ctx context.Context, endpoint string, hc *http.Cli
 		t.Fatalf("MCP tools %v %v", lt, err)
 	}
 }
+
+// FuzzHostPolicy feeds arbitrary Host and Origin headers to the default
+// policy: it never panics, admits a Host only when its name is a loopback
+// name or address, and admits an Origin only when it is the request's own.
+func FuzzHostPolicy(f *testing.F) {
+	for _, s := range []string{"localhost:8080", "[::1]:1", "127.0.0.1", "evil.example", "localhost.evil", "[::1", "]:80", "xn--localhost-", "LOCALHOST.", "127.0.0.1.nip.io:80", "http://localhost:8080", "null", "%zz"} {
+		f.Add(s, s)
+	}
+	p, _ := newHostPolicy(Edge{})
+	f.Fuzz(func(t *testing.T, host, origin string) {
+		if p.hostAllowed(host) {
+			name, _ := splitHost(host)
+			ip := net.ParseIP(name)
+			if name != "localhost" && !strings.HasSuffix(name, ".localhost") && (ip == nil || !ip.IsLoopback()) {
+				t.Fatalf("Host %q (name %q) admitted", host, name)
+			}
+		}
+		r := &http.Request{Host: host, Header: http.Header{"Origin": {origin}}}
+		if origin != "" && p.originAllowed(r) {
+			n, err := normOrigin(origin)
+			if err != nil || !strings.EqualFold(strings.SplitN(n, "://", 2)[1], host) {
+				t.Fatalf("Origin %q admitted for Host %q", origin, host)
+			}
+		}
+	})
+}
