@@ -2,17 +2,12 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/spf13/cobra"
 
 	"github.com/agentworld/agentworld/internal/realenv"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
@@ -49,24 +44,10 @@ func TestServeRealTasks(t *testing.T) {
 		return fakellm.Reply{Content: "<predicted_observation>root@sandbox:/app# ls\nroot@sandbox:/app#</predicted_observation>"}
 	})
 	defer fake.Close()
-	var f simFlags
-	cmd := &cobra.Command{}
-	f.register(cmd)
-	f.noDB = true
-	f.cfg.Model, f.cfg.ModelName, f.cfg.MaxTokens = fake.URL, "fake", 256
-	f.real.tasksDir = filepath.Join("..", "..", "examples", "tasks")
-	app, err := f.app(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
-	srv := httptest.NewServer(app.Server.Handler())
-	defer srv.Close()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		app.Manager.Close(ctx)
-	}()
+	_, srv := startTestServe(t, func(f *simFlags) {
+		f.cfg.Model, f.cfg.ModelName, f.cfg.MaxTokens = fake.URL, "fake", 256
+		f.real.tasksDir = filepath.Join("..", "..", "examples", "tasks")
+	})
 
 	var created struct {
 		SessionID   string `json:"session_id"`

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentworld/agentworld/internal/server"
 )
 
 // TestServeOffersNoRealBackendByDefault starts serve's app with no flags:
@@ -20,22 +22,7 @@ import (
 // 400 naming the field and the flag that would turn it on, before any
 // sandbox or process starts.
 func TestServeOffersNoRealBackendByDefault(t *testing.T) {
-	var f simFlags
-	cmd := &cobra.Command{}
-	f.register(cmd)
-	f.noDB = true
-	app, err := f.app(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
-	srv := httptest.NewServer(app.Server.Handler())
-	defer srv.Close()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		app.Manager.Close(ctx)
-	}()
+	app, srv := startTestServe(t, nil)
 
 	inlineTerminal := map[string]any{"name": "shell", "domain": "terminal", "task_description": "a shell",
 		"action_space": map[string]any{"description": "keystrokes"}, "backend": "real:terminal"}
@@ -80,4 +67,31 @@ func TestServeOffersNoRealBackendByDefault(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("simulated session: %d", resp.StatusCode)
 	}
+}
+
+// startTestServe builds serve's app from its flags' defaults, adjusted by
+// configure (nil keeps them; sessions are kept in memory), and serves it
+// on a loopback server closed with the test.
+func startTestServe(t *testing.T, configure func(*simFlags)) (*server.App, *httptest.Server) {
+	t.Helper()
+	var f simFlags
+	cmd := &cobra.Command{}
+	f.register(cmd)
+	f.noDB = true
+	if configure != nil {
+		configure(&f)
+	}
+	app, err := f.app(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(app.Server.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		app.Manager.Close(ctx)
+		app.Close()
+	})
+	return app, srv
 }

@@ -193,6 +193,23 @@ func TestEdgeWebSocketAndMCPClientsPass(t *testing.T) {
 	mcpConnect(t, ctx, base+"/mcp/perturbed-tracker", nil)
 }
 
+// serve moves the harness from its httptest server to Server.Serve on a
+// loopback listener with edge (so the http.Server's timeouts apply), and
+// points h.base at it; the server stops with the test.
+func (h *harness) serve(edge Edge) {
+	t := h.t
+	h.srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- New(h.m, &Options{Edge: edge}).Serve(ctx, ln) }()
+	t.Cleanup(func() { stop(); <-served })
+	h.base = "http://" + ln.Addr().String()
+}
+
 // rawConn dials the server and returns the connection with a reader.
 func rawConn(t *testing.T, base string) (net.Conn, *bufio.Reader) {
 	t.Helper()
@@ -294,17 +311,7 @@ func TestEdgeTimeoutsCloseSlowAndIdleClients(t *testing.T) {
 // the read and write timeouts is answered, on HTTP and on a WebSocket.
 func TestEdgeLongStepOutlivesTheTimeouts(t *testing.T) {
 	h := newHarness(t, "", nil)
-	h.srv.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	srv := New(h.m, &Options{Edge: Edge{ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond}})
-	go func() { served <- srv.Serve(ctx, ln) }()
-	defer func() { stop(); <-served }()
-	h.base = "http://" + ln.Addr().String()
+	h.serve(Edge{ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond})
 
 	var created struct {
 		SessionID string `json:"session_id"`

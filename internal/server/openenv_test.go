@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -21,16 +20,8 @@ import (
 // the model answers; a silent connection is closed after WebSocketIdle.
 func TestWebSocketDisconnectCancelsStep(t *testing.T) {
 	h := newHarness(t, "", nil)
-	h.srv.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- New(h.m, &Options{Edge: Edge{WebSocketIdle: 500 * time.Millisecond}}).Serve(ctx, ln) }()
-	defer func() { stop(); <-served }()
-	ws := "ws://" + ln.Addr().String() + "/ws"
+	h.serve(Edge{WebSocketIdle: 500 * time.Millisecond})
+	ws := "ws" + strings.TrimPrefix(h.base, "http") + "/ws"
 
 	wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
