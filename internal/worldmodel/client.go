@@ -5,23 +5,18 @@
 package worldmodel
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"sort"
-	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"golang.org/x/time/rate"
 )
 
@@ -98,22 +93,42 @@ var (
 	ErrRejected = errors.New("world model rejected the request")
 	// ErrNoChoices means the server answered without a choice.
 	ErrNoChoices = errors.New("world model returned no choices")
+	// ErrResponseTooLarge means an answer's body exceeded the response cap
+	// (Options.MaxResponseBytes). It wraps ErrUnavailable: the server is
+	// misbehaving, not the request.
+	ErrResponseTooLarge = fmt.Errorf("%w: answer larger than the response cap", ErrUnavailable)
 )
+
+// DefaultMaxResponseBytes is the response cap when Options.MaxResponseBytes
+// is 0. A chat completion of a 32k-token budget is a few hundred KiB of
+// JSON; 16 MiB leaves a wide margin while keeping one broken or hostile
+// server from taking the memory of every session the process holds.
+const DefaultMaxResponseBytes = 16 << 20
+
+// DefaultTimeout bounds one attempt when Options.Timeout is 0: thinking
+// models spend minutes on long prompts.
+const DefaultTimeout = 10 * time.Minute
 
 // Options tunes a Client. The zero value of each field is a usable default.
 type Options struct {
 	// APIKey is sent as a bearer token; empty sends a placeholder, which
 	// local vLLM and SGLang servers accept.
 	APIKey string
-	// MaxRetries after the first attempt on 408/409/429/5xx and dropped
-	// connections, with exponential backoff and jitter; 0 means 4, negative
-	// means none.
+	// MaxRetries after the first attempt on 408/409/429/5xx, timeouts and
+	// dropped connections, with exponential backoff and jitter; 0 means 4,
+	// negative means none.
 	MaxRetries int
-	// Timeout bounds one attempt; 0 means 10 minutes (thinking models spend
-	// minutes on long prompts).
+	// Timeout bounds one attempt, reading the answer included; 0 means
+	// DefaultTimeout. An attempt that times out is retried like a dropped
+	// connection.
 	Timeout time.Duration
 	// MaxRetryDelay caps one backoff wait; 0 means 8 seconds.
 	MaxRetryDelay time.Duration
+	// MaxResponseBytes caps the body of one answer; 0 (or negative) means
+	// DefaultMaxResponseBytes. The body is read through the cap, so a larger
+	// answer costs at most the cap in memory; it fails with
+	// ErrResponseTooLarge and is not retried.
+	MaxResponseBytes int64
 	// Limiter, when set, is waited on before every request.
 	Limiter *rate.Limiter
 	// HTTPClient replaces the default transport; nil means one that keeps up
@@ -125,7 +140,6 @@ type Options struct {
 
 // Client calls one OpenAI-compatible endpoint.
 type Client struct {
-	api     openai.Client
 	model   string
 	baseURL string
 	opts    Options
@@ -147,35 +161,26 @@ func New(baseURL, model string, opts *Options) *Client {
 	if o.MaxRetries < 0 {
 		o.MaxRetries = 0
 	}
-	if o.Timeout == 0 {
-		o.Timeout = 10 * time.Minute
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
 	}
-	if o.MaxRetryDelay == 0 {
+	if o.MaxRetryDelay <= 0 {
 		o.MaxRetryDelay = 8 * time.Second
+	}
+	if o.MaxResponseBytes <= 0 {
+		o.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if o.APIKey == "" {
 		o.APIKey = "EMPTY"
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = pooledHTTPClient()
 	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ro := []option.RequestOption{
-		option.WithBaseURL(baseURL),
-		option.WithAPIKey(o.APIKey),
-		option.WithMaxRetries(o.MaxRetries),
-		option.WithMaxRetryDelay(o.MaxRetryDelay),
-		// The per-attempt timeout lives in a middleware rather than
-		// option.WithRequestTimeout: the SDK gives up without retrying when its
-		// own attempt deadline fires, and a slow attempt is exactly what a
-		// retry is for.
-		option.WithMiddleware(attemptTimeout(o.Timeout)),
-	}
-	if o.HTTPClient == nil {
-		o.HTTPClient = pooledHTTPClient()
-	}
-	ro = append(ro, option.WithHTTPClient(o.HTTPClient))
-	return &Client{api: openai.NewClient(ro...), model: model, baseURL: baseURL, opts: o, log: log}
+	return &Client{model: model, baseURL: baseURL, opts: o, log: log}
 }
 
 // pooledHTTPClient keeps enough idle connections for many concurrent
@@ -196,7 +201,8 @@ func (c *Client) Model() string { return c.model }
 // BaseURL is the endpoint the client calls.
 func (c *Client) BaseURL() string { return c.baseURL }
 
-// Complete sends one chat completion, retrying transient failures.
+// Complete sends one chat completion, retrying transient failures (see
+// Options.MaxRetries).
 func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	if c.opts.Limiter != nil {
 		if err := c.opts.Limiter.Wait(ctx); err != nil {
@@ -207,106 +213,59 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	if model == "" {
 		model = c.model
 	}
-	body, err := encodeChatRequest(newChatRequest(req, model))
+	body, err := encodeChatRequest(newChatRequest(req, model), req.Extra)
 	if err != nil {
 		return nil, err
 	}
-	var attempts atomic.Int32
-	// The answer is taken as bytes and decoded here, whatever content type
-	// the server labels it with (the SDK refuses JSON not labelled as such).
-	var raw []byte
-	ro := []option.RequestOption{
-		option.WithRequestBody("application/json", body),
-		option.WithResponseBodyInto(&raw),
-		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			n := attempts.Add(1)
-			resp, err := next(r)
-			if n > 1 || err != nil || (resp != nil && resp.StatusCode >= 400) {
-				status := 0
-				if resp != nil {
-					status = resp.StatusCode
-				}
-				c.log.Debug("world model attempt", "url", c.baseURL, "attempt", n, "status", status, "err", err)
-			}
-			return resp, err
-		})}
-	// Extra fields go in after the body is set: WithJSONSet edits it.
-	keys := make([]string, 0, len(req.Extra))
-	for k := range req.Extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		ro = append(ro, option.WithJSONSet(k, req.Extra[k]))
-	}
+	url := strings.TrimRight(c.baseURL, "/") + "/chat/completions"
 	start := time.Now()
-	// The SDK's typed params stay empty: the body and the answer's target are
-	// replaced by the options above (see wire.go for why).
-	_, err = c.api.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{}, ro...)
+	var out attempt
+	n := 0
+	for {
+		n++
+		out = c.post(ctx, url, body)
+		if n > 1 || out.err != nil || out.status >= 400 {
+			c.log.Debug("world model attempt", "url", c.baseURL, "attempt", n, "status", out.status, "err", out.err)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w after %d attempts: %w", ErrUnavailable, n, context.Cause(ctx))
+		}
+		if !out.retryable() || n > c.opts.MaxRetries {
+			break
+		}
+		wait, ok := retryDelay(out.header, n-1, c.opts.MaxRetryDelay)
+		if !ok {
+			break // the server asked for a longer pause than a retry waits
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, fmt.Errorf("%w after %d attempts: %w", ErrUnavailable, n, err)
+		}
+	}
 	lat := time.Since(start)
-	if err != nil {
-		return nil, classify(err, int(attempts.Load()))
+	if err := out.failure(n); err != nil {
+		return nil, err
 	}
 	var answer chatResponse
-	if err := json.Unmarshal(raw, &answer); err != nil {
-		return nil, fmt.Errorf("%w: the answer is not a chat completion (%v): %.200q", ErrUnavailable, err, raw)
+	if err := json.Unmarshal(out.body, &answer); err != nil {
+		return nil, fmt.Errorf("%w: the answer is not a chat completion (%v): %.200q", ErrUnavailable, err, out.body)
 	}
 	resp, ok := answer.toResponse()
 	if !ok {
 		return nil, ErrNoChoices
 	}
 	resp.LatencyMS = lat.Milliseconds()
-	resp.Attempts = int(attempts.Load())
+	resp.Attempts = n
 	return resp, nil
 }
 
-// attemptTimeout bounds one HTTP attempt, the response body included. It
-// reads the body inside the deadline so that a timed-out or cut-off attempt
-// surfaces as a transport error, which the SDK retries with backoff.
-func attemptTimeout(d time.Duration) option.Middleware {
-	return func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		ctx, cancel := context.WithTimeout(r.Context(), d)
-		defer cancel()
-		resp, err := next(r.WithContext(ctx))
-		if err != nil {
-			if r.Context().Err() == nil && ctx.Err() != nil {
-				return nil, fmt.Errorf("attempt timed out after %s: %w", d, err)
-			}
-			return nil, err
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			if r.Context().Err() == nil && ctx.Err() != nil {
-				return nil, fmt.Errorf("attempt timed out after %s reading the answer: %w", d, err)
-			}
-			return nil, fmt.Errorf("reading the answer: %w", err)
-		}
-		resp.Body = io.NopCloser(bytes.NewReader(body))
-		return resp, nil
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
-}
-
-// classify maps a client error to a sentinel so callers can tell a dead
-// backend (retry later, count as transport failure) from a bad request.
-func classify(err error, attempts int) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		if attempts > 0 {
-			return fmt.Errorf("%w after %d attempts: %w", ErrUnavailable, attempts, err)
-		}
-		return err
-	}
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		code := apiErr.StatusCode
-		msg := apiErr.Message
-		if msg == "" {
-			msg = strconv.Itoa(code) + " " + http.StatusText(code)
-		}
-		if code == 429 || code >= 500 || code == 408 || code == 409 {
-			return fmt.Errorf("%w: HTTP %d after %d attempts: %s", ErrUnavailable, code, attempts, msg)
-		}
-		return fmt.Errorf("%w: HTTP %d: %s", ErrRejected, code, msg)
-	}
-	return fmt.Errorf("%w after %d attempts: %w", ErrUnavailable, attempts, err)
 }

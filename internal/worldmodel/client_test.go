@@ -3,6 +3,8 @@ package worldmodel_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -133,5 +135,168 @@ func TestClientReadsAnswersWhateverTheirContentType(t *testing.T) {
 				t.Fatalf("Complete = %+v, %v", resp, err)
 			}
 		})
+	}
+}
+
+// TestClientSendsCredentialsAndNamesServerErrors checks the headers of a
+// request and that a refused request's error carries what the server said.
+func TestClientSendsCredentialsAndNamesServerErrors(t *testing.T) {
+	cases := []struct {
+		name, body string
+		status     int
+		want       string
+		wantErr    error
+	}{
+		{"openai error", `{"error":{"message":"model m does not exist","type":"invalid_request_error"}}`, 404, "model m does not exist", worldmodel.ErrRejected},
+		{"vllm error", `{"object":"error","message":"maximum context length is 4096 tokens","code":400}`, 400, "maximum context length is 4096 tokens", worldmodel.ErrRejected},
+		{"fastapi detail", `{"detail":"Not authenticated"}`, 401, "Not authenticated", worldmodel.ErrRejected},
+		{"html page", "<html><body>bad gateway</body></html>\n", 502, `"<html><body>bad gateway</body></html>"`, worldmodel.ErrUnavailable},
+		{"empty", "", 503, "503 Service Unavailable", worldmodel.ErrUnavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var auth, ctype atomic.Value
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				auth.Store(r.Header.Get("Authorization"))
+				ctype.Store(r.Header.Get("Content-Type"))
+				w.WriteHeader(tc.status)
+				w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			c := worldmodel.New(srv.URL+"/v1", "m", &worldmodel.Options{APIKey: "sk-test", MaxRetries: -1})
+			_, err := c.Complete(context.Background(), worldmodel.Request{Messages: []worldmodel.Message{{Role: "user", Content: "hi"}}})
+			if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), fmt.Sprintf("HTTP %d", tc.status)) {
+				t.Fatalf("err = %v, want %v naming HTTP %d and %q", err, tc.wantErr, tc.status, tc.want)
+			}
+			if auth.Load() != "Bearer sk-test" || ctype.Load() != "application/json" {
+				t.Fatalf("headers: Authorization %q, Content-Type %q", auth.Load(), ctype.Load())
+			}
+		})
+	}
+}
+
+// TestClientHonoursRetryAfter checks that a server's requested pause is
+// waited instead of the (here much shorter) backoff, and that one asking for
+// more than a minute ends the retries with its answer.
+func TestClientHonoursRetryAfter(t *testing.T) {
+	cases := []struct {
+		name, header, value string
+		minWait             time.Duration
+		wantRequests        int
+	}{
+		{"milliseconds", "Retry-After-Ms", "300", 300 * time.Millisecond, 2},
+		{"seconds", "Retry-After", "1", time.Second, 2},
+		{"too long", "Retry-After", "3600", 0, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) == 1 {
+					w.Header().Set(tc.header, tc.value)
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+				w.Write([]byte(`{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}]}`))
+			}))
+			defer srv.Close()
+			c := worldmodel.New(srv.URL, "m", &worldmodel.Options{MaxRetryDelay: time.Millisecond})
+			start := time.Now()
+			resp, err := c.Complete(context.Background(), worldmodel.Request{})
+			waited := time.Since(start)
+			if got := int(n.Load()); got != tc.wantRequests {
+				t.Fatalf("server saw %d requests, want %d (err %v)", got, tc.wantRequests, err)
+			}
+			if tc.wantRequests == 1 {
+				if !errors.Is(err, worldmodel.ErrUnavailable) || !strings.Contains(err.Error(), "HTTP 429") {
+					t.Fatalf("err = %v, want the 429", err)
+				}
+				return
+			}
+			if err != nil || resp.Attempts != 2 {
+				t.Fatalf("Complete = %+v, %v", resp, err)
+			}
+			if waited < tc.minWait {
+				t.Fatalf("retried after %s, before the %s the server asked for", waited, tc.minWait)
+			}
+		})
+	}
+}
+
+// TestClientTimesOutASilentModel checks the per-attempt timeout against a
+// server that never answers and one that stalls after its headers: each
+// attempt is cut at the timeout, retried, and the error says so.
+func TestClientTimesOutASilentModel(t *testing.T) {
+	cases := []struct {
+		name, want string
+		headers    bool
+	}{
+		{"no answer", "attempt timed out after 100ms waiting for the answer", false},
+		{"stalls after headers", "attempt timed out after 100ms reading the answer", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int32
+			quit := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n.Add(1)
+				io.Copy(io.Discard, r.Body) // so the server notices the client hanging up
+				if tc.headers {
+					w.Write([]byte(`{"choices":`))
+					w.(http.Flusher).Flush()
+				}
+				select {
+				case <-r.Context().Done():
+				case <-quit:
+				}
+			}))
+			defer srv.Close()
+			defer close(quit)
+			c := worldmodel.New(srv.URL, "m", &worldmodel.Options{Timeout: 100 * time.Millisecond, MaxRetries: 2, MaxRetryDelay: time.Millisecond})
+			_, err := c.Complete(context.Background(), worldmodel.Request{})
+			if !errors.Is(err, worldmodel.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "after 3 attempts") {
+				t.Fatalf("err = %v, want ErrUnavailable after 3 attempts: %s", err, tc.want)
+			}
+			if got := n.Load(); got != 3 {
+				t.Fatalf("server saw %d requests, want 3", got)
+			}
+		})
+	}
+}
+
+// TestClientRefusesAnswersOverTheCap streams a 300 MB answer and checks that
+// it is refused at the default cap, once (no retry), with a clear error,
+// while the heap stays near the cap rather than growing with the answer.
+func TestClientRefusesAnswersOverTheCap(t *testing.T) {
+	const answer = 300 << 20
+	srv := fakellm.New(func(*fakellm.Request) fakellm.Reply { return fakellm.Reply{ContentBytes: answer} })
+	defer srv.Close()
+	c := worldmodel.New(srv.URL, "m", &worldmodel.Options{MaxRetryDelay: time.Millisecond})
+	var err error
+	grew := fakellm.HeapGrowth(func() { _, err = c.Complete(context.Background(), worldmodel.Request{}) })
+	t.Logf("300 MiB answer: heap in use grew by at most %.1f MiB (cap %d MiB)", float64(grew)/(1<<20), worldmodel.DefaultMaxResponseBytes>>20)
+	if !errors.Is(err, worldmodel.ErrResponseTooLarge) || !errors.Is(err, worldmodel.ErrUnavailable) || !strings.Contains(err.Error(), "16777216 bytes") {
+		t.Fatalf("err = %v, want ErrResponseTooLarge naming the 16777216-byte cap", err)
+	}
+	if srv.Count() != 1 {
+		t.Fatalf("server saw %d requests, want 1: an answer over the cap is not retried", srv.Count())
+	}
+	if limit := uint64(4 * worldmodel.DefaultMaxResponseBytes); grew > limit {
+		t.Fatalf("heap in use grew by %d MiB reading a capped answer, want under %d MiB", grew>>20, limit>>20)
+	}
+}
+
+// TestClientRefusesDeclaredOversizeUnread checks that an answer whose
+// Content-Length is over the cap fails before its body is read.
+func TestClientRefusesDeclaredOversizeUnread(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "2048")
+		w.Write(make([]byte, 2048))
+	}))
+	defer srv.Close()
+	c := worldmodel.New(srv.URL, "m", &worldmodel.Options{MaxResponseBytes: 1024})
+	_, err := c.Complete(context.Background(), worldmodel.Request{})
+	if !errors.Is(err, worldmodel.ErrResponseTooLarge) || !strings.Contains(err.Error(), "1024 bytes") {
+		t.Fatalf("err = %v, want ErrResponseTooLarge naming 1024 bytes", err)
 	}
 }

@@ -52,28 +52,33 @@ func (c *Client) Tokenize(ctx context.Context, text string) (TokenCount, error) 
 }
 
 func (c *Client) tokenize(ctx context.Context, url string, body []byte) (TokenCount, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	req, err := c.newPost(ctx, url, body)
 	if err != nil {
 		return TokenCount{}, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
 	resp, err := c.opts.HTTPClient.Do(req)
 	if err != nil {
 		return TokenCount{}, fmt.Errorf("%w: tokenize: %w", ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if resp.StatusCode >= 300 {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		switch {
+		case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
+			return TokenCount{}, fmt.Errorf("%w (POST %s: %s)", ErrNoTokenizer, url, resp.Status)
+		case resp.StatusCode == 429 || resp.StatusCode >= 500:
+			return TokenCount{}, fmt.Errorf("%w: tokenize: HTTP %d", ErrUnavailable, resp.StatusCode)
+		}
+		return TokenCount{}, fmt.Errorf("%w: tokenize: HTTP %d: %s", ErrRejected, resp.StatusCode, bytes.TrimSpace(raw))
+	}
+	raw, err := readCapped(resp.Body, c.opts.MaxResponseBytes, resp.ContentLength)
+	if errors.Is(err, ErrResponseTooLarge) {
+		return TokenCount{}, fmt.Errorf("tokenize: %w", err)
+	}
 	if err != nil {
 		return TokenCount{}, fmt.Errorf("%w: tokenize: reading the answer: %w", ErrUnavailable, err)
-	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
-		return TokenCount{}, fmt.Errorf("%w (POST %s: %s)", ErrNoTokenizer, url, resp.Status)
-	case resp.StatusCode == 429 || resp.StatusCode >= 500:
-		return TokenCount{}, fmt.Errorf("%w: tokenize: HTTP %d", ErrUnavailable, resp.StatusCode)
-	case resp.StatusCode >= 300:
-		return TokenCount{}, fmt.Errorf("%w: tokenize: HTTP %d: %s", ErrRejected, resp.StatusCode, bytes.TrimSpace(raw))
 	}
 	return decodeTokenize(raw)
 }

@@ -4,17 +4,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // The chat completion wire format, kept apart from Client's logic.
 //
-// Why not the SDK's typed params and response: the SDK marshals every
+// Why not openai-go's typed params and response: the SDK marshals every
 // message through a reflective encoder with per-field custom marshallers and
 // decodes answers through gjson, which together cost more CPU per call than
 // everything else the simulator does in a step (for a 20-turn history ~10x
-// the time and 8x the bytes of encoding/json; BenchmarkEncodeChatRequest).
-// The SDK still owns the transport, retries, backoff, auth and API errors;
-// only the body bytes are ours.
+// the time and 8x the bytes of encoding/json, measured when the SDK was
+// still a dependency). The transport around these bytes is transport.go.
 
 // chatRequest is the JSON body of POST /chat/completions.
 type chatRequest struct {
@@ -73,8 +74,9 @@ func newChatRequest(req Request, model string) chatRequest {
 // buffer is sized from the messages up front, so a long history is one
 // allocation rather than a doubling series (a pooled buffer would need a
 // copy anyway: the transport may still read the body after Complete
-// returns).
-func encodeChatRequest(w chatRequest) ([]byte, error) {
+// returns). extra's keys are added at the top level, in sorted order,
+// replacing a field of w of the same name.
+func encodeChatRequest(w chatRequest, extra map[string]any) ([]byte, error) {
 	size := 256 + len(w.Model)
 	for _, m := range w.Messages {
 		size += 32 + len(m.Role) + len(m.Content) + len(m.Content)/16
@@ -86,7 +88,58 @@ func encodeChatRequest(w chatRequest) ([]byte, error) {
 		return nil, fmt.Errorf("encoding the chat request: %w", err)
 	}
 	b := buf.Bytes()
-	return b[:len(b)-1], nil // Encode ends with a newline
+	b = b[:len(b)-1] // Encode ends with a newline
+	if len(extra) == 0 {
+		return b, nil
+	}
+	return mergeExtra(b, extra)
+}
+
+// mergeExtra sets extra's keys in the encoded object body. Keys the body
+// lacks are appended (the common case, no re-encoding of the messages);
+// when one replaces a field the body is re-encoded through a map.
+func mergeExtra(body []byte, extra map[string]any) ([]byte, error) {
+	keys := slices.Sorted(maps.Keys(extra))
+	for _, k := range keys {
+		if slices.Contains(chatRequestFields, k) {
+			return replaceFields(body, extra)
+		}
+	}
+	out := bytes.NewBuffer(body[:len(body)-1]) // drop the closing brace
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	for _, k := range keys {
+		out.WriteByte(',')
+		if err := enc.Encode(k); err != nil {
+			return nil, err
+		}
+		out.Truncate(out.Len() - 1)
+		out.WriteByte(':')
+		if err := enc.Encode(extra[k]); err != nil {
+			return nil, fmt.Errorf("encoding extra body field %q: %w", k, err)
+		}
+		out.Truncate(out.Len() - 1)
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
+}
+
+// chatRequestFields are the JSON names of chatRequest's fields.
+var chatRequestFields = []string{"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed"}
+
+func replaceFields(body []byte, extra map[string]any) ([]byte, error) {
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	maps.Copy(m, extra)
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("encoding the chat request with its extra body: %w", err)
+	}
+	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }
 
 // toResponse converts a decoded answer; ok is false when it has no choice.

@@ -7,27 +7,31 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/openai/openai-go/v3"
 )
 
 func TestEncodeChatRequest(t *testing.T) {
 	temp, topP, seed := 0.6, 0.95, int64(7)
 	msgs := []Message{{Role: "system", Content: "Reply in <predicted_observation> tags & nothing else."}, {Role: "user", Content: "ls\n\u2028"}}
 	cases := []struct {
-		name string
-		req  Request
-		want string
+		name  string
+		req   Request
+		extra map[string]any
+		want  string
 	}{
-		{"bare", Request{Messages: msgs},
+		{"bare", Request{Messages: msgs}, nil,
 			`{"model":"m","messages":[{"role":"system","content":"Reply in <predicted_observation> tags & nothing else."},{"role":"user","content":"ls\n\u2028"}]}`},
-		{"no messages", Request{},
+		{"no messages", Request{}, nil,
 			`{"model":"m","messages":[]}`},
-		{"max_tokens", Request{Messages: msgs[1:], MaxTokens: 32768},
+		{"max_tokens", Request{Messages: msgs[1:], MaxTokens: 32768}, nil,
 			`{"model":"m","messages":[{"role":"user","content":"ls\n\u2028"}],"max_tokens":32768}`},
-		{"max_completion_tokens", Request{Messages: msgs[1:], MaxTokens: 100, MaxCompletionTokens: true},
+		{"max_completion_tokens", Request{Messages: msgs[1:], MaxTokens: 100, MaxCompletionTokens: true}, nil,
 			`{"model":"m","messages":[{"role":"user","content":"ls\n\u2028"}],"max_completion_tokens":100}`},
-		{"sampling", Request{Model: "other", Messages: msgs[1:], Temperature: &temp, TopP: &topP, Seed: &seed},
+		{"sampling", Request{Model: "other", Messages: msgs[1:], Temperature: &temp, TopP: &topP, Seed: &seed}, nil,
 			`{"model":"other","messages":[{"role":"user","content":"ls\n\u2028"}],"temperature":0.6,"top_p":0.95,"seed":7}`},
+		{"extra appended in key order", Request{Messages: msgs[1:], MaxTokens: 5}, map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": false}, "stop": []string{"</x>"}},
+			`{"model":"m","messages":[{"role":"user","content":"ls\n\u2028"}],"max_tokens":5,"chat_template_kwargs":{"enable_thinking":false},"stop":["</x>"],"top_k":20}`},
+		{"extra replaces a field", Request{Messages: msgs[1:], MaxTokens: 5}, map[string]any{"max_tokens": 9, "top_k": 1},
+			`{"max_tokens":9,"messages":[{"content":"ls\n\u2028","role":"user"}],"model":"m","top_k":1}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,7 +39,7 @@ func TestEncodeChatRequest(t *testing.T) {
 			if model == "" {
 				model = "m"
 			}
-			got, err := encodeChatRequest(newChatRequest(tc.req, model))
+			got, err := encodeChatRequest(newChatRequest(tc.req, model), tc.extra)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,41 +118,14 @@ func history() []Message {
 	return msgs
 }
 
-// BenchmarkEncodeChatRequest compares the body encoding with the SDK's
-// typed params for the same 20-turn request (the SDK figure is what each
-// model call cost before wire.go).
+// BenchmarkEncodeChatRequest measures the body encoding of a 20-turn
+// request, the size a simulator step sends late in an episode.
 func BenchmarkEncodeChatRequest(b *testing.B) {
 	msgs := history()
-	b.Run("wire", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := encodeChatRequest(newChatRequest(Request{Messages: msgs, MaxTokens: 32768}, "wm")); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("sdk", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			params := openai.ChatCompletionNewParams{Model: "wm", Messages: sdkMessages(msgs), MaxTokens: openai.Int(32768)}
-			if _, err := json.Marshal(params); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}
-
-func sdkMessages(msgs []Message) []openai.ChatCompletionMessageParamUnion {
-	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
-	for _, m := range msgs {
-		switch m.Role {
-		case "system":
-			out = append(out, openai.SystemMessage(m.Content))
-		case "assistant":
-			out = append(out, openai.AssistantMessage(m.Content))
-		default:
-			out = append(out, openai.UserMessage(m.Content))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := encodeChatRequest(newChatRequest(Request{Messages: msgs, MaxTokens: 32768}, "wm"), nil); err != nil {
+			b.Fatal(err)
 		}
 	}
-	return out
 }

@@ -6,10 +6,13 @@
 package fakellm
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -46,6 +49,10 @@ type Reply struct {
 	Drop bool
 	// PromptTokens and CompletionTokens fill usage.
 	PromptTokens, CompletionTokens int
+	// ContentBytes, when positive, replaces Content with that many bytes of
+	// "x", streamed in chunks without ever being held whole (for tests of a
+	// client's response cap); streaming stops when the client hangs up.
+	ContentBytes int64
 }
 
 // Handler decides the reply to one request; it runs concurrently.
@@ -151,6 +158,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if finish == "" {
 		finish = "stop"
 	}
+	if rep.ContentBytes > 0 {
+		streamContent(w, rep.ContentBytes, finish)
+		return
+	}
 	msg := map[string]any{"role": "assistant", "content": rep.Content}
 	if rep.Reasoning != "" {
 		msg["reasoning_content"] = rep.Reasoning
@@ -169,6 +180,53 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// streamContent answers a chat completion whose content is n bytes of "x",
+// written 64 KiB at a time.
+func streamContent(w http.ResponseWriter, n int64, finish string) {
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"`)
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	for n > 0 {
+		k := min(n, int64(len(chunk)))
+		if _, err := w.Write(chunk[:k]); err != nil {
+			return // the client hung up
+		}
+		n -= k
+	}
+	fmt.Fprintf(w, `"},"finish_reason":%q}]}`, finish)
+}
+
+// HeapGrowth runs f and returns how far HeapInuse rose above its level at
+// the start (after a GC), sampled every millisecond while f runs: a test's
+// evidence that a client reading a huge answer from this server keeps its
+// memory flat. Sampling may miss a spike shorter than a millisecond.
+func HeapGrowth(f func()) uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base, peak := ms.HeapInuse, ms.HeapInuse
+	done, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	f()
+	close(done)
+	<-sampled
+	return peak - base
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
