@@ -627,3 +627,34 @@ func TestSecondRunOnOneOutIsRefused(t *testing.T) {
 		t.Fatalf("a run after the first ended: %v", err)
 	}
 }
+
+// TestRunBoundsHugeAnswers has the model under test answer 50 MB per
+// sample: each sample fails as a transport failure naming the cap, the judge
+// is never asked, and the run's heap stays within a few caps per sample in
+// flight instead of growing with the answers.
+func TestRunBoundsHugeAnswers(t *testing.T) {
+	srv := fakellm.New(func(*fakellm.Request) fakellm.Reply { return fakellm.Reply{ContentBytes: 50 << 20} })
+	defer srv.Close()
+	data, out := t.TempDir(), t.TempDir()
+	writeData(t, data, 4)
+	o := options(srv, data, out)
+	o.Concurrency = 2
+	var sum *bench.Summary
+	var err error
+	grew := fakellm.HeapGrowth(func() { sum, err = bench.Run(context.Background(), o) })
+	t.Logf("4 samples answered 50 MiB each, 2 in flight: heap in use grew by at most %.1f MiB", float64(grew)/(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Failed[bench.FailTransport] != 4 || srv.Count() != 4 {
+		t.Fatalf("failed %v after %d requests, want 4 transport failures from 4 model requests", sum.Failed, srv.Count())
+	}
+	for _, r := range readJudged(t, filepath.Join(out, bench.JudgedFile)) {
+		if !strings.Contains(r.Error, "larger than the response cap: more than 16777216 bytes") {
+			t.Errorf("row %s: error %q does not name the cap", r.Sample, r.Error)
+		}
+	}
+	if limit := uint64(o.Concurrency) * 4 * worldmodel.DefaultMaxResponseBytes; grew > limit {
+		t.Fatalf("heap in use grew by %d MiB, want under %d MiB", grew>>20, limit>>20)
+	}
+}

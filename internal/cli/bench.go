@@ -221,12 +221,14 @@ type transportFlags struct {
 	rps                float64
 	timeout            time.Duration
 	retries            int
+	maxResponseBytes   int64
 	// env are the variables read, in order, when the key flag is empty.
 	env []envconfig.Var
 }
 
 // register adds the endpoint flags --<prefix>url, --<prefix>api-key,
-// --<prefix>rps, --<prefix>timeout and --<prefix>retries.
+// --<prefix>rps, --<prefix>timeout, --<prefix>retries and
+// --<prefix>max-response-bytes.
 func (t *transportFlags) register(cmd *cobra.Command, prefix, what string, env ...envconfig.Var) {
 	t.registerAs(cmd, prefix, prefix+"api-key", prefix, what, env...)
 }
@@ -245,8 +247,9 @@ func (t *transportFlags) registerAs(cmd *cobra.Command, prefix, keyFlag, tprefix
 	f.StringVar(&t.url, prefix+"url", "", help)
 	f.StringVar(&t.apiKey, keyFlag, "", "API key of the "+what+" (default from the environment)")
 	f.Float64Var(&t.rps, tprefix+"rps", 0, "requests per second to the "+what+" (0: unlimited)")
-	f.DurationVar(&t.timeout, tprefix+"timeout", 10*time.Minute, "timeout of one request attempt to the "+what)
+	f.DurationVar(&t.timeout, tprefix+"timeout", worldmodel.DefaultTimeout, "timeout of one request attempt to the "+what)
 	f.IntVar(&t.retries, tprefix+"retries", 4, "retries of a failed request to the "+what+" (429, 5xx, timeouts, dropped connections), with exponential backoff and jitter")
+	f.Int64Var(&t.maxResponseBytes, tprefix+"max-response-bytes", worldmodel.DefaultMaxResponseBytes, "largest answer read from the "+what+", in bytes; a larger one fails the request unread")
 }
 
 func (t *transportFlags) client(cmd *cobra.Command) *worldmodel.Client {
@@ -254,7 +257,7 @@ func (t *transportFlags) client(cmd *cobra.Command) *worldmodel.Client {
 	if key == "" {
 		key = envconfig.First(t.env...)
 	}
-	o := &worldmodel.Options{APIKey: key, Timeout: t.timeout, MaxRetries: t.retries, Logger: logger(cmd)}
+	o := &worldmodel.Options{APIKey: key, Timeout: t.timeout, MaxRetries: t.retries, MaxResponseBytes: t.maxResponseBytes, Logger: logger(cmd)}
 	if t.retries == 0 {
 		o.MaxRetries = -1
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/server"
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
 // simFlags are the flags serve and play share.
@@ -27,6 +28,8 @@ func (f *simFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.cfg.WorldsDir, "worlds", "", "directory of world specs to load beside the bundled examples")
 	fl.StringVar(&f.cfg.Model, "model", "", "world model: base URL of an OpenAI-compatible server (http://host:8000/v1) or replay:DIR; empty replays the bundled recordings")
 	fl.StringVar(&f.cfg.ModelName, "model-name", "", "model name sent to the world-model server")
+	fl.DurationVar(&f.cfg.ModelTimeout, "model-timeout", worldmodel.DefaultTimeout, "timeout of one request attempt to the world model (reading the answer included); a timed-out attempt is retried")
+	fl.Int64Var(&f.cfg.ModelMaxResponseBytes, "model-max-response-bytes", worldmodel.DefaultMaxResponseBytes, "largest world-model answer read, in bytes; a larger one fails the step (503) unread")
 	fl.StringArrayVar(&f.cfg.Replicas, "replica", nil, "another base URL serving the same model (repeatable); sessions stick to one replica")
 	fl.StringVar(&f.cfg.CacheDir, "cache", "", "transition cache directory in front of the world model (exact-match replay; new transitions are recorded there)")
 	fl.IntVar(&f.cfg.ContextBudget, "context-budget", 0, "model context in tokens; history beyond it is truncated in chunks (0: the server's max_model_len with --count-tokens server, else 131072)")

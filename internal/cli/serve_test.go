@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentworld/agentworld/internal/server"
+	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // TestServeOffersNoRealBackendByDefault starts serve's app with no flags:
@@ -94,4 +96,58 @@ func startTestServe(t *testing.T, configure func(*simFlags)) (*server.App, *http
 		app.Close()
 	})
 	return app, srv
+}
+
+// TestServeBoundsTheWorldModel runs serve's app with --model-timeout and
+// --model-max-response-bytes against a model that goes silent, and one that
+// answers more than the cap: the step fails with 503 within the bounds
+// (every silent attempt cut at the timeout and retried; the huge answer
+// refused unread past the cap, not retried).
+func TestServeBoundsTheWorldModel(t *testing.T) {
+	var flags simFlags
+	cmd := &cobra.Command{}
+	flags.register(cmd)
+	if err := cmd.ParseFlags([]string{"--model-timeout", "100ms", "--model-max-response-bytes", "65536"}); err != nil {
+		t.Fatal(err)
+	}
+	if flags.cfg.ModelTimeout != 100*time.Millisecond || flags.cfg.ModelMaxResponseBytes != 65536 {
+		t.Fatalf("flags parsed into timeout %s, cap %d", flags.cfg.ModelTimeout, flags.cfg.ModelMaxResponseBytes)
+	}
+	for _, tc := range []struct {
+		name         string
+		fail         fakellm.Reply
+		wantRequests int
+	}{
+		{"silent", fakellm.Reply{Delay: time.Minute}, 3}, // the first attempt and serve's 2 retries, each cut at 100ms
+		{"huge", fakellm.Reply{ContentBytes: 64 << 20}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var failing atomic.Bool
+			model := fakellm.New(func(*fakellm.Request) fakellm.Reply {
+				if failing.Load() {
+					return tc.fail
+				}
+				return fakellm.Reply{Content: "<predicted_observation>$ </predicted_observation>"}
+			})
+			defer model.Close()
+			_, srv := startTestServe(t, func(f *simFlags) {
+				f.cfg.Model, f.cfg.ModelName = model.URL, "wm"
+				f.cfg.ModelTimeout, f.cfg.ModelMaxResponseBytes = flags.cfg.ModelTimeout, flags.cfg.ModelMaxResponseBytes
+			})
+			var created struct {
+				SessionID string `json:"session_id"`
+			}
+			if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": "python-terminal"}, &created); code != http.StatusCreated {
+				t.Fatalf("create: %d", code)
+			}
+			failing.Store(true)
+			model.Reset()
+			start := time.Now()
+			step := map[string]any{"action": []map[string]any{{"keystrokes": "ls\n", "duration": 1}}}
+			code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", step, nil)
+			if code != http.StatusServiceUnavailable || model.Count() != tc.wantRequests {
+				t.Fatalf("step: %d after %d model requests in %s, want 503 after %d", code, model.Count(), time.Since(start), tc.wantRequests)
+			}
+		})
+	}
 }

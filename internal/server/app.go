@@ -42,6 +42,12 @@ type AppConfig struct {
 	Replicas []string
 	// ModelAPIKey is sent to the model servers.
 	ModelAPIKey string
+	// ModelTimeout bounds one request attempt to a model server; 0 means
+	// worldmodel.DefaultTimeout.
+	ModelTimeout time.Duration
+	// ModelMaxResponseBytes caps one model answer; 0 means
+	// worldmodel.DefaultMaxResponseBytes.
+	ModelMaxResponseBytes int64
 	// APIKey guards the server's routes (see Options.APIKey).
 	APIKey string
 	// DBPath is the SQLite file; "" means in memory (nothing survives a
@@ -204,7 +210,8 @@ func NewApp(cfg AppConfig) (*App, error) {
 		clients := make(tokenizers, len(urls))
 		for i, u := range urls {
 			u = strings.TrimRight(u, "/")
-			c := worldmodel.New(u, cfg.ModelName, &worldmodel.Options{APIKey: cfg.ModelAPIKey, MaxRetries: 2, Logger: log})
+			c := worldmodel.New(u, cfg.ModelName, &worldmodel.Options{APIKey: cfg.ModelAPIKey, MaxRetries: 2,
+				Timeout: cfg.ModelTimeout, MaxResponseBytes: cfg.ModelMaxResponseBytes, Logger: log})
 			reps[i] = route.Replica{Name: u, C: c, HealthURL: u + "/models"}
 			clients[i] = c
 		}
