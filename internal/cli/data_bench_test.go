@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/bench"
-	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/pytext"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -105,7 +105,7 @@ func TestConvertedTrajectoriesScoreInBench(t *testing.T) {
 	converted := readRecordFiles(t, data)
 	for _, rec := range converted {
 		for i, resp := range rec.Response {
-			if strings.TrimSpace(strings.TrimPrefix(resp, domain.ObservationMarker)) == "" {
+			if strings.TrimSpace(strings.TrimPrefix(resp, conversation.ObservationMarker)) == "" {
 				t.Errorf("record %s: response %d is empty", rec.ID, i+1)
 			}
 		}

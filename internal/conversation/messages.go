@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/pytext"
 )
 
 // The pieces of a turn as the published data writes it. A user message is
@@ -16,11 +16,19 @@ import (
 //	[blank line, WorldStateHeading, the world state]
 //	[blank line, ControlHeading, the control text]
 //
-//	<domain.AnswerReminder>
+//	<AnswerReminder>
 //
-// and the observation that answers it is domain.ObservationMarker, a
+// and the observation that answers it is ObservationMarker, a
 // newline, and the observation.
 const (
+	// ObservationMarker opens every real observation in the published data.
+	ObservationMarker = "**Environment Observation:**"
+	// AnswerReminder ends every user message the simulator sends (and
+	// every user message of the training samples built for it): it repeats
+	// the answer format where a long history would otherwise bury it. It is
+	// the same in every message, so messages already sent never change.
+	AnswerReminder = "Predict the environment's observation for this action. Put it inside <predicted_observation></predicted_observation>."
+
 	turnHeading   = "### Turn "
 	actionHeading = "**Action:**"
 	// WorldStateHeading opens the facts of a fictional world in the newest
@@ -119,24 +127,37 @@ func hasPrefix[S ~string | ~[]byte](s S, prefix string) bool {
 // observation that already does (one taken from a record) is returned as
 // is. [TrimObservationMarker] reads it.
 func ObservationResponse(obs string) string {
-	if strings.HasPrefix(obs, domain.ObservationMarker) {
+	if strings.HasPrefix(obs, ObservationMarker) {
 		return obs
 	}
-	return domain.ObservationMarker + "\n" + obs
+	return ObservationMarker + "\n" + obs
 }
 
 // TrimObservationMarker removes a leading observation marker and the
 // newline after it, if there is one of each; for the published judge's
-// rule, which removes the marker anywhere, see domain.StripObservationMarker.
+// rule, which removes the marker anywhere, see [StripObservationMarker].
 func TrimObservationMarker[S ~string | ~[]byte](s S) S {
-	if !hasPrefix(s, domain.ObservationMarker) {
+	if !hasPrefix(s, ObservationMarker) {
 		return s
 	}
-	s = s[len(domain.ObservationMarker):]
+	s = s[len(ObservationMarker):]
 	if len(s) > 0 && s[0] == '\n' {
 		s = s[1:]
 	}
 	return s
+}
+
+// StripObservationMarker removes the observation marker the way the
+// published judge does for predictions and ground truths: a leading marker
+// is dropped once, otherwise every occurrence is removed; then white space
+// is trimmed.
+func StripObservationMarker(s string) string {
+	if strings.HasPrefix(s, ObservationMarker) {
+		s = s[len(ObservationMarker):]
+	} else {
+		s = strings.ReplaceAll(s, ObservationMarker, "")
+	}
+	return pytext.Strip(s)
 }
 
 // UserMessage renders turn n's action as the simulator sends it and as
@@ -160,7 +181,7 @@ func UserMessage(n int, action, worldState, control string) string {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
-	b.WriteString(domain.AnswerReminder)
+	b.WriteString(AnswerReminder)
 	return b.String()
 }
 
@@ -168,7 +189,7 @@ func UserMessage(n int, action, worldState, control string) string {
 // which part is missing. A truncation note the simulator puts before the
 // first shown message is not part of the message and is not accepted.
 func ParseUserMessage(msg string) (n int, action, worldState, control string, err error) {
-	body, ok := strings.CutSuffix(msg, "\n\n"+domain.AnswerReminder)
+	body, ok := strings.CutSuffix(msg, "\n\n"+AnswerReminder)
 	if !ok {
 		return 0, "", "", "", fmt.Errorf("user message: does not end with the answer reminder")
 	}
@@ -189,5 +210,5 @@ func ParseUserMessage(msg string) (n int, action, worldState, control string, er
 // Example n", the action under "**Action:**", then the observation after
 // the observation marker, both trimmed.
 func Example(n int, action, obs string) string {
-	return fmt.Sprintf("## Example %d\n%s\n%s\n%s\n%s", n, actionHeading, strings.TrimSpace(action), domain.ObservationMarker, strings.TrimSpace(obs))
+	return fmt.Sprintf("## Example %d\n%s\n%s\n%s\n%s", n, actionHeading, strings.TrimSpace(action), ObservationMarker, strings.TrimSpace(obs))
 }

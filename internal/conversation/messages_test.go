@@ -6,11 +6,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/pytext"
 )
 
 func TestUserMessage(t *testing.T) {
-	reminder := domain.AnswerReminder
+	reminder := AnswerReminder
 	tests := []struct {
 		name                     string
 		n                        int
@@ -118,6 +118,19 @@ func TestObservationResponse(t *testing.T) {
 	}
 }
 
+func TestStripObservationMarker(t *testing.T) {
+	for in, want := range map[string]string{
+		"**Environment Observation:**\n a.txt \n":                   "a.txt",
+		"ok **Environment Observation:** done":                      "ok  done",
+		"**Environment Observation:**x**Environment Observation:**": "x**Environment Observation:**",
+		"  plain ": "plain",
+	} {
+		if got := StripObservationMarker(in); got != want {
+			t.Errorf("StripObservationMarker(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestExample(t *testing.T) {
 	if got, want := Example(2, " list_notes\n", "[]"), "## Example 2\n**Action:**\nlist_notes\n**Environment Observation:**\n[]"; got != want {
 		t.Errorf("got %q, want %q", got, want)
@@ -162,7 +175,7 @@ func FuzzUserMessageRoundTrip(f *testing.F) {
 	f.Add(uint16(2), "x", "", "answer with an error")
 	f.Fuzz(func(t *testing.T, n uint16, action, state, control string) {
 		for _, part := range []string{action, state, control} {
-			if strings.Contains(part, WorldStateHeading) || strings.Contains(part, ControlHeading) || strings.Contains(part, domain.AnswerReminder) {
+			if strings.Contains(part, WorldStateHeading) || strings.Contains(part, ControlHeading) || strings.Contains(part, AnswerReminder) {
 				t.Skip("a part holds a heading")
 			}
 		}
@@ -178,7 +191,9 @@ func FuzzUserMessageRoundTrip(f *testing.F) {
 }
 
 // FuzzObservationRoundTrip: TrimObservationMarker undoes
-// ObservationResponse, and a response is a fixed point of it.
+// ObservationResponse, StripObservationMarker (the published judge's
+// reading) gives the observation stripped, and a response is a fixed point
+// of ObservationResponse.
 func FuzzObservationRoundTrip(f *testing.F) {
 	for _, s := range []string{"", "a.txt", "**Environment Observation:**\nx", "\nlead"} {
 		f.Add(s)
@@ -188,11 +203,17 @@ func FuzzObservationRoundTrip(f *testing.F) {
 		if ObservationResponse(r) != r {
 			t.Fatalf("ObservationResponse is not idempotent on %q", obs)
 		}
-		if strings.HasPrefix(obs, domain.ObservationMarker) {
+		if strings.HasPrefix(obs, ObservationMarker) {
 			return
 		}
 		if got := TrimObservationMarker(r); got != obs {
 			t.Fatalf("TrimObservationMarker(%q) = %q, want %q", r, got, obs)
+		}
+		if strings.Contains(obs, ObservationMarker) {
+			return
+		}
+		if got, want := StripObservationMarker(r), pytext.Strip(obs); got != want {
+			t.Fatalf("StripObservationMarker(%q) = %q, want %q", r, got, want)
 		}
 	})
 }

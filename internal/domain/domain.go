@@ -1,6 +1,7 @@
 // Package domain knows the seven environment domains a language world model
-// simulates (MCP, Search, Terminal, SWE, Android, Web, OS): their names, the
-// markers of the published data format, and per-domain prompt templates.
+// simulates (MCP, Search, Terminal, SWE, Android, Web, OS): their names and
+// per-domain prompt templates. The markers of the published data format
+// belong to package conversation, which renders and reads them.
 package domain
 
 import (
@@ -27,15 +28,6 @@ const (
 
 // All lists the seven domains in leaderboard order.
 var All = []Domain{MCP, Search, Terminal, SWE, Android, Web, OS}
-
-// ObservationMarker opens every real observation in the published data.
-const ObservationMarker = "**Environment Observation:**"
-
-// AnswerReminder ends every user message the simulator sends (and every
-// user message of the training samples built for it): it repeats the
-// answer format where a long history would otherwise bury it. It is the
-// same in every message, so messages already sent never change.
-const AnswerReminder = "Predict the environment's observation for this action. Put it inside <predicted_observation></predicted_observation>."
 
 // Known reports whether d is one of the seven domains.
 func (d Domain) Known() bool {
@@ -71,18 +63,6 @@ func names() string {
 		parts[i] = string(d)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// StripObservationMarker removes the observation marker the way the published
-// judge does for predictions and ground truths: a leading marker is dropped
-// once, otherwise every occurrence is removed; then whitespace is trimmed.
-func StripObservationMarker(s string) string {
-	if strings.HasPrefix(s, ObservationMarker) {
-		s = s[len(ObservationMarker):]
-	} else {
-		s = strings.ReplaceAll(s, ObservationMarker, "")
-	}
-	return pytext.Strip(s)
 }
 
 // promptLine recognizes a shell prompt waiting for input (…$ or …# with

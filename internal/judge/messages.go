@@ -3,7 +3,7 @@ package judge
 import (
 	"strings"
 
-	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -28,7 +28,7 @@ const (
 //	<instructions>
 //
 // The observation marker is stripped from the prediction and the ground
-// truth (domain.StripObservationMarker), never from the history. The fence is
+// truth (conversation.StripObservationMarker), never from the history. The fence is
 // always three backticks, as published, even when the fenced text holds a
 // code fence of its own: a longer fence would read more cleanly but would
 // change the judge's input, and with it the scores, for exactly the samples
@@ -60,8 +60,8 @@ func Messages(rec *trajectory.Record, prediction string) []worldmodel.Message {
 	b.WriteByte('\n')
 	b.WriteString(current)
 	b.WriteString("\n\n")
-	writeFenced(&b, PredictionHeading, domain.StripObservationMarker(prediction))
-	writeFenced(&b, TruthHeading, domain.StripObservationMarker(truth))
+	writeFenced(&b, PredictionHeading, conversation.StripObservationMarker(prediction))
+	writeFenced(&b, TruthHeading, conversation.StripObservationMarker(truth))
 	b.WriteString(instructions)
 	return []worldmodel.Message{
 		{Role: "system", Content: system},

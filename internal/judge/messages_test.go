@@ -102,7 +102,7 @@ func TestMessagesStructure(t *testing.T) {
 		t.Error("the evaluated prompt with its instruction suffix leaked into the judge message")
 	}
 	rest = rest[len(wantCurrent):]
-	wantPred := PredictionHeading + "\n```\nPRED\n```\n\n" + TruthHeading + "\n```\n" + domain.StripObservationMarker(rec.Response[2]) + "\n```\n\n"
+	wantPred := PredictionHeading + "\n```\nPRED\n```\n\n" + TruthHeading + "\n```\n" + conversation.StripObservationMarker(rec.Response[2]) + "\n```\n\n"
 	if !strings.HasPrefix(rest, wantPred) {
 		t.Errorf("prediction/truth blocks wrong: %q", rest[:min(len(rest), 300)])
 	}
@@ -110,7 +110,7 @@ func TestMessagesStructure(t *testing.T) {
 		t.Error("instructions do not close the message")
 	}
 	// History keeps its markers.
-	if !strings.Contains(u, rec.Response[0]) || !strings.HasPrefix(rec.Response[0], domain.ObservationMarker) {
+	if !strings.Contains(u, rec.Response[0]) || !strings.HasPrefix(rec.Response[0], conversation.ObservationMarker) {
 		t.Error("history observation lost its marker")
 	}
 }

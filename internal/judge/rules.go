@@ -45,10 +45,10 @@ const RulesJudge = score.RulesJudgeName
 // An exact match after whitespace normalization scores 5 everywhere; an
 // empty prediction or conversation.NoOutput scores 1 everywhere.
 func Rules(rec *trajectory.Record, prediction string) (score.Scores, Verdict) {
-	pred := domain.StripObservationMarker(prediction)
+	pred := conversation.StripObservationMarker(prediction)
 	truth := ""
 	if rec.TurnIdx >= 1 && rec.TurnIdx <= len(rec.Response) {
-		truth = domain.StripObservationMarker(rec.Response[rec.TurnIdx-1])
+		truth = conversation.StripObservationMarker(rec.Response[rec.TurnIdx-1])
 	}
 	var v Verdict
 	if pred == "" || pred == conversation.NoOutput {
@@ -266,7 +266,7 @@ const historyWindow = 3
 func preservation(rec *trajectory.Record, truthLines, predLines []string) (float64, int, []string) {
 	seen := map[string]bool{}
 	for i := max(0, rec.TurnIdx-1-historyWindow); i < rec.TurnIdx-1 && i < len(rec.Response); i++ {
-		for _, l := range maskedLines(domain.StripObservationMarker(rec.Response[i])) {
+		for _, l := range maskedLines(conversation.StripObservationMarker(rec.Response[i])) {
 			seen[l] = true
 		}
 	}

@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/conversation"
-	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
-func truthOf(r *trajectory.Record) string { return domain.StripObservationMarker(r.GroundTruth()) }
+func truthOf(r *trajectory.Record) string {
+	return conversation.StripObservationMarker(r.GroundTruth())
+}
 
 func TestRules(t *testing.T) {
 	mcp := exampleRecords(t, "mcp")

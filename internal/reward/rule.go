@@ -47,8 +47,8 @@ func Rule(d domain.Domain, action, prediction, truth string) (bool, []Check) {
 	add := func(name string, pass bool, detail string) {
 		checks = append(checks, Check{Name: name, Pass: pass, Detail: detail})
 	}
-	pred := domain.StripObservationMarker(prediction)
-	truth = domain.StripObservationMarker(truth)
+	pred := conversation.StripObservationMarker(prediction)
+	truth = conversation.StripObservationMarker(truth)
 	if pred == "" || pred == conversation.NoOutput {
 		add("answer", false, "no prediction")
 		return false, checks

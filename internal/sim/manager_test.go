@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/conversation"
-	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -215,7 +214,7 @@ func TestHooksControlLabelsAndDirectFaults(t *testing.T) {
 	tr, _ := m.Trajectory(ctx, rep.SessionID)
 	var msg string
 	_ = json.Unmarshal(tr.Turns[0].Meta["message"], &msg)
-	if !strings.Contains(msg, "make it fail") || !strings.HasSuffix(msg, domain.AnswerReminder) {
+	if !strings.Contains(msg, "make it fail") || !strings.HasSuffix(msg, conversation.AnswerReminder) {
 		t.Fatalf("control text not in the step's message: %q", msg)
 	}
 	if len(h.after) != 2 {

@@ -10,7 +10,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/conversation"
 )
 
 // patterns are applied in order to every line; each match becomes its
@@ -96,7 +96,7 @@ func Equal(a, b string) bool {
 // lines splits an observation into its lines without the marker, with
 // trailing spaces removed and without blank lines at either end.
 func lines(s string) []string {
-	s = domain.StripObservationMarker(s)
+	s = conversation.StripObservationMarker(s)
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	ls := strings.Split(s, "\n")
 	for i, l := range ls {
