@@ -1,0 +1,48 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// forbidden are import paths (a path and everything under it) that must not
+// reach the binary, each with the reason. A dependency earns its bytes: a
+// new entry's reason says what it cost or why it must stay out;
+// bench/binsize.sh shows where the bytes go.
+var forbidden = []struct{ path, why string }{
+	{"github.com/openai/openai-go", "37 MB of the 71 MB stripped binary for a retry loop; internal/worldmodel/transport.go is the client"},
+	{"github.com/tidwall/gjson", "came with openai-go; encoding/json decodes the answers"},
+	{"github.com/agentworld/agentworld/internal/worldmodel/fakellm", "a test double of a model server; only tests may import it"},
+}
+
+// TestDependencies is a dependency test in the spirit of tailscale's
+// tstest/deptest: it lists what ./cmd/agentworld links, for Linux and for
+// Windows (the CI cross-build), and fails on a forbidden package. (go test
+// puts its own go command first on PATH.)
+func TestDependencies(t *testing.T) {
+	for _, goos := range []string{"linux", "windows"} {
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".")
+		cmd.Env = append(cmd.Environ(), "GOOS="+goos, "GOARCH=amd64", "CGO_ENABLED=0")
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr string
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = string(ee.Stderr)
+			}
+			t.Fatalf("go list -deps (GOOS=%s): %v\n%s", goos, err, stderr)
+		}
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, "github.com/agentworld/agentworld/internal/cli") {
+			t.Fatalf("go list -deps (GOOS=%s) does not list internal/cli: %q", goos, out)
+		}
+		for _, dep := range deps {
+			for _, f := range forbidden {
+				if dep == f.path || strings.HasPrefix(dep, f.path+"/") {
+					t.Errorf("GOOS=%s: the binary links %s, which is forbidden: %s", goos, dep, f.why)
+				}
+			}
+		}
+	}
+}
