@@ -130,7 +130,7 @@ func (in *inferer) infer(ctx context.Context, it *Item) (Prediction, error) {
 	switch {
 	case resp.Content == "" && p.Truncated:
 		p.Failure = FailLength
-		p.Error = fmt.Sprintf("sample %s (%s:%d): generation cut by the token budget (finish_reason=length, %d completion tokens) before any answer; raise --max-tokens", it.Sample, it.File, it.Line, resp.CompletionTokens)
+		p.Error = fmt.Sprintf("sample %s (%s:%d): generation cut by the token budget (finish_reason=length, %d completion tokens) before any answer; raise the token budget (max_tokens)", it.Sample, it.File, it.Line, resp.CompletionTokens)
 	case resp.Content == "":
 		p.Failure = FailNoGeneration
 		p.Error = fmt.Sprintf("sample %s (%s:%d): the model returned no content (finish_reason=%q)", it.Sample, it.File, it.Line, resp.FinishReason)

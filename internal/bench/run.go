@@ -477,7 +477,7 @@ func (p *pipeline) checkMeta() error {
 	if p.inf != nil {
 		st := &stageMeta{Name: o.ModelName, URL: o.ModelURL, Settings: o.Infer}
 		if !sameStage(old.Model, st) {
-			return fmt.Errorf("%w: %s has predictions of model %q with settings %s; use another --out", ErrSettingsChanged, o.Out, old.Model.Name, jsonText(old.Model.Settings))
+			return fmt.Errorf("%w: %s has predictions of model %q with settings %s; use another output directory", ErrSettingsChanged, o.Out, old.Model.Name, jsonText(old.Model.Settings))
 		}
 		meta.Model = st
 	}
@@ -487,7 +487,7 @@ func (p *pipeline) checkMeta() error {
 			st.URL, st.Settings = "", nil
 		}
 		if !sameStage(old.Judge, st) {
-			return fmt.Errorf("%w: %s was judged by %q with settings %s; use another --out", ErrSettingsChanged, o.Out, old.Judge.Name, jsonText(old.Judge.Settings))
+			return fmt.Errorf("%w: %s was judged by %q with settings %s; use another output directory", ErrSettingsChanged, o.Out, old.Judge.Name, jsonText(old.Judge.Settings))
 		}
 		meta.Judge = st
 	}

@@ -91,6 +91,9 @@ func (j *judgeFlags) apply(cmd *cobra.Command, o *bench.Options) error {
 // finish prints the run summary and, when judged, the scores.
 func finish(cmd *cobra.Command, sum *bench.Summary, err error) error {
 	printBenchSummary(cmd.ErrOrStderr(), sum)
+	if errors.Is(err, bench.ErrSettingsChanged) {
+		return fmt.Errorf("%w (the output directory is --out)", err)
+	}
 	if err != nil {
 		return err
 	}

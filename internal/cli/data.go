@@ -42,7 +42,7 @@ func (p *pipelineFlags) add(cmd *cobra.Command) {
 func (p *pipelineFlags) options(cmd *cobra.Command) (*dataset.Options, error) {
 	oe, err := dataset.ParseOnError(p.onError)
 	if err != nil {
-		return nil, err
+		return nil, flagErr("on-error", err)
 	}
 	o := &dataset.Options{Workers: p.workers, OnError: oe, MaxLine: p.maxLine, Logger: logger(cmd)}
 	if p.progress {
@@ -171,11 +171,11 @@ func (e *expandFlags) options(cmd *cobra.Command) (*dataset.Options, *dataset.Ex
 	}
 	mode, err := dataset.ParseMode(e.mode)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, flagErr("mode", err)
 	}
 	pol, err := dataset.ParsePolicy(e.policy)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, flagErr("policy", err)
 	}
 	cfg, err := dataset.LoadMaskingConfig(e.config)
 	if err != nil {
@@ -277,7 +277,7 @@ func newDataConvertCmd() *cobra.Command {
 			case "trajectories":
 				src, err := dataset.ParseSource(from)
 				if err != nil {
-					return err
+					return flagErr("from", err)
 				}
 				return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
 					return dataset.ToTrajectories(ctx, args, w, src, &dataset.ConvertOptions{Domain: dom}, opts)

@@ -105,3 +105,12 @@ func envHelp(cmd *cobra.Command) string {
 	}
 	return envconfig.Help(vars...)
 }
+
+// flagErr names the flag whose value err rejects: library errors name
+// their own settings, never the command line's spelling of them.
+func flagErr(flag string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("--%s: %w", flag, err)
+}

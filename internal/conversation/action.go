@@ -9,27 +9,19 @@ import (
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/fielderr"
 )
 
 // ErrBadAction is what every malformed action unwraps to, whichever
 // parser found it; errors.Is matches it.
 var ErrBadAction = errors.New("malformed action")
 
-// ActionError says which part of an action is wrong. Field is a path from
-// the action's root: "action", "action[2].duration", "action.arguments"
-// ("call" for a command-line call of [ParseToolCallLine]).
-type ActionError struct {
-	Field string
-	Msg   string
-}
-
-func (e *ActionError) Error() string { return fmt.Sprintf("field %s: %s", e.Field, e.Msg) }
-
-// Unwrap makes errors.Is(err, ErrBadAction) hold.
-func (e *ActionError) Unwrap() error { return ErrBadAction }
-
+// badField says which part of an action is wrong: a [fielderr.Error] of
+// kind ErrBadAction whose path starts at the action's root: "action",
+// "action[2].duration", "action.arguments" ("call" for a command-line call
+// of [ParseToolCallLine]).
 func badField(field, format string, args ...any) error {
-	return &ActionError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	return fielderr.New(ErrBadAction, field, format, args...)
 }
 
 // Action is one agent action, validated for its domain and rendered
@@ -71,7 +63,7 @@ var webCall = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*\(`)
 
 // ParseAction validates a raw action for domain d and renders it. raw is
 // the JSON value the client sent: a string (the action text, which may
-// itself be JSON) or a JSON array/object. Errors are *[ActionError] with a
+// itself be JSON) or a JSON array/object. Errors are [fielderr.Error]s with a
 // field path under "action".
 //
 // Episode-ending rules by domain:

@@ -10,15 +10,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/fielderr"
 )
 
-// wantField checks that err is an *ActionError on field that unwraps to
+// wantField checks that err is a field error on field that unwraps to
 // ErrBadAction.
 func wantField(t *testing.T, err error, field string) {
 	t.Helper()
-	var ae *ActionError
-	if !errors.As(err, &ae) || ae.Field != field || !errors.Is(err, ErrBadAction) {
-		t.Fatalf("got %v, want an ActionError on %s", err, field)
+	fe, ok := fielderr.As(err)
+	if !ok || fe.Path != field || !errors.Is(err, ErrBadAction) {
+		t.Fatalf("got %v, want a field error on %s", err, field)
 	}
 }
 
@@ -29,7 +30,7 @@ func TestParseAction(t *testing.T) {
 		raw   string
 		text  string
 		end   bool
-		field string // non-empty: want an ActionError naming it
+		field string // non-empty: want a field error naming it
 	}{
 		{"terminal array", domain.Terminal, `[{"keystrokes":"ls\n","duration":1}]`, `[{"duration":1,"keystrokes":"ls\n"}]`, false, ""},
 		{"terminal as string", domain.Terminal, `"[{\"keystrokes\": \"ls\\n\"}]"`, `[{"keystrokes":"ls\n"}]`, false, ""},
@@ -235,7 +236,7 @@ func mustJSON(s string) json.RawMessage {
 	return b
 }
 
-// FuzzParseAction: any raw action parses or fails with an ActionError, and
+// FuzzParseAction: any raw action parses or fails with a field error, and
 // the canonical text is a fixed point: parsing it again gives itself.
 func FuzzParseAction(f *testing.F) {
 	for _, s := range []string{`[{"keystrokes":"ls\n"}]`, `"[]"`, `{"name":"x","arguments":{}}`, `"click(\"1\")"`, `"DONE"`, `[1,2`, `"{\"a\":"`, `{"tool_name":"t","args":""}`} {
@@ -245,8 +246,7 @@ func FuzzParseAction(f *testing.F) {
 		d := domain.All[(di%len(domain.All)+len(domain.All))%len(domain.All)]
 		a, err := ParseAction(d, json.RawMessage(raw))
 		if err != nil {
-			var ae *ActionError
-			if !errors.As(err, &ae) || !errors.Is(err, ErrBadAction) {
+			if _, ok := fielderr.As(err); !ok || !errors.Is(err, ErrBadAction) {
 				t.Fatalf("error of the wrong kind: %v", err)
 			}
 			return

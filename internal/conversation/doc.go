@@ -21,7 +21,7 @@
 //     are the Terminal grammar, [ParseToolCall] and [RenderToolCall] the
 //     tool-call grammar of the MCP, Search and SWE domains (every alias
 //     normalized), [ParseToolCallLine] its command-line form. Every
-//     malformed action is an [*ActionError] naming the field path, which
+//     malformed action is a [fielderr.Error] naming the field path, which
 //     unwraps to [ErrBadAction];
 //   - the predicted observation of a generation: [ExtractPrediction],
 //     [StripThinking] and [Reasoning] read what a world model wrote;

@@ -45,5 +45,5 @@ func ExampleParseToolCall() {
 	// Output:
 	// search {"q":"go"}
 	// {"arguments":{"q":"go"},"name":"search"}
-	// field action.arguments: must be a JSON object, got an array
+	// malformed action: field action.arguments: must be a JSON object, got an array
 }

@@ -40,7 +40,7 @@ func ParseSource(s string) (Source, error) {
 	case "session", "trajectories":
 		return FromSession, nil
 	}
-	return FromBench, fmt.Errorf("--from %q: want bench, openai or session", s)
+	return FromBench, fmt.Errorf("unknown source format %q (want bench, openai or session)", s)
 }
 
 // ConvertOptions configure conversion into trajectories; nil means defaults.
@@ -356,7 +356,7 @@ func ToTrajectories(ctx context.Context, files []string, out io.Writer, from Sou
 			}
 			if fes := t.Check(); len(fes) > 0 {
 				for _, fe := range fes {
-					if err := o.bad(sum, &RecordError{File: rows[0].file, Line: rows[0].line, Field: fe.Field, Err: fe.Err}); err != nil {
+					if err := o.bad(sum, &RecordError{File: rows[0].file, Line: rows[0].line, Field: fe.Path, Err: fe.Err}); err != nil {
 						return err
 					}
 				}
@@ -691,7 +691,7 @@ func ChatLogToTrajectory(data []byte, dom, file string, line int) (*trajectory.T
 	}
 	var errs []*RecordError
 	for _, fe := range t.Check() {
-		field := fe.Field
+		field := fe.Path
 		errs = append(errs, &RecordError{File: file, Line: line, Field: field, Err: fe.Err})
 	}
 	if len(errs) > 0 {

@@ -37,7 +37,7 @@ func ParseMode(s string) (Mode, error) {
 	case "rl":
 		return RL, nil
 	}
-	return SFT, fmt.Errorf("--mode %q: want sft or rl", s)
+	return SFT, fmt.Errorf("unknown mode %q (want sft or rl)", s)
 }
 
 // Policy chooses the one turn of a trajectory in RL mode.
@@ -61,7 +61,7 @@ func ParsePolicy(s string) (Policy, error) {
 	case "weighted":
 		return Weighted, nil
 	}
-	return Uniform, fmt.Errorf("--policy %q: want uniform or weighted", s)
+	return Uniform, fmt.Errorf("unknown policy %q (want uniform or weighted)", s)
 }
 
 // ExpandOptions configure expansion. A nil *ExpandOptions means SFT, the

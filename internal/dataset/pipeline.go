@@ -42,7 +42,7 @@ func ParseOnError(s string) (OnError, error) {
 	case "fatal":
 		return Fatal, nil
 	}
-	return Skip, fmt.Errorf("--on-error %q: want skip or fatal", s)
+	return Skip, fmt.Errorf("unknown error policy %q (want skip or fatal)", s)
 }
 
 // DefaultMaxLine bounds one input line (64 MiB); longer lines are bad input.

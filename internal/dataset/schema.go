@@ -38,7 +38,7 @@ func DecodeTrajectory(data []byte, file string, line int) (*trajectory.Trajector
 	t.TrimUnanswered()
 	var errs []*RecordError
 	for _, fe := range t.Check() {
-		errs = append(errs, &RecordError{File: file, Line: line, Field: fe.Field, Err: fe.Err})
+		errs = append(errs, &RecordError{File: file, Line: line, Field: fe.Path, Err: fe.Err})
 	}
 	if len(errs) > 0 {
 		return t, errs

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/agentworld/agentworld/internal/fielderr"
 )
 
 // Facts is a world spec's `facts` section: the canonical truth of an
@@ -56,17 +58,16 @@ type Document struct {
 // ErrInvalid wraps every malformed-fact error.
 var ErrInvalid = errors.New("invalid fact")
 
-// FactError names the fact that is malformed.
-type FactError struct {
-	// Path is the fact's place in the section, e.g. "entities[2] (emp-7)".
-	Path string
-	Msg  string
+// badFact is the error of a malformed fact at path; what identifies the
+// fact (its id) is named in the message, since an index alone is hard to
+// find in a long list.
+func badFact(path, what, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if what != "" {
+		msg += " (" + what + ")"
+	}
+	return fielderr.New(ErrInvalid, path, "%s", msg)
 }
-
-func (e *FactError) Error() string { return fmt.Sprintf("%s: %s: %s", ErrInvalid, e.Path, e.Msg) }
-
-// Unwrap makes errors.Is(err, ErrInvalid) hold.
-func (e *FactError) Unwrap() error { return ErrInvalid }
 
 // Validate checks every fact and names the first malformed one.
 func (f *Facts) Validate() error {
@@ -75,50 +76,50 @@ func (f *Facts) Validate() error {
 	}
 	ids := map[string]bool{}
 	for i, e := range f.Entities {
-		p := fmt.Sprintf("entities[%d] (%s)", i, e.ID)
+		p, what := fielderr.Index("entities", i), "entity "+e.ID
 		switch {
 		case strings.TrimSpace(e.ID) == "":
-			return &FactError{Path: fmt.Sprintf("entities[%d]", i), Msg: "missing id"}
+			return badFact(p+".id", "", "missing")
 		case strings.TrimSpace(e.ID) != e.ID:
-			return &FactError{Path: p, Msg: "id has surrounding spaces"}
+			return badFact(p, what, "id has surrounding spaces")
 		case ids[e.ID]:
-			return &FactError{Path: p, Msg: "duplicate entity id"}
+			return badFact(p, what, "duplicate entity id")
 		case e.Name == "" && len(e.Attributes) == 0:
-			return &FactError{Path: p, Msg: "entity has neither a name nor attributes"}
+			return badFact(p, what, "entity has neither a name nor attributes")
 		}
 		for k := range e.Attributes {
 			if strings.TrimSpace(k) == "" {
-				return &FactError{Path: p, Msg: "attribute with an empty name"}
+				return badFact(p, what, "attribute with an empty name")
 			}
 		}
 		ids[e.ID] = true
 	}
 	for i, r := range f.Relations {
-		p := fmt.Sprintf("relations[%d] (%s %s %s)", i, r.Subject, r.Predicate, r.Object)
+		p, what := fielderr.Index("relations", i), fmt.Sprintf("relation %s %s %s", r.Subject, r.Predicate, r.Object)
 		switch {
 		case r.Subject == "" || r.Predicate == "" || r.Object == "":
-			return &FactError{Path: p, Msg: "subject, predicate and object are all required"}
+			return badFact(p, what, "subject, predicate and object are all required")
 		case !ids[r.Subject]:
-			return &FactError{Path: p, Msg: fmt.Sprintf("subject %q is not an entity id", r.Subject)}
+			return badFact(p, what, "subject %q is not an entity id", r.Subject)
 		case !ids[r.Object]:
-			return &FactError{Path: p, Msg: fmt.Sprintf("object %q is not an entity id", r.Object)}
+			return badFact(p, what, "object %q is not an entity id", r.Object)
 		}
 	}
 	docs := map[string]bool{}
 	for i, d := range f.Documents {
 		id := d.Key()
-		p := fmt.Sprintf("documents[%d] (%s)", i, id)
+		p, what := fielderr.Index("documents", i), "document "+id
 		switch {
 		case id == "":
-			return &FactError{Path: fmt.Sprintf("documents[%d]", i), Msg: "needs an id or a url"}
+			return badFact(p, "", "needs an id or a url")
 		case docs[id]:
-			return &FactError{Path: p, Msg: "duplicate document id"}
+			return badFact(p, what, "duplicate document id")
 		case strings.TrimSpace(d.Text) == "":
-			return &FactError{Path: p, Msg: "missing text"}
+			return badFact(p, what, "missing text")
 		}
 		for _, a := range d.About {
 			if !ids[a] {
-				return &FactError{Path: p, Msg: fmt.Sprintf("about: %q is not an entity id", a)}
+				return badFact(p+".about", what, "%q is not an entity id", a)
 			}
 		}
 		docs[id] = true

@@ -64,14 +64,14 @@ func TestFactsValidate(t *testing.T) {
 		name, facts, want string
 	}{
 		{"valid", ok, ""},
-		{"missing id", `{"entities":[{"name":"x"}]}`, "entities[0]: missing id"},
-		{"duplicate", `{"entities":[{"id":"a","name":"x"},{"id":"a","name":"y"}]}`, "entities[1] (a): duplicate entity id"},
-		{"empty entity", `{"entities":[{"id":"a"}]}`, "entities[0] (a): entity has neither"},
-		{"dangling relation", `{"entities":[{"id":"a","name":"x"}],"relations":[{"subject":"a","predicate":"owns","object":"b"}]}`, `relations[0] (a owns b): object "b" is not an entity id`},
+		{"missing id", `{"entities":[{"name":"x"}]}`, "field entities[0].id: missing"},
+		{"duplicate", `{"entities":[{"id":"a","name":"x"},{"id":"a","name":"y"}]}`, "field entities[1]: duplicate entity id (entity a)"},
+		{"empty entity", `{"entities":[{"id":"a"}]}`, "field entities[0]: entity has neither a name nor attributes (entity a)"},
+		{"dangling relation", `{"entities":[{"id":"a","name":"x"}],"relations":[{"subject":"a","predicate":"owns","object":"b"}]}`, `field relations[0]: object "b" is not an entity id (relation a owns b)`},
 		{"incomplete relation", `{"entities":[{"id":"a","name":"x"}],"relations":[{"subject":"a","object":"a"}]}`, "relations[0]"},
-		{"doc without text", `{"documents":[{"url":"u"}]}`, "documents[0] (u): missing text"},
-		{"doc without key", `{"documents":[{"text":"t"}]}`, "documents[0]: needs an id or a url"},
-		{"doc about unknown", `{"documents":[{"id":"d","text":"t","about":["zz"]}]}`, `documents[0] (d): about: "zz"`},
+		{"doc without text", `{"documents":[{"url":"u"}]}`, "field documents[0]: missing text (document u)"},
+		{"doc without key", `{"documents":[{"text":"t"}]}`, "field documents[0]: needs an id or a url"},
+		{"doc about unknown", `{"documents":[{"id":"d","text":"t","about":["zz"]}]}`, `field documents[0].about: "zz" is not an entity id (document d)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

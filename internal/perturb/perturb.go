@@ -19,6 +19,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/agentworld/agentworld/internal/fielderr"
 )
 
 // Kind names what a rule injects.
@@ -214,25 +216,6 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 // ErrInvalid wraps every rule validation failure.
 var ErrInvalid = errors.New("invalid perturbation rule")
 
-// RuleError names the rule (index and name) and the field that is wrong;
-// Index is -1 for a field of the section itself.
-type RuleError struct {
-	Index int
-	Name  string
-	Field string
-	Msg   string
-}
-
-func (e *RuleError) Error() string {
-	if e.Index < 0 { // a section-level field
-		return fmt.Sprintf("%s: %s: %s", ErrInvalid, e.Field, e.Msg)
-	}
-	return fmt.Sprintf("%s: rules[%d] (%s): %s: %s", ErrInvalid, e.Index, e.Name, e.Field, e.Msg)
-}
-
-// Unwrap makes errors.Is(err, ErrInvalid) hold.
-func (e *RuleError) Unwrap() error { return ErrInvalid }
-
 // RuleName is the rule's name or its default "rule<N>".
 func (c *Config) RuleName(i int) string {
 	if n := strings.TrimSpace(c.Rules[i].Name); n != "" {
@@ -253,15 +236,17 @@ func (c *Config) Validate(tools []string) error {
 		ms   int
 	}{{"max_step_latency_ms", c.MaxStepLatencyMS}, {"max_session_latency_ms", c.MaxSessionLatencyMS}} {
 		if f.ms < 0 || f.ms > maxRuleDelayMS {
-			return &RuleError{Index: -1, Field: f.name, Msg: fmt.Sprintf("%d is not in 0..%d (one day)", f.ms, maxRuleDelayMS)}
+			return fielderr.New(ErrInvalid, f.name, "%d is not in 0..%d (one day)", f.ms, maxRuleDelayMS)
 		}
 	}
 	seen := map[string]bool{}
 	for i := range c.Rules {
 		r := &c.Rules[i]
 		name := c.RuleName(i)
+		// The rule is named in the message: its index alone is hard to
+		// find in a long list.
 		bad := func(field, format string, args ...any) error {
-			return &RuleError{Index: i, Name: name, Field: field, Msg: fmt.Sprintf(format, args...)}
+			return fielderr.New(ErrInvalid, fielderr.Join(fielderr.Index("rules", i), field), "%s (rule %s)", fmt.Sprintf(format, args...), name)
 		}
 		if seen[name] {
 			return bad("name", "duplicate rule name")

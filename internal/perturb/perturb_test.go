@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentworld/agentworld/internal/fielderr"
 )
 
 func prob(p float64) *float64 { return &p }
@@ -173,19 +175,19 @@ func TestValidateNamesTheRule(t *testing.T) {
 		want  string // substring of the error; "" means valid
 	}{
 		{"ok", `[{"name":"x","when":{"tool":"get_*","probability":0.5},"inject":{"kind":"timeout"}}]`, tools, ""},
-		{"unknown tool", `[{"name":"bad-tool","when":{"tool":"delete_repo"},"inject":{"kind":"timeout"}}]`, tools, `rules[0] (bad-tool): when.tool: unknown tool "delete_repo"`},
-		{"glob matches nothing", `[{"when":{"tool":"zzz*"},"inject":{"kind":"timeout"}}]`, tools, `rules[0] (rule1): when.tool`},
+		{"unknown tool", `[{"name":"bad-tool","when":{"tool":"delete_repo"},"inject":{"kind":"timeout"}}]`, tools, `field rules[0].when.tool: unknown tool "delete_repo" (world tools: create_issue, list_issues, get_user) (rule bad-tool)`},
+		{"glob matches nothing", `[{"when":{"tool":"zzz*"},"inject":{"kind":"timeout"}}]`, tools, `field rules[0].when.tool: `},
 		{"no tools in world", `[{"when":{"tool":"x"},"inject":{"kind":"timeout"}}]`, nil, "world defines no tools"},
-		{"probability above 1", `[{"name":"p","when":{"probability":1.5},"inject":{"kind":"timeout"}}]`, tools, "rules[0] (p): when.probability: 1.5 is not a probability"},
+		{"probability above 1", `[{"name":"p","when":{"probability":1.5},"inject":{"kind":"timeout"}}]`, tools, "field rules[0].when.probability: 1.5 is not a probability in [0, 1] (rule p)"},
 		{"empty rule", `{"rules":[{},{"name":"q","when":{"probability":-0.1},"inject":{"kind":"timeout"}}]}`, tools, "inject.kind: missing"},
-		{"second rule negative probability", `{"rules":[{"inject":{"kind":"timeout"}},{"name":"q","when":{"probability":-0.1},"inject":{"kind":"timeout"}}]}`, tools, "rules[1] (q): when.probability"},
+		{"second rule negative probability", `{"rules":[{"inject":{"kind":"timeout"}},{"name":"q","when":{"probability":-0.1},"inject":{"kind":"timeout"}}]}`, tools, "field rules[1].when.probability: -0.1 is not a probability in [0, 1] (rule q)"},
 		{"unknown kind", `[{"inject":{"kind":"explode"}}]`, tools, `unknown kind "explode"`},
-		{"bad regexp", `[{"when":{"action":"("},"inject":{"kind":"timeout"}}]`, tools, "when.action: bad regular expression"},
-		{"bad turns", `[{"when":{"turns":{"from":5,"to":2}},"inject":{"kind":"timeout"}}]`, tools, "when.turns: from 5 is after to 2"},
+		{"bad regexp", `[{"when":{"action":"("},"inject":{"kind":"timeout"}}]`, tools, "field rules[0].when.action: bad regular expression"},
+		{"bad turns", `[{"when":{"turns":{"from":5,"to":2}},"inject":{"kind":"timeout"}}]`, tools, "field rules[0].when.turns: from 5 is after to 2 (rule rule1)"},
 		{"latency without ms", `[{"inject":{"kind":"latency"}}]`, tools, "inject.latency_ms"},
 		{"custom without text", `[{"inject":{"kind":"custom"}}]`, tools, "inject.instruction"},
 		{"http status", `[{"inject":{"kind":"http_error","status":200}}]`, tools, "inject.status"},
-		{"duplicate names", `[{"name":"a","inject":{"kind":"timeout"}},{"name":"a","inject":{"kind":"timeout"}}]`, tools, "rules[1] (a): name: duplicate"},
+		{"duplicate names", `[{"name":"a","inject":{"kind":"timeout"}},{"name":"a","inject":{"kind":"timeout"}}]`, tools, "field rules[1].name: duplicate rule name (rule a)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -305,13 +307,13 @@ func TestLatencyCaps(t *testing.T) {
 		c     *Config
 		field string
 	}{
-		{lat(maxRuleDelayMS+1, 0), "inject.latency_ms"},
-		{lat(1, int(^uint(0)>>1)), "inject.jitter_ms"},
+		{lat(maxRuleDelayMS+1, 0), "rules[0].inject.latency_ms"},
+		{lat(1, int(^uint(0)>>1)), "rules[0].inject.jitter_ms"},
 		{&Config{MaxStepLatencyMS: -1}, "max_step_latency_ms"},
 		{&Config{MaxSessionLatencyMS: maxRuleDelayMS + 1}, "max_session_latency_ms"},
 	} {
-		var re *RuleError
-		if err := tc.c.Validate(nil); !errors.As(err, &re) || re.Field != tc.field {
+		var re *fielderr.Error
+		if err := tc.c.Validate(nil); !errors.As(err, &re) || re.Path != tc.field {
 			t.Errorf("want an error naming %s, got %v", tc.field, err)
 		}
 	}

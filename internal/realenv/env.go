@@ -29,8 +29,8 @@ type Env interface {
 	// Start brings the environment up and returns the first observation.
 	Start(ctx context.Context) (string, error)
 	// Step performs one action and returns what the environment showed.
-	// A malformed action is a conversation.ActionError (errors.Is
-	// conversation.ErrBadAction) and changes nothing.
+	// A malformed action is a fielderr.Error of kind
+	// conversation.ErrBadAction and changes nothing.
 	Step(ctx context.Context, action string) (StepResult, error)
 	// Components describes the environment in the five parts of the unified
 	// schema (task description, action space, initial state, …); valid after

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/sim"
 )
 
@@ -24,7 +25,7 @@ func Offer(b map[string]sim.BackendFactory, simulator string, off map[string]str
 	for name, why := range off {
 		msg := fmt.Sprintf("%s is off on this server: %s", name, why)
 		out[name] = func(context.Context, sim.SessionInfo) (sim.Environment, error) {
-			return nil, &sim.FieldError{Field: "backend", Msg: msg}
+			return nil, fielderr.New(sim.ErrBadRequest, "backend", "%s", msg)
 		}
 	}
 	if f, ok := out[simulator]; ok && len(off) > 0 {
@@ -35,7 +36,7 @@ func Offer(b map[string]sim.BackendFactory, simulator string, off map[string]str
 			}
 			if shadow == ShadowReal {
 				if why, ok := off[realBackendOf(s.Spec.Domain)]; ok {
-					return nil, &sim.FieldError{Field: "shadow", Msg: fmt.Sprintf("shadow %q needs %s, which is off on this server: %s", shadow, realBackendOf(s.Spec.Domain), why)}
+					return nil, fielderr.New(sim.ErrBadRequest, "shadow", "shadow %q needs %s, which is off on this server: %s", shadow, realBackendOf(s.Spec.Domain), why)
 				}
 			}
 			return f(ctx, s)

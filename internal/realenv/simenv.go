@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
@@ -110,13 +111,13 @@ func params(s sim.SessionInfo) (RealParams, string, error) {
 	var p RealParams
 	if raw, ok := s.Params["real"]; ok && len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return p, "", &sim.FieldError{Field: "params.real", Msg: err.Error()}
+			return p, "", fielderr.Under(sim.ErrBadRequest, "params.real", err)
 		}
 	}
 	var shadow string
 	if raw, ok := s.Params["shadow"]; ok && len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &shadow); err != nil {
-			return p, "", &sim.FieldError{Field: "params.shadow", Msg: "want a string"}
+			return p, "", fielderr.New(sim.ErrBadRequest, "params.shadow", "want a string")
 		}
 	}
 	return p, shadow, nil
@@ -139,7 +140,7 @@ func (b *backends) factory(name string) sim.BackendFactory {
 			return real, nil
 		case ShadowModel, "sim", "simulator":
 			if b.o.Simulator == nil {
-				return nil, &sim.FieldError{Field: "shadow", Msg: "no world model is configured to shadow with"}
+				return nil, fielderr.New(sim.ErrBadRequest, "shadow", "no world model is configured to shadow with")
 			}
 			model, err := b.o.Simulator(ctx, s)
 			if err != nil {
@@ -147,7 +148,7 @@ func (b *backends) factory(name string) sim.BackendFactory {
 			}
 			return newShadow(s.Spec.Domain, real, model), nil
 		}
-		return nil, &sim.FieldError{Field: "shadow", Msg: fmt.Sprintf("%s sessions can be shadowed by %q, not %q", name, ShadowModel, shadow)}
+		return nil, fielderr.New(sim.ErrBadRequest, "shadow", "%s sessions can be shadowed by %q, not %q", name, ShadowModel, shadow)
 	}
 }
 
@@ -163,7 +164,7 @@ func (b *backends) shadowable(simulator sim.BackendFactory) sim.BackendFactory {
 			return simulator(ctx, s)
 		}
 		if shadow != ShadowReal {
-			return nil, &sim.FieldError{Field: "shadow", Msg: fmt.Sprintf("unknown shadow %q (want %q)", shadow, ShadowReal)}
+			return nil, fielderr.New(sim.ErrBadRequest, "shadow", "unknown shadow %q (want %q)", shadow, ShadowReal)
 		}
 		var name string
 		switch s.Spec.Domain {
@@ -172,7 +173,7 @@ func (b *backends) shadowable(simulator sim.BackendFactory) sim.BackendFactory {
 		case domain.MCP:
 			name = BackendMCP
 		default:
-			return nil, &sim.FieldError{Field: "shadow", Msg: fmt.Sprintf("no real environment for domain %s", s.Spec.Domain)}
+			return nil, fielderr.New(sim.ErrBadRequest, "shadow", "no real environment for domain %s", s.Spec.Domain)
 		}
 		real, err := b.realEnv(name, s)
 		if err != nil {
@@ -200,7 +201,7 @@ func (b *backends) realEnv(name string, s sim.SessionInfo) (*simAdapter, error) 
 	switch name {
 	case BackendTerminal:
 		if s.Spec.Domain != domain.Terminal {
-			return nil, &sim.FieldError{Field: "backend", Msg: fmt.Sprintf("%s serves terminal worlds, not %s", name, s.Spec.Domain)}
+			return nil, fielderr.New(sim.ErrBadRequest, "backend", "%s serves terminal worlds, not %s", name, s.Spec.Domain)
 		}
 		var opts TerminalOptions
 		if b.o.Terminal != nil {
@@ -217,7 +218,7 @@ func (b *backends) realEnv(name string, s sim.SessionInfo) (*simAdapter, error) 
 		if taskName != "" {
 			t, ok := b.o.Tasks[taskName]
 			if !ok {
-				return nil, &sim.FieldError{Field: "params.real.task", Msg: fmt.Sprintf("no task %q is configured", taskName)}
+				return nil, fielderr.New(sim.ErrBadRequest, "params.real.task", "no task %q is configured", taskName)
 			}
 			opts = *t.TerminalOptions(&opts)
 		}
@@ -227,7 +228,7 @@ func (b *backends) realEnv(name string, s sim.SessionInfo) (*simAdapter, error) 
 		return &simAdapter{env: NewTerminal(&opts), backend: name}, nil
 	case BackendMCP:
 		if s.Spec.Domain != domain.MCP {
-			return nil, &sim.FieldError{Field: "backend", Msg: fmt.Sprintf("%s serves MCP worlds, not %s", name, s.Spec.Domain)}
+			return nil, fielderr.New(sim.ErrBadRequest, "backend", "%s serves MCP worlds, not %s", name, s.Spec.Domain)
 		}
 		server := p.Server
 		if server == "" {
@@ -235,7 +236,7 @@ func (b *backends) realEnv(name string, s sim.SessionInfo) (*simAdapter, error) 
 		}
 		cfg, ok := b.o.MCPServers[server]
 		if !ok {
-			return nil, &sim.FieldError{Field: "params.real.server", Msg: fmt.Sprintf("no MCP server %q is configured", server)}
+			return nil, fielderr.New(sim.ErrBadRequest, "params.real.server", "no MCP server %q is configured", server)
 		}
 		env, err := NewMCP(&MCPOptions{Command: cfg.Command, Env: cfg.Env, Dir: cfg.Dir, TaskDescription: s.Spec.TaskDescription, CallTimeout: b.o.MCPCallTimeout, Logger: b.o.Logger})
 		if err != nil {
@@ -243,7 +244,7 @@ func (b *backends) realEnv(name string, s sim.SessionInfo) (*simAdapter, error) 
 		}
 		return &simAdapter{env: env, backend: name}, nil
 	}
-	return nil, &sim.FieldError{Field: "backend", Msg: "unknown real backend " + name}
+	return nil, fielderr.New(sim.ErrBadRequest, "backend", "unknown real backend %s", name)
 }
 
 // simAdapter serves a real Env as a session environment.

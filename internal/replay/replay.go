@@ -496,7 +496,7 @@ func (e *replayEnv) Step(ctx context.Context, in sim.StepInput) (sim.Observation
 	m, ok := e.lib.Lookup(e.at(in.History), in.Action.Text)
 	info := sim.StepInfo{Backend: BackendReplay, Approximate: m.Approximate}
 	if !ok {
-		info.Error = fmt.Sprintf("no recorded %s transitions to replay; configure a world model (--model URL) or add recordings", e.s.Spec.Domain)
+		info.Error = fmt.Sprintf("no recorded %s transitions to replay; configure a world model or add recordings", e.s.Spec.Domain)
 		return sim.Observation{Text: "[replay: no recording for this domain]", Info: info}, nil
 	}
 	info.LatencyMS = time.Since(start).Milliseconds()

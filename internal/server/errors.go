@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -23,7 +25,8 @@ type Error struct {
 	Field string
 	// Code is a short machine-readable kind ("bad_request", "unavailable", …).
 	Code string
-	// RetryAfter, when > 0, is sent as the Retry-After header.
+	// RetryAfter, when > 0, marks the error retryable and is sent as the
+	// Retry-After header.
 	RetryAfter time.Duration
 	Cause      error
 }
@@ -43,6 +46,9 @@ type errorBody struct {
 		Message string `json:"message"`
 		Field   string `json:"field,omitempty"`
 		Code    string `json:"code"`
+		// Retryable says the same request may succeed later (see the
+		// Retry-After header).
+		Retryable bool `json:"retryable,omitempty"`
 	} `json:"error"`
 }
 
@@ -55,7 +61,43 @@ func badRequest(field, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Public: msg, Field: field, Code: "bad_request"}
 }
 
-// toError maps a manager or backend error to its HTTP form.
+// errorKinds is the one table from sentinel errors to their HTTP form; the
+// first entry the error matches (errors.Is) wins, so specific kinds come
+// before the general ones they wrap (route.ErrNoReplica wraps
+// worldmodel.ErrUnavailable). public, when set, is the message clients
+// get; otherwise they get the field error's path and problem
+// ([fielderr.Error.Public]) or the sentinel's own text, never the
+// internal chain, which goes to the log.
+var errorKinds = []struct {
+	err    error
+	status int
+	code   string
+	// retryAfter > 0 marks the error retryable and is sent as Retry-After.
+	retryAfter time.Duration
+	public     string
+}{
+	{err: sim.ErrUnknownSession, status: http.StatusNotFound, code: "not_found"},
+	{err: sim.ErrUnknownWorld, status: http.StatusNotFound, code: "not_found"},
+	{err: sim.ErrTooLarge, status: http.StatusRequestEntityTooLarge, code: "too_large"},
+	{err: sim.ErrUnknownBackend, status: http.StatusBadRequest, code: "bad_request"},
+	{err: sim.ErrBadRequest, status: http.StatusBadRequest, code: "bad_request"},
+	{err: world.ErrInvalid, status: http.StatusBadRequest, code: "bad_request"},
+	{err: sim.ErrTurnConflict, status: http.StatusConflict, code: "turn_conflict"},
+	{err: sim.ErrEpisodeOver, status: http.StatusConflict, code: "episode_over"},
+	{err: sim.ErrNotResumable, status: http.StatusConflict, code: "not_resumable"},
+	{err: sim.ErrSessionClosed, status: http.StatusGone, code: "session_closed"},
+	{err: sim.ErrCapacity, status: http.StatusTooManyRequests, code: "capacity", retryAfter: 5 * time.Second},
+	{err: sim.ErrShuttingDown, status: http.StatusServiceUnavailable, code: "shutting_down", retryAfter: time.Second},
+	{err: worldmodel.ErrUnavailable, status: http.StatusServiceUnavailable, code: "unavailable", retryAfter: 5 * time.Second,
+		public: "world model unavailable; retry later (the step was not recorded, so retrying the same turn is safe)"},
+	{err: worldmodel.ErrRejected, status: http.StatusBadGateway, code: "model_rejected", public: "world model rejected the request"},
+	{err: context.DeadlineExceeded, status: http.StatusGatewayTimeout, code: "timeout", public: "step timed out"},
+	{err: context.Canceled, status: 499, code: "canceled", public: "request canceled"},
+}
+
+// toError maps a manager or backend error to its HTTP form by errorKinds;
+// an error of no kind there is a 500 whose public message says nothing of
+// its cause.
 func toError(err error) *Error {
 	var he *Error
 	if errors.As(err, &he) {
@@ -66,47 +108,21 @@ func toError(err error) *Error {
 		return &Error{Status: http.StatusRequestEntityTooLarge, Field: "body", Code: "too_large",
 			Public: fmt.Sprintf("field body: request body exceeds %d bytes", mbe.Limit), Cause: err}
 	}
-	var fe *sim.FieldError
-	field, public := "", err.Error()
-	if errors.As(err, &fe) {
-		field, public = fe.Field, fe.Error()
-	}
-	mk := func(status int, code string, retry time.Duration) *Error {
-		return &Error{Status: status, Public: public, Field: field, Code: code, RetryAfter: retry, Cause: err}
-	}
-	switch {
-	case errors.Is(err, sim.ErrUnknownSession), errors.Is(err, sim.ErrUnknownWorld):
-		return mk(http.StatusNotFound, "not_found", 0)
-	case errors.Is(err, sim.ErrTooLarge):
-		return mk(http.StatusRequestEntityTooLarge, "too_large", 0)
-	case errors.Is(err, sim.ErrBadRequest), errors.Is(err, sim.ErrUnknownBackend):
-		return mk(http.StatusBadRequest, "bad_request", 0)
-	case errors.Is(err, sim.ErrTurnConflict):
-		return mk(http.StatusConflict, "turn_conflict", 0)
-	case errors.Is(err, sim.ErrEpisodeOver):
-		return mk(http.StatusConflict, "episode_over", 0)
-	case errors.Is(err, sim.ErrNotResumable):
-		return mk(http.StatusConflict, "not_resumable", 0)
-	case errors.Is(err, sim.ErrSessionClosed):
-		return mk(http.StatusGone, "session_closed", 0)
-	case errors.Is(err, sim.ErrCapacity):
-		return mk(http.StatusTooManyRequests, "capacity", 5*time.Second)
-	case errors.Is(err, sim.ErrShuttingDown):
-		return mk(http.StatusServiceUnavailable, "shutting_down", time.Second)
-	case errors.Is(err, worldmodel.ErrUnavailable):
-		e := mk(http.StatusServiceUnavailable, "unavailable", 5*time.Second)
-		e.Public = "world model unavailable; retry later (the step was not recorded, so retrying the same turn is safe)"
+	for _, k := range errorKinds {
+		if !errors.Is(err, k.err) {
+			continue
+		}
+		e := &Error{Status: k.status, Code: k.code, RetryAfter: k.retryAfter, Public: k.public, Cause: err}
+		if fe, ok := fielderr.As(err); ok {
+			e.Field = fe.Path
+			if e.Public == "" {
+				e.Public = fe.Public()
+			}
+		}
+		if e.Public == "" {
+			e.Public = k.err.Error()
+		}
 		return e
-	case errors.Is(err, worldmodel.ErrRejected):
-		e := mk(http.StatusBadGateway, "model_rejected", 0)
-		e.Public = "world model rejected the request"
-		return e
-	case errors.Is(err, context.DeadlineExceeded):
-		e := mk(http.StatusGatewayTimeout, "timeout", 0)
-		e.Public = "step timed out"
-		return e
-	case errors.Is(err, context.Canceled):
-		return mk(499, "canceled", 0)
 	}
 	return &Error{Status: http.StatusInternalServerError, Public: "internal error", Code: "internal", Cause: err}
 }
@@ -122,6 +138,6 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
 	var b errorBody
-	b.Error.Message, b.Error.Field, b.Error.Code = e.Public, e.Field, e.Code
+	b.Error.Message, b.Error.Field, b.Error.Code, b.Error.Retryable = e.Public, e.Field, e.Code, e.RetryAfter > 0
 	writeJSON(w, e.Status, b)
 }

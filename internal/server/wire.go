@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
 )
@@ -125,9 +126,8 @@ func parseInlineSpec(raw []byte) (*world.Spec, error) {
 	}
 	spec, err := world.Parse(raw, "inline")
 	if err != nil {
-		var fe *world.FieldError
-		if errors.As(err, &fe) {
-			return nil, badRequest("world."+fe.Field, "%s", fe.Msg)
+		if _, ok := fielderr.As(err); ok {
+			return nil, fielderr.Under(sim.ErrBadRequest, "world", err)
 		}
 		msg := strings.TrimPrefix(err.Error(), "inline: ")
 		if strings.Contains(msg, "unknown field ") {

@@ -2,9 +2,9 @@ package sim
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/fielderr"
 )
 
 // Sentinel errors, matched with errors.Is; the HTTP layer maps each to a
@@ -17,8 +17,8 @@ var (
 	// ErrUnknownBackend: the spec or request names a backend nobody
 	// registered (400).
 	ErrUnknownBackend = errors.New("unknown backend")
-	// ErrBadRequest wraps every malformed request; a *FieldError says which
-	// field (400).
+	// ErrBadRequest wraps every malformed request; a [fielderr.Error] says
+	// which field (400).
 	ErrBadRequest = errors.New("bad request")
 	// ErrTooLarge: a field exceeds its size limit (413).
 	ErrTooLarge = errors.New("too large")
@@ -39,35 +39,21 @@ var (
 	ErrShuttingDown = errors.New("shutting down")
 )
 
-// FieldError names the request field that is wrong.
-type FieldError struct {
-	Field string
-	Msg   string
-	// Kind is the sentinel this error unwraps to (ErrBadRequest when nil).
-	Kind error
-}
-
-func (e *FieldError) Error() string { return fmt.Sprintf("field %s: %s", e.Field, e.Msg) }
-
-// Unwrap makes errors.Is match the error's kind.
-func (e *FieldError) Unwrap() error {
-	if e.Kind == nil {
-		return ErrBadRequest
-	}
-	return e.Kind
-}
-
-// BadAction turns a malformed action ([conversation.ActionError]) into the
-// FieldError of a bad request, naming the same field; other errors pass
-// unchanged.
+// BadAction turns a malformed action (a [fielderr.Error] of kind
+// [conversation.ErrBadAction]) into a bad request naming the same field;
+// other errors pass unchanged.
 func BadAction(err error) error {
-	var ae *conversation.ActionError
-	if errors.As(err, &ae) {
-		return &FieldError{Field: ae.Field, Msg: ae.Msg}
+	if !errors.Is(err, conversation.ErrBadAction) {
+		return err
 	}
-	return err
+	if _, ok := fielderr.As(err); !ok {
+		return fielderr.Wrap(ErrBadRequest, "action", err)
+	}
+	return fielderr.Under(ErrBadRequest, "", err)
 }
 
+// badField is the error of a malformed request field: a
+// [fielderr.Error] of kind ErrBadRequest.
 func badField(field, format string, args ...any) error {
-	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	return fielderr.New(ErrBadRequest, field, format, args...)
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -249,7 +249,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 	}
 	sys, err := SystemPrompt(spec)
 	if err != nil {
-		return nil, &FieldError{Field: "world.domain", Msg: err.Error()}
+		return nil, fielderr.Wrap(ErrBadRequest, "world.domain", err)
 	}
 	specJSON, err := json.Marshal(spec)
 	if err != nil {
@@ -308,17 +308,13 @@ func (m *Manager) resolveWorld(req CreateRequest) (*world.Spec, error) {
 			req.World.Name = "inline"
 		}
 		if err := req.World.Validate(); err != nil {
-			var fe *world.FieldError
-			if errors.As(err, &fe) {
-				return nil, badField("world."+fe.Field, "%s", fe.Msg)
-			}
-			return nil, badField("world", "%v", err)
+			return nil, fielderr.Under(ErrBadRequest, "world", err)
 		}
 		return req.World, nil
 	case req.WorldID != "":
 		s, ok := m.World(req.WorldID)
 		if !ok {
-			return nil, &FieldError{Field: "world_id", Msg: fmt.Sprintf("no world named %q is loaded", req.WorldID), Kind: ErrUnknownWorld}
+			return nil, fielderr.New(ErrUnknownWorld, "world_id", "no world named %q is loaded", req.WorldID)
 		}
 		return s, nil
 	}
@@ -335,7 +331,7 @@ func (m *Manager) backend(name string) (BackendFactory, error) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return nil, &FieldError{Field: "backend", Msg: fmt.Sprintf("no backend %q (have %v)", name, names), Kind: ErrUnknownBackend}
+		return nil, fielderr.New(ErrUnknownBackend, "backend", "no backend %q (have %v)", name, names)
 	}
 	return f, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 )
@@ -51,7 +52,7 @@ func (m *Manager) acquire(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		m.inflight.Done()
 		if errors.Is(err, ErrNotFound) {
-			return nil, &FieldError{Field: "session_id", Msg: fmt.Sprintf("no session %q", id), Kind: ErrUnknownSession}
+			return nil, fielderr.New(ErrUnknownSession, "session_id", "no session %q", id)
 		}
 		return nil, fmt.Errorf("load session %s: %w", id, err)
 	}
@@ -127,7 +128,7 @@ func (m *Manager) drop(s *session) {
 // Step runs one action in a session.
 func (m *Manager) Step(ctx context.Context, id string, req StepRequest) (*StepResult, error) {
 	if len(req.Action) > m.opts.MaxActionBytes {
-		return nil, &FieldError{Field: "action", Msg: fmt.Sprintf("%d bytes exceeds the limit of %d", len(req.Action), m.opts.MaxActionBytes), Kind: ErrTooLarge}
+		return nil, fielderr.New(ErrTooLarge, "action", "%d bytes exceeds the limit of %d", len(req.Action), m.opts.MaxActionBytes)
 	}
 	if req.Turn < 0 {
 		return nil, badField("turn", "negative")
@@ -153,14 +154,14 @@ func (m *Manager) Step(ctx context.Context, id string, req StepRequest) (*StepRe
 		t := s.turns[req.Turn-1]
 		s.mu.Unlock()
 		if t.Action != act.Text {
-			return nil, &FieldError{Field: "turn", Msg: fmt.Sprintf("turn %d was recorded with a different action", req.Turn), Kind: ErrTurnConflict}
+			return nil, fielderr.New(ErrTurnConflict, "turn", "turn %d was recorded with a different action", req.Turn)
 		}
 		r := t.Result
 		return &r, nil
 	}
 	if req.Turn > 0 && req.Turn != n+1 {
 		s.mu.Unlock()
-		return nil, &FieldError{Field: "turn", Msg: fmt.Sprintf("turn %d is out of order: the next turn is %d", req.Turn, n+1), Kind: ErrTurnConflict}
+		return nil, fielderr.New(ErrTurnConflict, "turn", "turn %d is out of order: the next turn is %d", req.Turn, n+1)
 	}
 	switch status {
 	case StatusActive:

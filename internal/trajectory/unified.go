@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/agentworld/agentworld/internal/fielderr"
 )
 
 // Trajectory is the unified environment trajectory schema shared by all
@@ -79,16 +81,6 @@ var (
 	ErrEmptyTurn = errors.New("empty turn")
 )
 
-// FieldError names the field of a trajectory that breaks a rule.
-type FieldError struct {
-	// Field is a JSON path such as "turns[3].observation".
-	Field string
-	Err   error
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
-func (e *FieldError) Unwrap() error { return e.Err }
-
 // TrimUnanswered drops the trailing turns that have an action but no
 // observation and returns how many it dropped. An episode's last action
 // (the terminal's [], Android's status, the desktop's DONE) often gets no
@@ -113,9 +105,9 @@ func (t *Trajectory) TrimUnanswered() int {
 // one per field: everything Validate requires, and in addition every turn
 // needs an observation (an action left unanswered teaches nothing) and no
 // turn may be empty. Whitespace-only text counts as empty.
-func (t *Trajectory) Check() []*FieldError {
-	var out []*FieldError
-	add := func(field string, err error) { out = append(out, &FieldError{Field: field, Err: err}) }
+func (t *Trajectory) Check() []*fielderr.Error {
+	var out []*fielderr.Error
+	add := func(field string, err error) { out = append(out, fielderr.Wrap(nil, field, err)) }
 	if strings.TrimSpace(t.Domain) == "" {
 		add("domain", ErrMissingField)
 	}

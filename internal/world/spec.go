@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/fiction"
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/perturb"
 )
 
@@ -172,61 +173,56 @@ type Sampling struct {
 // ErrInvalid wraps every spec validation failure.
 var ErrInvalid = errors.New("invalid world spec")
 
-// FieldError names the spec field that is wrong.
-type FieldError struct {
-	Field string
-	Msg   string
+// bad is the error of a spec field that is wrong: a [fielderr.Error] of
+// kind ErrInvalid.
+func bad(field, format string, args ...any) error {
+	return fielderr.New(ErrInvalid, field, format, args...)
 }
-
-func (e *FieldError) Error() string {
-	return fmt.Sprintf("%s: field %s: %s", ErrInvalid, e.Field, e.Msg)
-}
-func (e *FieldError) Unwrap() error { return ErrInvalid }
 
 // Validate checks the spec names a known domain and the components the
 // simulator cannot do without.
 func (s *Spec) Validate() error {
 	if s.Domain == "" {
-		return &FieldError{Field: "domain", Msg: "missing"}
+		return bad("domain", "missing")
 	}
 	if _, err := domain.Parse(string(s.Domain)); err != nil {
-		return &FieldError{Field: "domain", Msg: err.Error()}
+		return fielderr.Wrap(ErrInvalid, "domain", err)
 	}
 	if strings.TrimSpace(s.TaskDescription) == "" {
-		return &FieldError{Field: "task_description", Msg: "missing"}
+		return bad("task_description", "missing")
 	}
 	if s.ActionSpace.IsEmpty() {
-		return &FieldError{Field: "action_space", Msg: "missing: give tool definitions or an action list"}
+		return bad("action_space", "missing: give tool definitions or an action list")
 	}
 	seen := map[string]bool{}
 	for i, t := range s.ActionSpace.Tools {
 		if t.Name == "" {
-			return &FieldError{Field: fmt.Sprintf("action_space.tools[%d].name", i), Msg: "missing"}
+			return bad(fmt.Sprintf("action_space.tools[%d].name", i), "missing")
 		}
 		if seen[t.Name] {
-			return &FieldError{Field: fmt.Sprintf("action_space.tools[%d].name", i), Msg: fmt.Sprintf("duplicate tool %q", t.Name)}
+			return bad(fmt.Sprintf("action_space.tools[%d].name", i), "duplicate tool %q", t.Name)
 		}
 		seen[t.Name] = true
 		if len(t.InputSchema) > 0 && !json.Valid(t.InputSchema) {
-			return &FieldError{Field: fmt.Sprintf("action_space.tools[%d].input_schema", i), Msg: "not valid JSON"}
+			return bad(fmt.Sprintf("action_space.tools[%d].input_schema", i), "not valid JSON")
 		}
 	}
 	for i, d := range s.Demonstrations {
 		if strings.TrimSpace(d.Action) == "" {
-			return &FieldError{Field: fmt.Sprintf("demonstrations[%d].action", i), Msg: "missing"}
+			return bad(fmt.Sprintf("demonstrations[%d].action", i), "missing")
 		}
 	}
 	if s.MaxTurns < 0 {
-		return &FieldError{Field: "max_turns", Msg: "negative"}
+		return bad("max_turns", "negative")
 	}
 	if s.Sampling != nil && s.Sampling.MaxTokens < 0 {
-		return &FieldError{Field: "sampling.max_tokens", Msg: "negative"}
+		return bad("sampling.max_tokens", "negative")
 	}
 	if err := s.Perturbations.Validate(s.ToolNames()); err != nil {
-		return &FieldError{Field: "perturbations", Msg: err.Error()}
+		return fielderr.Under(ErrInvalid, "perturbations", err)
 	}
 	if err := s.Facts.Validate(); err != nil {
-		return &FieldError{Field: "facts", Msg: err.Error()}
+		return fielderr.Under(ErrInvalid, "facts", err)
 	}
 	return nil
 }

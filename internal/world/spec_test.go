@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/agentworld/agentworld/internal/perturb"
 )
 
 const perturbedSpec = `
@@ -40,10 +42,10 @@ func TestPerturbationsAndFactsLoad(t *testing.T) {
 
 func TestPerturbationsAndFactsBadInput(t *testing.T) {
 	tests := []struct{ name, from, to, want string }{
-		{"unknown tool", `tool: "create_*"`, `tool: "delete_repo"`, `perturbations: invalid perturbation rule: rules[0] (throttle): when.tool: unknown tool "delete_repo"`},
-		{"bad probability", `probability: 0.2`, `probability: 2`, "rules[0] (throttle): when.probability"},
+		{"unknown tool", `tool: "create_*"`, `tool: "delete_repo"`, `invalid world spec: field perturbations.rules[0].when.tool: unknown tool "delete_repo"`},
+		{"bad probability", `probability: 0.2`, `probability: 2`, "field perturbations.rules[0].when.probability: 2 is not a probability in [0, 1] (rule throttle)"},
 		{"misspelt field", `probability: 0.2`, `probabilty: 0.2`, `unknown field "probabilty"`},
-		{"malformed fact", `name: Falcon`, `type: project`, "facts: invalid fact: entities[0] (proj-1): entity has neither a name nor attributes"},
+		{"malformed fact", `name: Falcon`, `type: project`, "invalid world spec: field facts.entities[0]: entity has neither a name nor attributes (entity proj-1)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,6 +55,9 @@ func TestPerturbationsAndFactsBadInput(t *testing.T) {
 			}
 			if tc.name != "misspelt field" && !errors.Is(err, ErrInvalid) {
 				t.Errorf("%v does not match ErrInvalid", err)
+			}
+			if tc.name == "unknown tool" && !errors.Is(err, perturb.ErrInvalid) {
+				t.Errorf("%v does not match the inner kind perturb.ErrInvalid", err)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/fiction"
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/mcpclient"
 	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/sim"
@@ -96,13 +97,13 @@ func (p *Perturbations) engine(s sim.SessionInfo) (*perturb.Engine, error) {
 	if len(raw) > 0 {
 		override = &perturb.Config{}
 		if err := json.Unmarshal(raw, override); err != nil {
-			return nil, &sim.FieldError{Field: "params.perturbations", Msg: err.Error()}
+			return nil, fielderr.Under(sim.ErrBadRequest, "params.perturbations", err)
 		}
 	}
 	tools := s.Spec.ToolNames()
 	e, err := perturb.New(perturb.Merge(s.Spec.Perturbations, override, nil), tools)
 	if err != nil {
-		return nil, &sim.FieldError{Field: "params.perturbations", Msg: err.Error()}
+		return nil, fielderr.Under(sim.ErrBadRequest, "params.perturbations", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
