@@ -267,8 +267,10 @@ func TestEdgeTimeoutsCloseSlowAndIdleClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != 401 || time.Since(start) > 200*time.Millisecond {
-			t.Errorf("unauthenticated slow body: %d after %v, want 401 before the read timeout", resp.StatusCode, time.Since(start))
+		// A server reading the body would wait out the read timeout and
+		// answer 408: the 401 says it was not read.
+		if resp.StatusCode != 401 {
+			t.Errorf("unauthenticated slow body: %d after %v, want 401 without reading it", resp.StatusCode, time.Since(start))
 		}
 		if !closedWithin(c, br, time.Second) {
 			t.Error("connection left open after refusing an unread body")
@@ -350,9 +352,9 @@ func TestEdgeLongStepOutlivesTheTimeouts(t *testing.T) {
 func TestEdgeConnectionLimit(t *testing.T) {
 	_, base := serveApp(t, AppConfig{Edge: Edge{MaxConns: 2}})
 	host := strings.TrimPrefix(base, "http://")
-	get := func(c net.Conn, br *bufio.Reader) error {
+	get := func(c net.Conn, br *bufio.Reader, wait time.Duration) error {
 		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: %s\r\n\r\n", host)
-		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		_ = c.SetReadDeadline(time.Now().Add(wait))
 		resp, err := http.ReadResponse(br, nil)
 		if err == nil {
 			resp.Body.Close()
@@ -365,12 +367,12 @@ func TestEdgeConnectionLimit(t *testing.T) {
 		c  net.Conn
 		br *bufio.Reader
 	}{{c1, b1}, {c2, b2}} {
-		if err := get(c.c, c.br); err != nil {
+		if err := get(c.c, c.br, 5*time.Second); err != nil {
 			t.Fatalf("within the limit: %v", err)
 		}
 	}
 	c3, b3 := rawConn(t, base)
-	if err := get(c3, b3); err == nil {
+	if err := get(c3, b3, 500*time.Millisecond); err == nil {
 		t.Fatal("a third connection was served beside two held ones")
 	}
 	c1.Close()
