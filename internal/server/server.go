@@ -392,6 +392,9 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
 // Manager (and with it the store).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.hosts.listenOn(ln.Addr())
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() && len(s.edge.AllowedHosts) == 0 {
+		s.log.Info("listening on every address: clients must name this host by IP address or a loopback name; allow DNS names with --allowed-hosts")
+	}
 	ln = limitConns(ln, s.edge.MaxConns)
 	// No WriteTimeout here: it would run from the end of the request's
 	// headers and cut long steps; statusWriter sets one per write instead.
