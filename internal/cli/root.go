@@ -44,6 +44,7 @@ func New() *cobra.Command {
 		newVerifyCmd(),
 		newDataCmd(),
 		newBenchCmd(),
+		newRewardCmd(),
 		newServeCmd(),
 		newPlayCmd(),
 	)

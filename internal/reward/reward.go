@@ -245,6 +245,9 @@ type JudgeInfo struct {
 	Samples int     `json:"samples,omitempty"`
 	Spread  float64 `json:"spread,omitempty"`
 	Cached  bool    `json:"cached,omitempty"`
+	// Failed is set when the judge never gave a parseable verdict; the
+	// failure policy then decided the rubric.
+	Failed bool `json:"failed,omitempty"`
 	// Fallback names the scorer used when the judge failed ("rules").
 	Fallback string `json:"fallback,omitempty"`
 	// Generic is set when the domain is unknown and the generic judge
@@ -261,6 +264,9 @@ func (s *Scorer) Score(ctx context.Context, it Item) Result {
 	r.Judge.Model = s.o.JudgeModel
 	d := it.Domain()
 	r.Judge.RubricVersion = s.rubricVersion(d)
+	if s.o.Judge == nil {
+		r.Judge.RubricVersion = score.RulesJudgeName
+	}
 	rec, err := it.record()
 	if err != nil {
 		s.stats.invalid.Add(1)
@@ -390,6 +396,7 @@ func (s *Scorer) rubric(ctx context.Context, r *Result, rec *trajectory.Record, 
 		return "", false
 	}
 	s.stats.judgeFailed.Add(1)
+	r.Judge.Failed = true
 	why := fmt.Sprintf("judge %s failed after %d attempts: %v", s.o.JudgeModel, r.Judge.Attempts, lastErr)
 	s.log.Warn("judge failed", "id", r.ID, "policy", string(s.o.OnJudgeFailure), "err", lastErr)
 	switch s.o.OnJudgeFailure {

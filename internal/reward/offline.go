@@ -1,0 +1,258 @@
+package reward
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
+)
+
+// ScoredLine is one line of an offline output file: the input line number
+// (the item's identity in the file, as ids may repeat) and its result.
+type ScoredLine struct {
+	Line int `json:"line"`
+	Result
+}
+
+// FileOptions tune [ScoreFile]; nil means every default.
+type FileOptions struct {
+	// Workers is how many items are scored at once (judge calls stay within
+	// the scorer's own bound); 0 means 64.
+	Workers int
+	// Progress, when set, is called about every second and at the end with
+	// the lines done (resumed ones included) and the lines of the input.
+	Progress func(done, total int)
+}
+
+// FileSummary counts what an offline run did.
+type FileSummary struct {
+	// Total is the number of item lines in the input; Resumed those the
+	// output already held; Scored those scored now.
+	Total   int `json:"total"`
+	Resumed int `json:"resumed"`
+	Scored  int `json:"scored"`
+	// Failed counts lines scored 0 or dropped because of a failure: bad
+	// input lines, no answer, judge failures under the zero or drop policy.
+	// JudgeFallback counts items whose rubric came from the rules scorer.
+	Failed        int `json:"failed"`
+	JudgeFallback int `json:"judge_fallback"`
+}
+
+// ScoreFile scores a JSONL file of [Item]s into a JSONL file of
+// [ScoredLine]s. The output is also its journal: run again after a crash
+// (kill -9 included) it keeps the lines already written, cuts a torn last
+// line, and scores only the input lines missing. Output lines are written
+// in completion order; Line says which input line each answers. A
+// malformed input line is answered with a 0 and a reason naming it, and
+// counted; only an unreadable file or an output that is not this run's
+// format stops the run.
+func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions) (FileSummary, error) {
+	var o FileOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Workers <= 0 {
+		o.Workers = 64
+	}
+	var sum FileSummary
+	done, err := resumeOutput(out)
+	if err != nil {
+		return sum, err
+	}
+	total, err := countLines(in)
+	if err != nil {
+		return sum, err
+	}
+	sum.Total = total
+	f, err := os.Open(in)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	w, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return sum, err
+	}
+	defer w.Close()
+
+	type job struct {
+		line int
+		it   Item
+		bad  error
+	}
+	var resumed atomic.Int64 // counted by the reader, read by progress
+	jobs := make(chan job)
+	results := make(chan ScoredLine)
+	var wg sync.WaitGroup
+	for range o.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				var r Result
+				if j.bad != nil {
+					r = s.finish(Result{ID: j.it.ID}, j.it, "invalid item: "+j.bad.Error())
+				} else {
+					r = s.Score(ctx, j.it)
+				}
+				results <- ScoredLine{Line: j.line, Result: r}
+			}
+		}()
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(jobs)
+		lr := trajectory.NewLineReader(f, in, 0)
+		for {
+			b, n, err := lr.Next()
+			if errors.Is(err, io.EOF) {
+				readErr <- nil
+				return
+			}
+			j := job{line: n}
+			if err != nil {
+				var le *trajectory.LineError
+				if !errors.As(err, &le) || !errors.Is(err, trajectory.ErrLineTooLong) {
+					readErr <- err
+					return
+				}
+				j.bad = err
+			} else if done[n] {
+				resumed.Add(1)
+				continue
+			} else if derr := json.Unmarshal(b, &j.it); derr != nil {
+				j.bad = fmt.Errorf("%s:%d: %v", in, n, derr)
+			}
+			select {
+			case jobs <- j:
+			case <-ctx.Done():
+				readErr <- ctx.Err()
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(results) }()
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var werr error
+	for {
+		select {
+		case r, ok := <-results:
+			if !ok {
+				sum.Resumed = int(resumed.Load())
+				if err := <-readErr; err != nil {
+					return sum, err
+				}
+				if o.Progress != nil {
+					o.Progress(int(resumed.Load())+sum.Scored, sum.Total)
+				}
+				return sum, werr
+			}
+			if werr != nil {
+				continue // drain the workers; the first write error is returned
+			}
+			if r.Dropped && ctx.Err() != nil {
+				continue // cut short by cancellation: scored again on resume
+			}
+			b, err := json.Marshal(r)
+			if err != nil {
+				werr = err
+				continue
+			}
+			// One write per line: a kill leaves at most a torn last line,
+			// which the next run cuts.
+			if _, err := w.Write(append(b, '\n')); err != nil {
+				werr = fmt.Errorf("%s: %w", out, err)
+				continue
+			}
+			sum.Scored++
+			if r.Dropped || (r.Value() == 0 && r.Reason != "") {
+				sum.Failed++
+			}
+			if r.Judge.Fallback != "" {
+				sum.JudgeFallback++
+			}
+		case <-tick.C:
+			if o.Progress != nil {
+				o.Progress(int(resumed.Load())+sum.Scored, sum.Total)
+			}
+		}
+	}
+}
+
+// resumeOutput reads the lines an earlier run wrote and returns the input
+// line numbers they answer. A torn last line (a kill mid-write) is cut off
+// the file; any other undecodable line is an error naming it.
+func resumeOutput(path string) (map[int]bool, error) {
+	done := map[int]bool{}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return done, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	lr := trajectory.NewLineReader(f, path, 0)
+	var good int64 // end of the last complete, decodable line
+	for {
+		b, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		var sl ScoredLine
+		if derr := json.Unmarshal(b, &sl); derr != nil || sl.Line <= 0 {
+			at := lr.Offset()
+			if _, _, nerr := lr.Next(); errors.Is(nerr, io.EOF) {
+				// The last line is torn: cut it and score it again.
+				if err := f.Truncate(at); err != nil {
+					return nil, err
+				}
+				return done, nil
+			}
+			return nil, fmt.Errorf("%s:%d: not a line of a reward output (want {\"line\": N, ...}): %v", path, n, derr)
+		}
+		done[sl.Line] = true
+		good = lr.Offset() + int64(len(b))
+	}
+	// A last line without its newline decoded fine; end it so the next
+	// append starts a line of its own.
+	if st, err := f.Stat(); err == nil && st.Size() == good && good > 0 {
+		if _, err := f.WriteAt([]byte("\n"), good); err != nil {
+			return nil, err
+		}
+	}
+	return done, nil
+}
+
+// countLines counts the non-blank lines of the input for progress.
+func countLines(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	lr := trajectory.NewLineReader(f, path, 0)
+	n := 0
+	for {
+		_, _, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil && !errors.Is(err, trajectory.ErrLineTooLong) {
+			return 0, err
+		}
+		n++
+	}
+}

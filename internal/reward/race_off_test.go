@@ -1,0 +1,5 @@
+//go:build !race
+
+package reward
+
+const raceEnabled = false
