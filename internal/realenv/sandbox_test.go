@@ -374,3 +374,66 @@ func TestSandboxCloseKillsEverything(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestTmuxLiteralKeepsSemicolons(t *testing.T) {
+	// What tmux does to the last argument of a command (cmd-parse.c): a
+	// final ";" ends the command and goes; a "\" before it becomes ";".
+	tmuxParses := func(arg string) string {
+		if !strings.HasSuffix(arg, ";") {
+			return arg
+		}
+		arg = arg[:len(arg)-1]
+		if strings.HasSuffix(arg, `\`) {
+			return arg[:len(arg)-1] + ";"
+		}
+		return arg
+	}
+	for _, s := range []string{"", "ls", "echo a;", `find . -exec rm {} \;`, ";", `\;`, `a\\;`} {
+		if got := tmuxParses(tmuxLiteral(s)); got != s {
+			t.Errorf("tmuxLiteral(%q) arrives as %q", s, got)
+		}
+	}
+}
+
+func TestSendKeyBatches(t *testing.T) {
+	got := sendKeyBatches("%0", KeyOps("echo a;\nC-c"))
+	want := [][]string{{"send-keys", "-t", "%0", "-l", "--", `echo a\;`, ";", "send-keys", "-t", "%0", "Enter", ";", "send-keys", "-t", "%0", "-l", "--", "C-c"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("batches (-want +got):\n%s", diff)
+	}
+	long := sendKeyBatches("%0", KeyOps(strings.Repeat("x", 32<<10)+"\n"))
+	if len(long) != 4 { // two 4 KiB chunks a batch, then Enter
+		t.Errorf("32 KiB in %d batches, want 4", len(long))
+	}
+	for _, b := range long {
+		n := 0
+		for _, a := range b {
+			n += len(a) + 1
+		}
+		if n > sendKeyBatch+sendKeyChunk {
+			t.Errorf("a batch of %d bytes", n)
+		}
+	}
+}
+
+// TestTerminalTypesSemicolons types keystroke strings ending in ";" and
+// "\\;" into the real shell: both must arrive unchanged.
+func TestTerminalTypesSemicolons(t *testing.T) {
+	requireSandbox(t)
+	t.Parallel()
+	term, _ := startTerminal(t, nil)
+	step(t, term, keys(`find /app -maxdepth 0 -exec echo found {} > /app/found.txt \;`, 0.1, "\n", 0.3,
+		"echo a; echo b;", 0.1, " echo c > /app/semi.txt\n", 0.3))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		found, _ := os.ReadFile(filepath.Join(term.WorkDirHost(), "found.txt"))
+		semi, _ := os.ReadFile(filepath.Join(term.WorkDirHost(), "semi.txt"))
+		if string(found) == "found /app\n" && string(semi) == "c\n" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("found.txt %q (want \"found /app\"), semi.txt %q (want \"c\")", found, semi)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -359,9 +359,15 @@ func (t *Terminal) Step(ctx context.Context, action string) (StepResult, error) 
 		t.last = screen
 		return StepResult{Observation: screen, Terminated: true, Latency: time.Since(begin)}, nil
 	}
+	total := 0
+	for _, k := range keys {
+		total += len(k.Keystrokes)
+	}
+	if total > maxActionKeystrokes {
+		return StepResult{}, fmt.Errorf("%w: %d bytes of keystrokes in one action exceed %d", conversation.ErrBadAction, total, maxActionKeystrokes)
+	}
 	for i, k := range keys {
-		for _, op := range sendKeyOps(KeyOps(k.Keystrokes)) {
-			args := append([]string{"send-keys", "-t", t.pane}, op.Args()...)
+		for _, args := range sendKeyBatches(t.pane, KeyOps(k.Keystrokes)) {
 			if _, err := t.tmux(ctx, args...); err != nil {
 				if ctx.Err() != nil {
 					return StepResult{}, ctx.Err()
@@ -404,6 +410,57 @@ func (t *Terminal) gone(begin time.Time, cause string) StepResult {
 // longer literal is refused ("command too long"), which used to end the
 // episode; longer text is typed in chunks.
 const sendKeyChunk = 4096
+
+// maxActionKeystrokes bounds the keystrokes of one action: typing them
+// holds the terminal.
+const maxActionKeystrokes = 1 << 20
+
+// sendKeyBatch is the most argument text one tmux invocation carries,
+// below the client's 16 KiB message.
+const sendKeyBatch = 12 << 10
+
+// sendKeyBatches turns key operations into tmux command lines, each a run
+// of send-keys commands separated by ";" arguments, so an action costs one
+// tmux client (one entry into the sandbox) per 12 KiB instead of one per
+// operation.
+func sendKeyBatches(pane string, ops []KeyOp) [][]string {
+	var out [][]string
+	var cur []string
+	size := 0
+	for _, op := range sendKeyOps(ops) {
+		op.Literal = tmuxLiteral(op.Literal)
+		args := append([]string{"send-keys", "-t", pane}, op.Args()...)
+		n := 0
+		for _, a := range args {
+			n += len(a) + 1
+		}
+		if len(cur) > 0 && size+n > sendKeyBatch {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+		if len(cur) > 0 {
+			cur = append(cur, ";")
+		}
+		cur = append(cur, args...)
+		size += n
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// tmuxLiteral escapes text for a tmux command-line argument: tmux takes an
+// argument ending in ";" as the end of a command and drops the ";" (and
+// turns a final "\;" into ";"), so `find . -exec rm {} \;` used to arrive
+// without its backslash. A final ";" is written as "\;", which tmux turns
+// back into ";".
+func tmuxLiteral(s string) string {
+	if strings.HasSuffix(s, ";") {
+		return s[:len(s)-1] + `\;`
+	}
+	return s
+}
 
 // sendKeyOps splits literal operations longer than sendKeyChunk bytes, on
 // UTF-8 character boundaries.
