@@ -209,14 +209,22 @@ func LoadTemplates(path string) (*TemplateSet, error) {
 	return ParseTemplates(b, path)
 }
 
+// templatesShape is the file format, quoted by the errors about its shape
+// so that a wrong file says what a right one looks like.
+const templatesShape = `want a mapping with one key, "templates", holding a list of {name, weight, text}, e.g.
+templates:
+  - name: v1
+    weight: 1
+    text: "You simulate {{.Domain}}. {{.TaskDescription}}"`
+
 // ParseTemplates decodes and compiles a template set; name is for errors.
 func ParseTemplates(data []byte, name string) (*TemplateSet, error) {
 	var ts TemplateSet
 	if err := yaml.UnmarshalWithOptions(data, &ts, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", name, ErrBadTemplates, err)
+		return nil, fmt.Errorf("%s: %w: %v\n%s", name, ErrBadTemplates, err, templatesShape)
 	}
 	if len(ts.Templates) == 0 {
-		return nil, fmt.Errorf("%s: %w: no templates", name, ErrBadTemplates)
+		return nil, fmt.Errorf("%s: %w: no templates\n%s", name, ErrBadTemplates, templatesShape)
 	}
 	seen := map[string]bool{}
 	for i := range ts.Templates {

@@ -200,6 +200,14 @@ func TestTemplatesWeightedDraw(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
+	// A file of the wrong shape (a bare list, an unknown key, nothing) is
+	// told what the right one looks like.
+	for _, bad := range []string{"- name: v1\n  weight: 1\n  text: x\n", "bogus: 1", ""} {
+		_, err := ParseTemplates([]byte(bad), "bad.yaml")
+		if err == nil || !strings.Contains(err.Error(), "templates:\n  - name: v1\n    weight: 1\n    text:") {
+			t.Errorf("%q: error %v does not show the expected shape", bad, err)
+		}
+	}
 }
 
 // TestExportParquetReadsBack writes RL prompts as Parquet and reads them
