@@ -9,10 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/realenv"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
+	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
 // verifyFlags are the flags of agentworld verify.
@@ -72,7 +74,12 @@ check passes and how each simulated observation differs from the real one.`,
 				if err != nil {
 					return err
 				}
-				c := f.model.client(cmd)
+				// The built-in baseline the flag's help names needs no server:
+				// each turn predicts the previous real observation.
+				var c worldmodel.Completer = bench.CopyBaseline{}
+				if f.model.url != bench.CopyBaselineURL {
+					c = f.model.client(cmd)
+				}
 				p, err := realenv.NewSimPredictor(sim.NewModelBackend(c, &sim.ModelOptions{Model: f.model.model, MaxTokens: f.maxTokens}), spec)
 				if err != nil {
 					return err
@@ -96,6 +103,9 @@ check passes and how each simulated observation differs from the real one.`,
 			s := rep.Summary
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s %s: %d turns, exact %d (%.1f%%), mean similarity %.3f, rules passed %.1f%%, simulator errors %d\n",
 				rep.Mode, rep.Trajectory, s.Turns, s.Exact, 100*s.ExactRate, s.MeanSimilarity, 100*s.RulesPassRate, s.Errors)
+			if s.Turns > 0 && s.Errors == s.Turns {
+				return fmt.Errorf("%s: the simulator answered none of the %d turns (see each turn's error in the report); nothing was compared", rep.Trajectory, s.Turns)
+			}
 			if rep.Check != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "task %s check: passed=%v (exit %d)\n", rep.Task, rep.Check.Passed, rep.Check.ExitCode)
 				if !rep.Check.Passed {

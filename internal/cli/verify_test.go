@@ -94,3 +94,39 @@ func TestVerifyClosedLoop(t *testing.T) {
 		t.Fatalf("closed loop of a failing episode: err = %v", err)
 	}
 }
+
+// TestVerifyBaselineAndAllFailed: the built-in copy baseline the flag help
+// names runs without a server (each turn predicts the previous real
+// observation), and a run in which the simulator answered no turn at all
+// exits with an error rather than a report of nothing.
+func TestVerifyBaselineAndAllFailed(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "shell.yaml")
+	if err := os.WriteFile(spec, []byte("name: shell\ndomain: terminal\ntask_description: a bash shell\naction_space: JSON keystrokes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	screen := "root@sandbox:/app# pwd\n/app\nroot@sandbox:/app#"
+	traj := writeTrajectory(t, dir, trajectory.Trajectory{ID: "real-2", Domain: "terminal", SystemPrompt: "s", Turns: []trajectory.Turn{
+		{Action: `[{"keystrokes":"pwd\n","duration":1}]`, Observation: screen},
+		{Action: `[{"keystrokes":"pwd\n","duration":1}]`, Observation: screen},
+	}})
+	out, err := runVerifyCLI(t, "verify", "--world", spec, "--trajectory", traj, "--model-url", "baseline:copy")
+	if err != nil {
+		t.Fatalf("baseline:copy: %v", err)
+	}
+	var rep realenv.VerifyReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	// Turn 1 has no earlier observation to copy; turn 2 copies turn 1's.
+	if rep.Summary.Turns != 2 || rep.Summary.Errors != 1 || !rep.Turns[1].Exact {
+		t.Fatalf("baseline report: summary %+v, turns %+v", rep.Summary, rep.Turns)
+	}
+
+	empty := fakellm.New(func(*fakellm.Request) fakellm.Reply { return fakellm.Reply{Content: ""} })
+	defer empty.Close()
+	_, err = runVerifyCLI(t, "verify", "--world", spec, "--trajectory", traj, "--model-url", empty.URL, "--model", "fake", "--max-tokens", "64")
+	if err == nil || !strings.Contains(err.Error(), "answered none of the 2 turns") {
+		t.Fatalf("every turn failed: err %v, want a refusal", err)
+	}
+}
