@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/agentworld/agentworld/internal/domain"
@@ -11,8 +13,36 @@ import (
 
 // Comparison sets several runs side by side, the first one as baseline.
 type Comparison struct {
-	Labels []string     `json:"labels"`
+	Labels []string `json:"labels"`
+	// Judges are the judges of each run's rows, in Labels order (see
+	// Report.Judges); runs judged differently are not on one scale.
+	Judges [][]string   `json:"judges"`
 	Rows   []CompareRow `json:"rows"`
+}
+
+// JudgesDiffer reports runs scored by different judges (the offline rules
+// scorer against an LLM judge, or two LLM judges): their scores are not
+// on one scale, so their deltas measure the judges as much as the models.
+func (c *Comparison) JudgesDiffer() bool {
+	for _, j := range c.Judges[1:] {
+		if !slices.Equal(j, c.Judges[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// judgesText names each run's judges, "label: judge, …" per run.
+func (c *Comparison) judgesText() string {
+	var parts []string
+	for i, l := range c.Labels {
+		js := strings.Join(c.Judges[i], "+")
+		if js == "" {
+			js = "unknown"
+		}
+		parts = append(parts, l+" judged by "+js)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // CompareRow is one (domain, metric) line: each run's value, its delta
@@ -41,6 +71,9 @@ func Compare(reports ...*Report) *Comparison {
 			l = fmt.Sprintf("run%d", i+1)
 		}
 		c.Labels = append(c.Labels, l)
+		js := slices.Clone(r.Judges)
+		slices.Sort(js)
+		c.Judges = append(c.Judges, slices.Compact(js))
 	}
 	metrics := append(append([]string(nil), Dimensions...), "total")
 	for _, d := range unionOrder(reports) {
@@ -130,9 +163,13 @@ func unionOrder(reports []*Report) []string {
 
 // WriteText renders the comparison: one line per domain and metric, each
 // run's value with its delta from the first run; '*' marks a delta whose
-// 95% intervals do not overlap.
+// 95% intervals do not overlap. Runs judged by different judges are named
+// as such above the table.
 func (c *Comparison) WriteText(w io.Writer) error {
 	ew := &errWriter{w: w}
+	if c.JudgesDiffer() {
+		ew.printf("WARNING: these runs were scored by different judges (%s); their scores are not on one scale\n\n", c.judgesText())
+	}
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "domain\tmetric\t")
 	for i, l := range c.Labels {
@@ -167,7 +204,8 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	ew.printf("\n* = the 95%% intervals (bootstrap over trajectories) of this run and %s do not overlap\n", c.Labels[0])
+	ew.printf("\nΔ = this run − %s: positive means this run scores higher than %s\n", c.Labels[0], c.Labels[0])
+	ew.printf("* = the 95%% intervals (bootstrap over trajectories) of this run and %s do not overlap\n", c.Labels[0])
 	return ew.err
 }
 

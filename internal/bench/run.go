@@ -93,6 +93,14 @@ type Options struct {
 	// 0 means max(10, 2×Concurrency), negative never stops.
 	MaxConsecutiveFailures int
 
+	// RetryFailed judges again the samples an earlier run into Out judged
+	// without ever getting a parseable verdict (judge_unparseable); false
+	// keeps them as failed. Endpoint failures are retried either way.
+	RetryFailed bool
+	// Strict scores failed samples as the lowest score instead of excluding
+	// them (ScoreOptions.Strict) in the report Run writes.
+	Strict bool
+
 	// Cache stores responses; nil calls the endpoints every time.
 	Cache *Cache
 	// Progress receives the progress display; nil shows none.
@@ -242,7 +250,7 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 	judgedDone := map[string]bool{}
 	if p.jd != nil {
 		if err := scanRows(judgedPath, func(k rowKey, _ []byte, _ int64) error {
-			judgedDone[k.Sample] = !k.retryable()
+			judgedDone[k.Sample] = !k.retryable() && !(o.RetryFailed && k.Failure == FailJudgeUnparsable)
 			return nil
 		}); err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
@@ -365,7 +373,7 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 			return &p.sum, fmt.Errorf("finish %s: %w", judgedPath, err)
 		}
 		p.sum.JudgedPath = judgedPath
-		rep, err := ScoreFile(judgedPath, filepath.Join(o.Out, ScoresFile), nil)
+		rep, err := ScoreFile(judgedPath, filepath.Join(o.Out, ScoresFile), &ScoreOptions{Strict: o.Strict})
 		if err != nil {
 			return &p.sum, err
 		}

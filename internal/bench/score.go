@@ -117,6 +117,17 @@ type Report struct {
 	Judges      []string `json:"-"` // distinct judge names of the rows
 }
 
+// ValidSamples counts the samples that were predicted and judged without
+// failure: the ones the means stand on (under Strict, the only ones that
+// can score above the floor).
+func (r *Report) ValidSamples() int {
+	n := 0
+	for _, d := range r.Domains {
+		n += d.Valid
+	}
+	return n
+}
+
 // RulesOnly reports whether any row was scored by the offline rules scorer
 // instead of an LLM judge.
 func (r *Report) RulesOnly() bool {

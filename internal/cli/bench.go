@@ -88,7 +88,12 @@ func (j *judgeFlags) apply(cmd *cobra.Command, o *bench.Options) error {
 	return nil
 }
 
-// finish prints the run summary and, when judged, the scores.
+// errNoValidSample is the exit of a run in which every sample failed: its
+// scores (or its predictions) stand on nothing.
+var errNoValidSample = errors.New("no valid sample")
+
+// finish prints the run summary and, when judged, the scores. A run without
+// a single valid sample is an error, whatever was printed.
 func finish(cmd *cobra.Command, sum *bench.Summary, err error) error {
 	printBenchSummary(cmd.ErrOrStderr(), sum)
 	if errors.Is(err, bench.ErrSettingsChanged) {
@@ -97,11 +102,36 @@ func finish(cmd *cobra.Command, sum *bench.Summary, err error) error {
 	if err != nil {
 		return err
 	}
-	if sum != nil && sum.Report != nil {
+	if sum == nil {
+		return nil
+	}
+	failed := 0
+	for _, n := range sum.Failed {
+		failed += n
+	}
+	if rep := sum.Report; rep != nil {
 		fmt.Fprintln(cmd.OutOrStdout())
-		return sum.Report.WriteText(cmd.OutOrStdout())
+		if err := rep.WriteText(cmd.OutOrStdout()); err != nil {
+			return err
+		}
+		if n := sumDomains(rep); n > 0 && rep.ValidSamples() == 0 {
+			return fmt.Errorf("%w: all %d samples failed (see the failures above), so the scores mean nothing; fix the cause, then rerun the same command (add --retry-failed to judge judge_unparseable samples again)", errNoValidSample, n)
+		}
+		return nil
+	}
+	if sum.PredictionsPath != "" && sum.Resumed == 0 && sum.Done > 0 && failed == sum.Done {
+		return fmt.Errorf("%w: all %d predictions failed (see the failures above)", errNoValidSample, sum.Done)
 	}
 	return nil
+}
+
+// sumDomains counts a report's samples, failed ones included.
+func sumDomains(rep *bench.Report) int {
+	n := 0
+	for _, d := range rep.Domains {
+		n += d.N
+	}
+	return n
 }
 
 func newBenchJudgeCmd() *cobra.Command {
@@ -338,9 +368,10 @@ func (g *genFlags) inferSettings(cmd *cobra.Command) (bench.InferSettings, error
 
 // runFlags are the pipeline flags every stage command has.
 type runFlags struct {
-	data, out, cacheDir string
-	concurrency         int
-	skipBad, noCache    bool
+	data, out, cacheDir           string
+	concurrency                   int
+	skipBad, noCache, retryFailed bool
+	strict                        bool
 }
 
 func (r *runFlags) register(cmd *cobra.Command) {
@@ -351,11 +382,15 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	f.IntVar(&r.concurrency, "concurrency", bench.DefaultConcurrency, "samples in flight")
 	f.BoolVar(&r.skipBad, "skip-bad", false, "skip malformed lines (counted and reported) instead of stopping")
 	f.BoolVar(&r.noCache, "no-cache", false, "call the endpoints even when a cached response exists")
+	if cmd.Name() != "infer" {
+		f.BoolVar(&r.retryFailed, "retry-failed", false, "judge again the samples an earlier run into --out never got a parseable verdict for (judge_unparseable)")
+		f.BoolVar(&r.strict, "strict", false, "score failed samples as the lowest score instead of excluding them (as bench score --strict)")
+	}
 }
 
 func (r *runFlags) options(cmd *cobra.Command) (*bench.Options, error) {
 	o := &bench.Options{Data: r.data, Out: r.out, SkipBad: r.skipBad, Concurrency: r.concurrency,
-		Progress: cmd.ErrOrStderr(), Logger: logger(cmd)}
+		RetryFailed: r.retryFailed, Strict: r.strict, Progress: cmd.ErrOrStderr(), Logger: logger(cmd)}
 	if !r.noCache && r.out != "" {
 		dir := r.cacheDir
 		if dir == "" {
@@ -486,22 +521,35 @@ func writeResult(cmd *cobra.Command, asJSON bool, v any, text func(io.Writer) er
 }
 
 func newBenchCompareCmd() *cobra.Command {
-	var asJSON, strict bool
+	var asJSON, strict, mixed bool
 	cmd := &cobra.Command{
-		Use:   "compare RUN...",
+		Use:   "compare BASELINE RUN...",
 		Short: "Compare runs side by side: domain × dimension, deltas, CI separation",
 		Long: `Score each run (a run directory or its judged.jsonl) and print a domain ×
-dimension table with each run's value, its delta from the first run and
-whether their 95% intervals are disjoint.`,
+dimension table with each run's value, its delta from the first run (Δ = run −
+first run: positive means the run scores higher than the first) and whether
+their 95% intervals are disjoint.
+
+Runs scored by different judges (--judge rules against an LLM judge, or two
+LLM judges) are not on one scale and are refused; --mixed-judges compares them
+anyway, naming each run's judge above the table.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := bench.CompareRuns(args, &bench.ScoreOptions{Strict: strict})
 			if err != nil {
 				return err
 			}
+			if c.JudgesDiffer() && !mixed {
+				var parts []string
+				for i, l := range c.Labels {
+					parts = append(parts, fmt.Sprintf("%s: %s", l, strings.Join(c.Judges[i], "+")))
+				}
+				return fmt.Errorf("the runs were scored by different judges (%s), so their scores are not on one scale; judge them alike, or pass --mixed-judges to compare anyway", strings.Join(parts, "; "))
+			}
 			return writeResult(cmd, asJSON, c, c.WriteText)
 		},
 	}
+	cmd.Flags().BoolVar(&mixed, "mixed-judges", false, "compare runs scored by different judges (labelled in the output) instead of refusing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of the table")
 	cmd.Flags().BoolVar(&strict, "strict", false, "score failed samples as the lowest score instead of excluding them")
 	return cmd

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,9 +311,16 @@ func TestBenchRunJudgeAndScoreOnExamples(t *testing.T) {
 	}
 	// Compare the rubric-judged run with the rules-scored one, and render
 	// the HTML report.
-	stdout, _, err = runBenchCLI(t, "bench", "compare", out, rules)
-	if err != nil || !strings.Contains(stdout, filepath.Base(rules)) || !strings.Contains(stdout, "mcp") {
-		t.Fatalf("bench compare: %v\n%s", err, stdout)
+	// The two were scored by different judges: refused unless asked, then
+	// labelled; the direction of the deltas is stated.
+	if _, _, err = runBenchCLI(t, "bench", "compare", out, rules); err == nil || !strings.Contains(err.Error(), "different judges") || !strings.Contains(err.Error(), "judge+") && !strings.Contains(err.Error(), ": judge") {
+		t.Fatalf("bench compare of a rubric-judged and a rules-scored run: %v, want a refusal naming the judges", err)
+	}
+	stdout, _, err = runBenchCLI(t, "bench", "compare", "--mixed-judges", out, rules)
+	if err != nil || !strings.Contains(stdout, filepath.Base(rules)) || !strings.Contains(stdout, "mcp") ||
+		!strings.Contains(stdout, "different judges") || !strings.Contains(stdout, "judged by rules") ||
+		!strings.Contains(stdout, "Δ = this run − "+filepath.Base(out)+": positive means this run scores higher") {
+		t.Fatalf("bench compare --mixed-judges: %v\n%s", err, stdout)
 	}
 	page := filepath.Join(t.TempDir(), "report.html")
 	if _, stderr, err := runBenchCLI(t, "bench", "report", out, "--html", page); err != nil {
@@ -461,5 +470,42 @@ func TestBenchRunSendsPublishedMessages(t *testing.T) {
 	}
 	if strings.Contains(user, "**Environment Observation:**\n$ pytest") {
 		t.Error("the observation marker was not stripped from the prediction")
+	}
+}
+
+// TestBenchRunNoValidSampleAndRetryFailed: a run whose judge never parses
+// exits with an error though it finished, a plain rerun keeps those
+// failures, and --retry-failed judges them again (the predictions are
+// reused: the model is not called again).
+func TestBenchRunNoValidSampleAndRetryFailed(t *testing.T) {
+	var judgeWorks atomic.Bool
+	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		if r.Model == "judge" {
+			if !judgeWorks.Load() {
+				return fakellm.Reply{Content: "I would rather not say."}
+			}
+			return fakellm.Reply{Content: "<final_evaluation>```json\n{\"strengths\":[],\"weaknesses\":[],\"scores\":{\"format\":5,\"factuality\":3,\"consistency\":4,\"realism\":4,\"quality\":3}}\n```</final_evaluation>"}
+		}
+		return fakellm.Reply{Content: "<predicted_observation>ok</predicted_observation>"}
+	})
+	defer srv.Close()
+	out := t.TempDir()
+	args := []string{"bench", "run", "--data", "../../examples/bench", "--model-url", srv.URL, "--model", "wm",
+		"--judge-url", srv.URL, "--judge-model", "judge", "--judge-retries", "0", "--out", out}
+	_, stderr, err := runBenchCLI(t, args...)
+	if !errors.Is(err, errNoValidSample) || !strings.Contains(stderr, "judge_unparseable 25") {
+		t.Fatalf("every judging failed: err %v, want errNoValidSample\n%s", err, stderr)
+	}
+	judgeWorks.Store(true)
+	if _, _, err := runBenchCLI(t, args...); !errors.Is(err, errNoValidSample) {
+		t.Fatalf("plain rerun: err %v, want the failures kept", err)
+	}
+	srv.Reset()
+	stdout, stderr, err := runBenchCLI(t, append(args, "--retry-failed")...)
+	if err != nil {
+		t.Fatalf("--retry-failed: %v\n%s", err, stderr)
+	}
+	if srv.Count() != 25 || !strings.Contains(stderr, "samples: 25 done of 25 (0 resumed") || !strings.Contains(stdout, "Overall") {
+		t.Fatalf("--retry-failed: %d calls (want 25 judge calls)\n%s\n%s", srv.Count(), stdout, stderr)
 	}
 }
