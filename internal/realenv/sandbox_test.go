@@ -437,3 +437,73 @@ func TestTerminalTypesSemicolons(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestHelperHoldTerminal is not a test: TestKillNineLeavesNothing runs it
+// in a child process, which starts a terminal, starts a marked process in
+// it, reports ready and waits to be killed.
+func TestHelperHoldTerminal(t *testing.T) {
+	marker, base := os.Getenv("AGENTWORLD_HOLD_MARKER"), os.Getenv("AGENTWORLD_HOLD_DIR")
+	if marker == "" {
+		t.Skip("helper process for TestKillNineLeavesNothing")
+	}
+	term := NewTerminal(&TerminalOptions{TempDir: base})
+	if _, err := term.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	agentRun(t, term, "setsid -f sleep "+marker)
+	fmt.Println("READY")
+	time.Sleep(time.Minute)
+}
+
+// TestKillNineLeavesNothing kills -9 a process holding a terminal: the
+// sandbox and all in it must die with it, and the next terminal started in
+// the same temp dir removes the directory it left.
+func TestKillNineLeavesNothing(t *testing.T) {
+	requireSandbox(t)
+	t.Parallel()
+	base := t.TempDir()
+	if os.Geteuid() == 0 {
+		// The test's own directories, searchable so that the terminals
+		// are made here (nobody must reach them), not in the system one.
+		os.Chmod(base, 0o711)
+		os.Chmod(filepath.Dir(base), 0o711)
+		if !searchableByOthers(base) {
+			t.Skipf("%s is not searchable by other users above the test's own directories", base)
+		}
+	}
+	marker := fmt.Sprintf("%d", 8_000_000+time.Now().UnixNano()%1_000_000)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldTerminal$", "-test.v")
+	cmd.Env = append(os.Environ(), "AGENTWORLD_HOLD_MARKER="+marker, "AGENTWORLD_HOLD_DIR="+base)
+	out := &tailBuffer{max: 1 << 16}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	running := func() bool { return exec.Command("pgrep", "-f", "sleep "+marker).Run() == nil }
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "READY") || !running() {
+		if time.Now().After(deadline) {
+			t.Fatalf("helper never got ready:\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	left, _ := filepath.Glob(filepath.Join(base, termDirPrefix+"*"))
+	if len(left) != 1 {
+		t.Fatalf("%d terminal dirs while the helper runs", len(left))
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline = time.Now().Add(10 * time.Second)
+	for running() {
+		if time.Now().After(deadline) {
+			t.Fatal("a process in the sandbox outlived kill -9 of its owner")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	term, _ := startTerminal(t, &TerminalOptions{TempDir: base})
+	defer term.Close()
+	if _, err := os.Stat(left[0]); err == nil {
+		t.Fatalf("%s left by the killed process survived the next start", left[0])
+	}
+}
