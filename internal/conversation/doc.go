@@ -14,15 +14,18 @@
 //     [ActionPrompt] is a turn's action as AgentWorldBench records show it
 //     ([ParseActionPrompt], [TrimActionHeading]); [ObservationResponse] is
 //     an observation as it answers an action, in requests, samples and
-//     records alike ([TrimObservationMarker]); [Example] is a few-shot
+//     records alike, opened by [ObservationMarker] ([TrimObservationMarker];
+//     [StripObservationMarker] is the published judge's reading); every
+//     user message ends with [AnswerReminder]; [Example] is a few-shot
 //     demonstration of a system prompt;
 //   - agent actions: [ParseAction] validates an action for its domain and
 //     renders its canonical text; [ParseKeystrokes] and [RenderKeystrokes]
 //     are the Terminal grammar, [ParseToolCall] and [RenderToolCall] the
 //     tool-call grammar of the MCP, Search and SWE domains (every alias
-//     normalized), [ParseToolCallLine] its command-line form. Every
-//     malformed action is a [fielderr.Error] naming the field path, which
-//     unwraps to [ErrBadAction];
+//     normalized), [ParseToolCallLine] its command-line form, and
+//     [HumanAction] the shorthand a person types in `agentworld play`.
+//     Every malformed action is a [fielderr.Error] naming the field path,
+//     which unwraps to [ErrBadAction];
 //   - the predicted observation of a generation: [ExtractPrediction],
 //     [StripThinking] and [Reasoning] read what a world model wrote;
 //     [Answer] writes a training target they read back.

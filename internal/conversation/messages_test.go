@@ -109,6 +109,19 @@ func TestTrimHeadingAndMarker(t *testing.T) {
 	}
 }
 
+// TestTrimIsFree: the dataset statistics trim every turn of a corpus, so
+// trimming a byte slice must not copy it.
+func TestTrimIsFree(t *testing.T) {
+	act := []byte(`### Turn 12\n**Action:**\n[{\"keystrokes\":\"ls\\n\"}]`)
+	obs := []byte("**Environment Observation:**\na.txt")
+	if n := testing.AllocsPerRun(100, func() {
+		_ = TrimActionHeading(act, true)
+		_ = TrimObservationMarker(obs)
+	}); n != 0 {
+		t.Errorf("%v allocations per trim, want 0", n)
+	}
+}
+
 func TestObservationResponse(t *testing.T) {
 	if got := ObservationResponse("a.txt"); got != "**Environment Observation:**\na.txt" {
 		t.Errorf("got %q", got)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/sim"
 )
@@ -22,7 +23,7 @@ type Player interface {
 }
 
 // Play opens a session of world and loops: print the observation, read a
-// line, turn it into an action (sim.HumanAction), step. ":q" or end of
+// line, turn it into an action (conversation.HumanAction), step. ":q" or end of
 // input stops; ":json ACTION" sends ACTION verbatim.
 func Play(ctx context.Context, p Player, worldID string, in io.Reader, out io.Writer) error {
 	rep, err := p.Create(ctx, sim.CreateRequest{WorldID: worldID})
@@ -45,7 +46,7 @@ func Play(ctx context.Context, p Player, worldID string, in io.Reader, out io.Wr
 		if strings.TrimSpace(line) == ":q" {
 			return nil
 		}
-		act := sim.HumanAction(d, line)
+		act := conversation.HumanAction(d, line)
 		if raw, ok := strings.CutPrefix(line, ":json "); ok {
 			act = json.RawMessage(raw)
 		}

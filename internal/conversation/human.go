@@ -1,4 +1,4 @@
-package sim
+package conversation
 
 import (
 	"encoding/json"
@@ -12,12 +12,14 @@ import (
 //   - terminal: a line that is not a JSON array is typed as keystrokes with
 //     Enter and a one-second wait; ^C, ^D, ^Z send C-c, C-d, C-z; an empty
 //     line sends [] (task finished);
-//   - mcp, search, swe: "tool {json args}" calls a tool; JSON is taken as is;
-//     other text is a final answer;
+//   - mcp, search, swe: "tool {json args}" ([ParseToolCallLine]) or a bare
+//     tool name calls a tool; JSON is taken as is; other text is a final
+//     answer;
 //   - android, web, os: the line as it is.
+//
+// The result is a raw action for [ParseAction], which validates it.
 func HumanAction(d domain.Domain, line string) json.RawMessage {
 	t := strings.TrimSpace(line)
-	str := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
 	switch d {
 	case domain.Terminal:
 		switch {
@@ -26,28 +28,33 @@ func HumanAction(d domain.Domain, line string) json.RawMessage {
 		case strings.HasPrefix(t, "["):
 			return json.RawMessage(t)
 		case t == "^C" || t == "^D" || t == "^Z":
-			b, _ := json.Marshal([]map[string]any{{"keystrokes": "C-" + strings.ToLower(t[1:]), "duration": 0.5}})
-			return b
+			return json.RawMessage(RenderKeystrokes([]Keystroke{{Keystrokes: "C-" + strings.ToLower(t[1:]), Duration: 0.5}}))
 		}
-		b, _ := json.Marshal([]map[string]any{{"keystrokes": line + "\n", "duration": 1}})
-		return b
+		return json.RawMessage(RenderKeystrokes([]Keystroke{{Keystrokes: line + "\n", Duration: 1}}))
 	case domain.MCP, domain.Search, domain.SWE:
 		if strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") {
 			return json.RawMessage(t)
 		}
-		if name, args, ok := strings.Cut(t, " "); ok && strings.HasPrefix(strings.TrimSpace(args), "{") && json.Valid([]byte(args)) {
-			b, _ := json.Marshal(map[string]json.RawMessage{"name": str(name), "arguments": json.RawMessage(strings.TrimSpace(args))})
-			return b
+		_, args, _ := strings.Cut(t, " ")
+		if args = strings.TrimSpace(args); t != "" && (args == "" || strings.HasPrefix(args, "{")) {
+			if c, err := ParseToolCallLine(t); err == nil {
+				if text, err := RenderToolCall(c.Name, c.Arguments); err == nil {
+					return json.RawMessage(text)
+				}
+			}
 		}
-		if !strings.Contains(t, " ") && t != "" { // a bare tool name
-			b, _ := json.Marshal(map[string]any{"name": t, "arguments": map[string]any{}})
-			return b
-		}
-		return str(line)
+		return stringAction(line)
 	case domain.Android:
 		if strings.HasPrefix(t, "{") {
 			return json.RawMessage(t)
 		}
 	}
-	return str(line)
+	return stringAction(line)
+}
+
+// stringAction encodes s as a JSON string, the form an action's text takes
+// on the wire.
+func stringAction(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
 }
