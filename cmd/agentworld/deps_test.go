@@ -14,6 +14,9 @@ import (
 var forbidden = []struct{ path, why string }{
 	{"github.com/openai/openai-go", "37 MB of the 71 MB stripped binary for a retry loop; internal/worldmodel/transport.go is the client"},
 	{"github.com/tidwall/gjson", "came with openai-go; encoding/json decodes the answers"},
+	{"gonum.org/v1/plot", "4.4 MB of bundled fonts (and a PDF and LaTeX stack) for two simple charts; internal/chart draws them"},
+	{"codeberg.org/go-fonts", "bundled fonts: SVG text uses the viewer's fonts, PNG text x/image's bitmap face"},
+	{"github.com/golang/freetype", "font rasterizing came with gonum/plot"},
 	{"github.com/agentworld/agentworld/internal/worldmodel/fakellm", "a test double of a model server; only tests may import it"},
 }
 

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,10 +16,8 @@ import (
 	"text/tabwriter"
 	"unicode/utf8"
 
+	"github.com/agentworld/agentworld/internal/chart"
 	"github.com/agentworld/agentworld/internal/trajectory"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 )
 
 // WriteText renders the report as a table: one line per domain with counts,
@@ -148,7 +145,7 @@ func WriteHTML(r *Report, rows []*Judged, w io.Writer, opts *HTMLOptions) error 
 	if o.Excerpt <= 0 {
 		o.Excerpt = 4000
 	}
-	chart, err := barChartPNG(r)
+	chart, err := barChartSVG(r)
 	if err != nil {
 		return fmt.Errorf("render chart: %w", err)
 	}
@@ -178,7 +175,7 @@ func WriteHTML(r *Report, rows []*Judged, w io.Writer, opts *HTMLOptions) error 
 		Title:  "AgentWorldBench report",
 		Label:  r.Label,
 		Report: r,
-		Chart:  template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(chart)),
+		Chart:  chart,
 	}
 	for _, d := range r.Order {
 		page.Domains = append(page.Domains, htmlDomain{Name: d, S: r.Domains[d], Failures: reasonsText(r.Failures[d])})
@@ -324,74 +321,39 @@ func excerpt(s string, n int) string {
 	return s[:cut] + fmt.Sprintf("\n… (%d more bytes)", len(s)-cut)
 }
 
-// ciBars feeds the intervals to plotter.YErrorBars.
-type ciBars struct{ y, lo, hi []float64 }
-
-func (c ciBars) Len() int                    { return len(c.y) }
-func (c ciBars) XY(i int) (float64, float64) { return float64(i), c.y[i] }
-func (c ciBars) YError(i int) (float64, float64) {
-	return c.y[i] - c.lo[i], c.hi[i] - c.y[i]
-}
-
-// barChartPNG draws the domain totals with their intervals.
-func barChartPNG(r *Report) ([]byte, error) {
-	p := plot.New()
-	p.Title.Text = "AgentWorldBench score by domain (0-100)"
-	p.Y.Label.Text = "score"
-	p.Y.Min, p.Y.Max = 0, 100
-	var vals plotter.Values
-	var names []string
-	ci := ciBars{}
+// barChartSVG draws the domain totals with their 95% intervals and the
+// overall domain mean, as an SVG element for inlining in the page (its
+// text is drawn in the page's font).
+func barChartSVG(r *Report) (template.HTML, error) {
+	b := &chart.Bars{Title: "AgentWorldBench score by domain (0-100)", YLabel: "score", YMax: 100}
 	for _, d := range r.Order {
 		ds := r.Domains[d]
 		v := float64(ds.Total)
 		if math.IsNaN(v) {
 			v = 0
 		}
-		vals = append(vals, v)
-		names = append(names, d)
 		lo, hi := float64(ds.CI95[0]), float64(ds.CI95[1])
 		if math.IsNaN(lo) || math.IsNaN(hi) {
 			lo, hi = v, v
 		}
-		ci.y, ci.lo, ci.hi = append(ci.y, v), append(ci.lo, lo), append(ci.hi, hi)
+		b.Labels, b.Values = append(b.Labels, d), append(b.Values, v)
+		b.Lo, b.Hi = append(b.Lo, lo), append(b.Hi, hi)
 	}
-	if len(vals) == 0 {
-		vals, names = plotter.Values{0}, []string{"(no samples)"}
-		ci = ciBars{y: []float64{0}, lo: []float64{0}, hi: []float64{0}}
+	if len(b.Labels) == 0 {
+		b.Labels, b.Values = []string{"(no samples)"}, []float64{0}
 	}
-	bars, err := plotter.NewBarChart(vals, vg.Points(28))
-	if err != nil {
-		return nil, err
-	}
-	bars.Color = color.RGBA{R: 0x3b, G: 0x6e, B: 0xa8, A: 0xff}
-	bars.LineStyle.Width = 0
-	errs, err := plotter.NewYErrorBars(ci)
-	if err != nil {
-		return nil, err
-	}
-	p.Add(plotter.NewGrid(), bars, errs)
-	p.NominalX(names...)
 	if mean := float64(r.OverallDomainMean); !math.IsNaN(mean) {
-		line, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: mean}, {X: float64(len(vals)) - 0.5, Y: mean}})
-		if err != nil {
-			return nil, err
-		}
-		line.Color = color.RGBA{R: 0xc0, G: 0x39, B: 0x2b, A: 0xff}
-		line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		p.Add(line)
-		p.Legend.Add(fmt.Sprintf("overall (domain mean) %.2f", mean), line)
-		p.Legend.Top = true
+		b.Ref = &chart.Ref{Value: mean, Label: fmt.Sprintf("overall (domain mean) %.2f", mean), Color: color.RGBA{R: 0xc0, G: 0x39, B: 0x2b, A: 0xff}}
 	}
-	wt, err := p.WriterTo(vg.Points(float64(120+60*len(vals))), vg.Points(300), "png")
-	if err != nil {
-		return nil, err
-	}
+	page := chart.Page{Width: max(480, 140+90*len(b.Labels)), Height: 400, Panels: []chart.Panel{b}}
 	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
-		return nil, err
+	if err := page.WriteSVG(&buf); err != nil {
+		return "", err
 	}
-	return buf.Bytes(), nil
+	// Inlined without its XML declaration. The markup is ours and every
+	// label in it is XML-escaped, so it is safe to mark as HTML.
+	svg := buf.String()
+	return template.HTML(svg[strings.Index(svg, "<svg"):]), nil
 }
 
 type htmlDomain struct {
@@ -409,7 +371,7 @@ type htmlSample struct {
 type htmlPage struct {
 	Title, Label string
 	Report       *Report
-	Chart        template.URL
+	Chart        template.HTML
 	Domains      []htmlDomain
 	Worst        []htmlSample
 }
@@ -431,7 +393,7 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;border:1px sol
 <p>Overall (all samples pooled, the published script's figure): {{.Report.OverallSampleMean}}</p>
 {{if .Report.Strict}}<p class="note">Strict: failed samples are scored 1 on every dimension.</p>{{else}}<p>Failed samples are excluded from the means (published convention); their counts are shown beside each score.</p>{{end}}
 {{if .Report.RulesOnly}}<p class="note">Scored by the offline rules scorer, not the rubric judge: not comparable with published scores.</p>{{end}}
-<img alt="score by domain" src="{{.Chart}}">
+<figure role="img" aria-label="score by domain">{{.Chart}}</figure>
 <table><tr><th>domain</th><th>n</th><th>valid</th><th>failed</th><th>format</th><th>factuality</th><th>consistency</th><th>realism</th><th>quality</th><th>total</th><th>95% CI</th><th>failure reasons</th></tr>
 {{range .Domains}}<tr><td>{{.Name}}</td><td>{{.S.N}}</td><td>{{.S.Valid}}</td><td>{{.S.Failed}}</td><td>{{.S.Format}}</td><td>{{.S.Factuality}}</td><td>{{.S.Consistency}}</td><td>{{.S.Realism}}</td><td>{{.S.Quality}}</td><td><b>{{.S.Total}}</b></td><td>{{ci .S.CI95}}</td><td>{{.Failures}}</td></tr>
 {{end}}</table>

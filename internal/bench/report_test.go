@@ -2,8 +2,6 @@ package bench_test
 
 import (
 	"bytes"
-	"encoding/base64"
-	"html"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -69,13 +67,21 @@ func TestWriteHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := buf.String()
-	m := regexp.MustCompile(`src="data:image/png;base64,([^"]+)"`).FindStringSubmatch(page)
-	if m == nil {
-		t.Fatal("no embedded PNG chart")
+	svg := regexp.MustCompile(`(?s)<figure[^>]*><svg .*?</svg>\s*</figure>`).FindString(page)
+	if svg == "" {
+		t.Fatal("no inline SVG chart")
 	}
-	png, err := base64.StdEncoding.DecodeString(html.UnescapeString(m[1])) // '+' is written as &#43; in attributes
-	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
-		t.Fatalf("chart is not a PNG (%v)", err)
+	// One bar per domain with its interval, labelled, and the overall line.
+	for _, d := range r.Order {
+		if !strings.Contains(svg, ">"+d+"</text>") {
+			t.Errorf("chart lacks a label for domain %s", d)
+		}
+	}
+	if n := strings.Count(svg, `fill="#3b6ea8"`); n != len(r.Order) {
+		t.Errorf("chart has %d bars, want %d", n, len(r.Order))
+	}
+	if !strings.Contains(svg, "overall (domain mean)") || !strings.Contains(svg, `stroke-dasharray`) {
+		t.Error("chart lacks the dashed overall line and its legend")
 	}
 	for _, want := range []string{
 		"rules on examples", "leaderboard headline", "published script", "not the rubric judge",

@@ -326,7 +326,7 @@ func TestBenchRunJudgeAndScoreOnExamples(t *testing.T) {
 	if _, stderr, err := runBenchCLI(t, "bench", "report", out, "--html", page); err != nil {
 		t.Fatalf("bench report: %v\n%s", err, stderr)
 	}
-	if b, err := os.ReadFile(page); err != nil || !bytes.Contains(b, []byte("data:image/png;base64,")) || !bytes.Contains(b, []byte("<html")) {
+	if b, err := os.ReadFile(page); err != nil || !bytes.Contains(b, []byte("<svg ")) || !bytes.Contains(b, []byte("<html")) {
 		t.Fatalf("report page: %v (%d bytes)", err, len(b))
 	}
 

@@ -7,16 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
+	"github.com/agentworld/agentworld/internal/chart"
 )
 
 // domainColors gives each domain line a stable colour.
-var domainColors = []color.Color{
+var domainColors = []color.RGBA{
 	color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
 	color.RGBA{214, 39, 40, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255},
 	color.RGBA{227, 119, 194, 255}, color.RGBA{127, 127, 127, 255}, color.RGBA{188, 189, 34, 255},
@@ -75,59 +70,24 @@ func (c *CorpusStats) WritePlot(w io.Writer, format string) error {
 			return out
 		}},
 	}
-	const cols, rows = 2, 3
-	grid := make([][]*plot.Plot, rows)
+	page := chart.Page{Width: 1152, Height: 1344, Cols: 2}
 	for i, p := range panels {
-		pl := plot.New()
-		pl.Title.Text = p.title
-		pl.Y.Label.Text = "% of turns"
+		pl := &chart.Lines{Title: p.title, YLabel: "% of turns", Labels: p.labels, Legend: i == 0}
 		if p.xlabel == "turns" {
-			pl.Y.Label.Text = "% of trajectories"
+			pl.YLabel = "% of trajectories"
 		}
-		pl.NominalX(p.labels...)
-		pl.X.Tick.Label.Rotation = 0.6
-		pl.X.Tick.Label.XAlign = draw.XRight
-		pl.Legend.Top = true
 		for j, n := range names {
-			vals := p.values(c.Domains[n])
-			pts := make(plotter.XYs, len(vals))
-			for k, v := range vals {
-				pts[k].X, pts[k].Y = float64(k), v
-			}
-			line, err := plotter.NewLine(pts)
-			if err != nil {
-				return err
-			}
-			line.Color = domainColors[j%len(domainColors)]
-			line.Width = vg.Points(1.5)
-			pl.Add(line)
-			if i == 0 {
-				pl.Legend.Add(n, line)
-			}
+			pl.Series = append(pl.Series, chart.Series{Name: n, Values: p.values(c.Domains[n]), Color: domainColors[j%len(domainColors)]})
 		}
-		grid[i/cols] = append(grid[i/cols], pl)
+		page.Panels = append(page.Panels, pl)
 	}
-	width, height := 12*vg.Inch, 14*vg.Inch
-	var vc vg.CanvasWriterTo
 	switch strings.ToLower(format) {
 	case "png":
-		vc = vgimg.PngCanvas{Canvas: vgimg.New(width, height)}
+		return page.WritePNG(w)
 	case "svg":
-		vc = vgsvg.New(width, height)
-	default:
-		return fmt.Errorf("plot format %q: want png or svg", format)
+		return page.WriteSVG(w)
 	}
-	dc := draw.New(vc)
-	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter * 8, PadY: vg.Millimeter * 8,
-		PadTop: vg.Millimeter * 4, PadBottom: vg.Millimeter * 4, PadLeft: vg.Millimeter * 4, PadRight: vg.Millimeter * 4}
-	canvases := plot.Align(grid, tiles, dc)
-	for r := range grid {
-		for c2, pl := range grid[r] {
-			pl.Draw(canvases[r][c2])
-		}
-	}
-	_, err := vc.WriteTo(w)
-	return err
+	return fmt.Errorf("plot format %q: want png or svg", format)
 }
 
 // PlotFormat picks png or svg from a file name.
