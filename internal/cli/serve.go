@@ -109,6 +109,8 @@ simulation.`,
 	fl.StringVar(&f.cfg.APIKey, "api-key", "", "require this bearer token on every route but /health (default: "+envconfig.APIKey.Name+")")
 	usesEnv(cmd, envconfig.APIKey)
 	fl.IntVar(&f.cfg.MaxSessions, "max-sessions", 10000, "sessions held open at once")
+	fl.IntVar(&f.cfg.MaxInlineSpecBytes, "max-inline-spec-bytes", sim.DefaultMaxInlineSpecBytes, "largest world spec a client may send inline, in bytes (larger worlds: --worlds and world_id); -1: no limit")
+	fl.IntVar(&f.cfg.MaxInlineTools, "max-inline-tools", sim.DefaultMaxInlineTools, "most tools an inline world spec may define; -1: no limit")
 	fl.DurationVar(&f.cfg.IdleTTL, "idle-ttl", 0, "expire sessions idle this long (default 30m)")
 	fl.StringVar(&f.cfg.DefaultWorld, "default-world", "", "world for OpenEnv /reset without world_id (default: first by name)")
 	e := &f.cfg.Edge

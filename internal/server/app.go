@@ -54,8 +54,12 @@ type AppConfig struct {
 	// restart).
 	DBPath      string
 	MaxSessions int
-	IdleTTL     time.Duration
-	MaxTurns    int
+	// MaxInlineSpecBytes and MaxInlineTools bound inline world specs (see
+	// sim.Options; 0 means sim's defaults, negative no limit).
+	MaxInlineSpecBytes int
+	MaxInlineTools     int
+	IdleTTL            time.Duration
+	MaxTurns           int
 	// CacheDir puts a transition cache (record-and-replay, exact matches
 	// only) in front of the world model and records new transitions there.
 	CacheDir string
@@ -269,6 +273,7 @@ func NewApp(cfg AppConfig) (*App, error) {
 	app.Manager = sim.New(&sim.Options{
 		Store: st, Worlds: worlds, Backends: backends, DefaultBackend: defaultBackend,
 		MaxSessions: cfg.MaxSessions, IdleTTL: cfg.IdleTTL, MaxTurns: cfg.MaxTurns,
+		MaxInlineSpecBytes: cfg.MaxInlineSpecBytes, MaxInlineTools: cfg.MaxInlineTools,
 		Hooks: append(worldControlHooks(app.Ledger, cfg.PerturbLimits, log), cfg.Hooks...), Observer: met, Logger: log,
 	})
 	app.Server = New(app.Manager, &Options{APIKey: cfg.APIKey, DefaultWorld: cfg.DefaultWorld, Edge: cfg.Edge, Registry: reg, Metrics: met, Logger: log})

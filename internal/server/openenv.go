@@ -28,7 +28,7 @@ func (s *Server) defaultWorld() string {
 
 // resetCreate turns an OpenEnv reset into a session creation.
 func (s *Server) resetCreate(ctx context.Context, req OpenEnvResetRequest) (*sim.Reply, error) {
-	c, err := toCreate(CreateSessionRequest{World: req.World, WorldID: req.WorldID, Seed: req.Seed, Model: req.Model, Backend: req.Backend})
+	c, err := toCreate(s.m, CreateSessionRequest{World: req.World, WorldID: req.WorldID, Seed: req.Seed, Model: req.Model, Backend: req.Backend})
 	if err != nil {
 		return nil, err
 	}

@@ -256,7 +256,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := toCreate(req)
+	c, err := toCreate(s.m, req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

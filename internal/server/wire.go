@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
 )
@@ -88,8 +87,9 @@ func jsonFieldError(err error) *Error {
 }
 
 // toCreate converts the wire request; the inline spec is parsed and
-// validated with errors naming world.<field>.
-func toCreate(r CreateSessionRequest) (sim.CreateRequest, error) {
+// validated within m's bounds (sim.Manager.ParseInlineSpec), with errors
+// naming world.<field>.
+func toCreate(m *sim.Manager, r CreateSessionRequest) (sim.CreateRequest, error) {
 	c := sim.CreateRequest{WorldID: r.WorldID, Seed: r.Seed, Model: r.Model, Backend: r.Backend, Params: r.Params, Labels: r.Labels}
 	raw := bytes.TrimSpace(r.World)
 	if len(raw) > 0 && string(raw) != "null" {
@@ -103,7 +103,7 @@ func toCreate(r CreateSessionRequest) (sim.CreateRequest, error) {
 			}
 			c.WorldID = name
 		} else {
-			spec, err := parseInlineSpec(raw)
+			spec, err := parseInlineSpec(m, raw)
 			if err != nil {
 				return c, err
 			}
@@ -120,23 +120,11 @@ func toCreate(r CreateSessionRequest) (sim.CreateRequest, error) {
 	return c, nil
 }
 
-func parseInlineSpec(raw []byte) (*world.Spec, error) {
+func parseInlineSpec(m *sim.Manager, raw []byte) (*world.Spec, error) {
 	if raw[0] != '{' {
 		return nil, badRequest("world", "must be a world spec object or a world name")
 	}
-	spec, err := world.Parse(raw, "inline")
-	if err != nil {
-		if _, ok := fielderr.As(err); ok {
-			return nil, fielderr.Under(sim.ErrBadRequest, "world", err)
-		}
-		msg := strings.TrimPrefix(err.Error(), "inline: ")
-		if strings.Contains(msg, "unknown field ") {
-			f := msg[strings.Index(msg, "unknown field ")+len("unknown field "):]
-			return nil, badRequest("world."+strings.Trim(f, `"`), "unknown field")
-		}
-		return nil, badRequest("world", "%s", msg)
-	}
-	return spec, nil
+	return m.ParseInlineSpec(raw)
 }
 
 // OpenEnv wire types. They match meta-pytorch/OpenEnv's HTTP server

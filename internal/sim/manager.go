@@ -40,6 +40,12 @@ type Options struct {
 	MaxTurns int
 	// MaxActionBytes bounds one action; 0 means 1 MiB.
 	MaxActionBytes int
+	// MaxInlineSpecBytes bounds the JSON of a world spec a client sends
+	// inline; 0 means DefaultMaxInlineSpecBytes, negative no limit.
+	MaxInlineSpecBytes int
+	// MaxInlineTools bounds the tools of an inline spec's action space; 0
+	// means DefaultMaxInlineTools, negative no limit.
+	MaxInlineTools int
 	// Hooks run around every step, in order.
 	Hooks []StepHook
 	// Observer receives every step's outcome (metrics); nil means none.
@@ -122,6 +128,12 @@ func New(opts *Options) *Manager {
 	}
 	if o.MaxActionBytes == 0 {
 		o.MaxActionBytes = 1 << 20
+	}
+	if o.MaxInlineSpecBytes == 0 {
+		o.MaxInlineSpecBytes = DefaultMaxInlineSpecBytes
+	}
+	if o.MaxInlineTools == 0 {
+		o.MaxInlineTools = DefaultMaxInlineTools
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -306,6 +318,9 @@ func (m *Manager) resolveWorld(req CreateRequest) (*world.Spec, error) {
 	case req.World != nil:
 		if req.World.Name == "" {
 			req.World.Name = "inline"
+		}
+		if err := m.checkInlineTools(req.World); err != nil {
+			return nil, err
 		}
 		if err := req.World.Validate(); err != nil {
 			return nil, fielderr.Under(ErrBadRequest, "world", err)

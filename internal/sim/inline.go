@@ -1,0 +1,55 @@
+package sim
+
+import (
+	"strings"
+
+	"github.com/agentworld/agentworld/internal/fielderr"
+	"github.com/agentworld/agentworld/internal/world"
+)
+
+// Bounds of inline world specs, the part of a session a client sizes. The
+// bundled worlds are a few KB and a large imported MCP server's tool list
+// some hundred KB; a session holds its spec several times over (parsed,
+// as JSON in its record, rendered into the system prompt), so the byte
+// bound is what bounds a session's size before its first step.
+const (
+	// DefaultMaxInlineSpecBytes is Options.MaxInlineSpecBytes's default.
+	DefaultMaxInlineSpecBytes = 1 << 20
+	// DefaultMaxInlineTools is Options.MaxInlineTools's default.
+	DefaultMaxInlineTools = 512
+)
+
+// ParseInlineSpec reads a world spec a client sent inline (a JSON object),
+// within the manager's bounds: a spec over MaxInlineSpecBytes is refused
+// before it is parsed (ErrTooLarge, field "world"), and one with more than
+// MaxInlineTools tools after (ErrTooLarge, field
+// "world.action_space.tools"). Other errors are FieldErrors naming
+// world.<field>.
+func (m *Manager) ParseInlineSpec(raw []byte) (*world.Spec, error) {
+	if lim := m.opts.MaxInlineSpecBytes; lim > 0 && len(raw) > lim {
+		return nil, fielderr.New(ErrTooLarge, "world", "inline world spec of %d bytes exceeds the server's limit of %d bytes (serve --max-inline-spec-bytes); load large worlds with serve --worlds and name them with world_id", len(raw), lim)
+	}
+	spec, err := world.Parse(raw, "inline")
+	if err != nil {
+		if _, ok := fielderr.As(err); ok {
+			return nil, fielderr.Under(ErrBadRequest, "world", err)
+		}
+		msg := strings.TrimPrefix(err.Error(), "inline: ")
+		if i := strings.Index(msg, "unknown field "); i >= 0 {
+			return nil, badField("world."+strings.Trim(msg[i+len("unknown field "):], `"`), "unknown field")
+		}
+		return nil, badField("world", "%s", msg)
+	}
+	if err := m.checkInlineTools(spec); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// checkInlineTools applies MaxInlineTools to an inline spec.
+func (m *Manager) checkInlineTools(spec *world.Spec) error {
+	if lim := m.opts.MaxInlineTools; lim > 0 && len(spec.ActionSpace.Tools) > lim {
+		return fielderr.New(ErrTooLarge, "world.action_space.tools", "%d tools exceed the server's limit of %d (serve --max-inline-tools)", len(spec.ActionSpace.Tools), lim)
+	}
+	return nil
+}
