@@ -507,3 +507,64 @@ func TestKillNineLeavesNothing(t *testing.T) {
 		t.Fatalf("%s left by the killed process survived the next start", left[0])
 	}
 }
+
+// FuzzSendKeyBatches checks that any keystroke string reaches tmux intact
+// (after tmux's own handling of a final ";") and in command lines below
+// tmux's message size.
+func FuzzSendKeyBatches(f *testing.F) {
+	for _, s := range []string{"ls\n", "echo a;\n", `find . -exec rm {} \;`, strings.Repeat("é;", 5000), "C-c", "\x80\x80\x80", ";\n;\n"} {
+		f.Add(s)
+	}
+	parse := func(arg string) string { // tmux's cmd-parse.c rule for a final ";"
+		if !strings.HasSuffix(arg, ";") {
+			return arg
+		}
+		arg = arg[:len(arg)-1]
+		if strings.HasSuffix(arg, `\`) {
+			return arg[:len(arg)-1] + ";"
+		}
+		return arg
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var want strings.Builder
+		for _, op := range KeyOps(s) {
+			if op.Key != "" {
+				want.WriteString("<" + op.Key + ">")
+			} else {
+				want.WriteString(op.Literal)
+			}
+		}
+		var got strings.Builder
+		for _, b := range sendKeyBatches("%0", KeyOps(s)) {
+			n := 0
+			for _, a := range b {
+				n += len(a) + 1
+			}
+			if n > 16<<10-512 {
+				t.Fatalf("a command line of %d bytes", n)
+			}
+			for i := 0; i < len(b); {
+				if b[i] != "send-keys" || b[i+1] != "-t" || b[i+2] != "%0" {
+					t.Fatalf("batch %q", b)
+				}
+				i += 3
+				if b[i] == "-l" {
+					got.WriteString(parse(b[i+2]))
+					i += 3
+				} else {
+					got.WriteString("<" + b[i] + ">")
+					i++
+				}
+				if i < len(b) {
+					if b[i] != ";" {
+						t.Fatalf("no separator in %q", b)
+					}
+					i++
+				}
+			}
+		}
+		if got.String() != want.String() {
+			t.Fatalf("typed %q, want %q", got.String(), want.String())
+		}
+	})
+}
