@@ -7,6 +7,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -63,8 +64,9 @@ func ChatLineOf(s *Sample) ChatLine {
 }
 
 // RLRow is one RL prompt in the layout verl's RLHF dataset reads: the chat
-// prompt, a data_source naming the reward function, and reward_model with
-// the real observation as ground truth.
+// prompt, a data_source naming the reward function ("agentworld/<domain>",
+// which `agentworld reward serve` reads as the domain), and reward_model
+// with the real observation as ground truth.
 type RLRow struct {
 	DataSource  string      `parquet:"data_source" json:"data_source"`
 	Prompt      []Message   `parquet:"prompt,list" json:"prompt"`
@@ -97,6 +99,10 @@ type ExtraInfo struct {
 	Nov          float64 `parquet:"nov" json:"nov"`
 	Jac          float64 `parquet:"jac" json:"jac"`
 	R            float64 `parquet:"r" json:"r"`
+	// Action is the turn's action prompt ("### Turn N\n**Action:**\n…"),
+	// which the reward's judge shows as the current turn: verl hands a
+	// reward function extra_info but not the prompt.
+	Action string `parquet:"action" json:"action"`
 }
 
 // RLRowOf builds the verl row of a sample; the index is set by the writer.
@@ -111,6 +117,7 @@ func RLRowOf(s *Sample, split, style string) RLRow {
 			Turn: int64(s.Turn), TotalTurns: int64(s.TotalTurns), Category: s.Category,
 			LossWeight: s.Weight, Template: s.Template,
 			OL: s.Stats.OL, Nov: s.Stats.Nov, Jac: s.Stats.Jac, R: s.Stats.R,
+			Action: conversation.ActionPrompt(s.Turn, s.Action),
 		},
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/dataset"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -341,4 +342,35 @@ func TestActionOf(t *testing.T) {
 			t.Errorf("actionOf(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
+}
+
+// TestExportedRLRow scores a row of `data export --mode rl` the way the
+// verl shim (examples/trainers/verl_reward.py) does: data_source names the
+// domain, reward_model.ground_truth is the truth, extra_info.action the
+// judge's current turn.
+func TestExportedRLRow(t *testing.T) {
+	obs := "root@box:/app# ls\ncalc.py\nroot@box:/app#"
+	s := &dataset.Sample{ID: "t#2", Domain: "terminal", Turn: 2, TotalTurns: 2, Action: `[{"keystrokes": "ls\n", "duration": 0.1}]`, Observation: obs}
+	row := dataset.RLRowOf(s, "train", "model")
+	var seen string
+	sc, err := New(&Options{Judge: completerFunc(func(req worldmodel.Request) {
+		seen = req.Messages[1].Content
+	}), JudgeModel: "j"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, _ := json.Marshal(map[string]any{"action": row.ExtraInfo.Action, "id": row.ExtraInfo.ID})
+	r := sc.Score(context.Background(), Item{ID: row.ExtraInfo.ID, DataSource: row.DataSource, Response: s.Target(), GroundTruth: row.RewardModel.GroundTruth, ExtraInfo: extra})
+	if r.Components.Rule != 25 || r.Components.Rubric != 25 || !strings.Contains(seen, "# Current Turn:\n### Turn 2\n**Action:**\n[{\"keystrokes\"") {
+		t.Errorf("%+v\njudge saw:\n%s", r, seen)
+	}
+}
+
+// completerFunc is a judge that shows each request to f and answers like
+// verdictJudge.
+type completerFunc func(worldmodel.Request)
+
+func (f completerFunc) Complete(ctx context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
+	f(req)
+	return verdictJudge{}.Complete(ctx, req)
 }
