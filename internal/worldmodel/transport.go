@@ -48,6 +48,9 @@ func (a *attempt) retryable() bool {
 	if a.err != nil {
 		return !errors.Is(a.err, ErrResponseTooLarge)
 	}
+	if a.status < 300 {
+		return false // an answer, whatever its headers say
+	}
 	switch a.header.Get("x-should-retry") {
 	case "true":
 		return true

@@ -59,6 +59,7 @@ func TestAttemptRetryable(t *testing.T) {
 		{"200", attempt{status: 200}, false},
 		{"server says retry", attempt{status: 400, header: http.Header{"X-Should-Retry": {"true"}}}, true},
 		{"server says do not", attempt{status: 503, header: http.Header{"X-Should-Retry": {"false"}}}, false},
+		{"an answer is never retried", attempt{status: 200, header: http.Header{"X-Should-Retry": {"true"}}}, false},
 	}
 	for _, tc := range cases {
 		if got := tc.a.retryable(); got != tc.want {
