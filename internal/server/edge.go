@@ -239,6 +239,9 @@ func stateChanging(method string) bool {
 // lifts the read deadline so a long step is not cut by it. On refusal it
 // has written the response and returns false.
 func (s *Server) admit(w *statusWriter, r *http.Request) bool {
+	// A keep-alive connection still carries the write deadline of its last
+	// reply; clear it so net/http's own writes (100 Continue) are not cut.
+	_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Time{})
 	refuse := func(e *Error) bool {
 		// The client's unread body is not drained: the connection closes.
 		w.Header().Set("Connection", "close")
