@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -306,7 +305,6 @@ func cpuTime() time.Duration {
 // more CPU and garbage per call than the whole simulator step it serves.
 type zeroModel struct {
 	srv    *httptest.Server
-	n      atomic.Int64
 	mu     sync.Mutex
 	bodies [][]byte
 }
@@ -333,9 +331,12 @@ func (z *zeroModel) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	n := z.n.Add(1)
+	// The number is the body's place in the recording, taken under the
+	// same lock: numbered apart, a later request could be recorded first
+	// and an answer name a request not recorded yet.
 	z.mu.Lock()
 	z.bodies = append(z.bodies, body)
+	n := int64(len(z.bodies))
 	z.mu.Unlock()
 	out := make([]byte, 0, 320)
 	out = append(out, `{"id":"x","object":"chat.completion","created":1,"model":"wm","choices":[{"index":0,"message":{"role":"assistant","content":"<think>t</think><predicted_observation>obs `...)
