@@ -1,0 +1,350 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/realenv"
+)
+
+// readmeSkips are the README commands TestREADMECommands does not run, each
+// with the reason; every other command of every sh block runs as written.
+// An entry matching no command fails the test, so the list cannot go stale.
+var readmeSkips = []struct{ match, why string }{
+	// Model servers: a GPU and model weights.
+	{"vllm serve ", "starts a vLLM model server"},
+	{"sglang.launch_server", "starts an SGLang model server"},
+	{"--model http://gpu1:8000/v1", "needs the vLLM/SGLang replicas started above"},
+	{"--model-url http://localhost:8000/v1", "needs a served world model"},
+	{"bench compare runs/aw35b", "compares the run made with the served world model above"},
+	// Serve started with flags given in prose, not in a block, and a shadow
+	// session that steps a world model; internal/cli's real-environment
+	// serve tests drive both.
+	{`--json '{"world_id": "hello-file"}'`, "needs `serve --real-tasks examples/tasks` from the paragraph above"},
+	{`"backend": "model", "shadow": "real"`, "a shadow session steps a world model (--model)"},
+	// Not usage examples.
+	{"bash .ci/run", "is CI itself, which runs this test"},
+	{"go test -run '^$' -bench", "benchmarks: minutes of full load, run by hand"},
+}
+
+// readmeSandbox are commands that start the bubblewrap sandbox; they are
+// skipped, saying why, where it cannot start (as the realenv tests are).
+var readmeSandbox = []string{"realenv terminal", "--closed-loop"}
+
+// serveAddr is where the README's examples expect `agentworld serve`.
+const serveAddr = "127.0.0.1:8080"
+
+// TestREADMECommands runs every command of README.md's sh blocks that needs
+// no model server, exactly as written, in a fresh copy of the repository
+// (its tracked files) with `go install`'s GOBIN first on PATH: a first hour
+// on a fresh machine. Consecutive commands of a block run as one bash script
+// (set -e, pipefail), so shell variables carry over as they do for a reader
+// pasting the block. `agentworld serve` is started in the background (a
+// trailing & or not), probed at /health until it answers, and stopped
+// (SIGTERM, then SIGKILL) before the next one starts and at the end; the
+// commands that talk to it run while it is up. HOME and the user cache dir
+// are fresh, so sessions start from an empty database; GOFLAGS=-trimpath
+// lets the copy's builds reuse the build cache across runs.
+func TestREADMECommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary for every README command; skipped under -short")
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := shBlocks(string(readme))
+	if len(blocks) < 10 {
+		t.Fatalf("found %d sh blocks in README.md; the parser is broken", len(blocks))
+	}
+	work := t.TempDir()
+	copyTracked(t, repo, work)
+	env := readmeEnv(t, work)
+	sandboxErr := realenv.ProbeSandbox()
+	portErr := portFree(serveAddr)
+
+	used := make([]bool, len(readmeSkips))
+	r := &readmeRunner{t: t, dir: work, env: env}
+	defer r.stopServe()
+	for bi, block := range blocks {
+		var script []string
+		flush := func() {
+			if len(script) > 0 {
+				r.script(bi, script)
+				script = nil
+			}
+		}
+		for _, c := range block {
+			if i := skipOf(c); i >= 0 {
+				used[i] = true
+				t.Logf("block %d: skipped (%s): %s", bi+1, readmeSkips[i].why, c)
+				continue
+			}
+			if why := needsAbsent(c, sandboxErr, portErr); why != "" {
+				t.Logf("block %d: skipped (%s): %s", bi+1, why, c)
+				continue
+			}
+			if isServe(c) {
+				flush()
+				r.startServe(bi, c)
+				continue
+			}
+			script = append(script, c)
+		}
+		flush()
+	}
+	for i, u := range used {
+		if !u {
+			t.Errorf("skip entry %q matches no README command; remove it", readmeSkips[i].match)
+		}
+	}
+}
+
+// shBlocks returns the commands of every ```sh block: lines joined across
+// trailing backslashes, blank and comment-only lines dropped.
+func shBlocks(md string) [][]string {
+	var blocks [][]string
+	var cur []string
+	in := false
+	pending := ""
+	sc := bufio.NewScanner(strings.NewReader(md))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case !in && strings.TrimSpace(line) == "```sh":
+			in, cur = true, nil
+			continue
+		case in && strings.TrimSpace(line) == "```":
+			in = false
+			blocks = append(blocks, cur)
+			continue
+		case !in:
+			continue
+		}
+		if strings.HasSuffix(line, "\\") {
+			pending += line + "\n"
+			continue
+		}
+		line = pending + line
+		pending = ""
+		if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		cur = append(cur, line)
+	}
+	return blocks
+}
+
+func skipOf(c string) int {
+	for i, s := range readmeSkips {
+		if strings.Contains(c, s.match) {
+			return i
+		}
+	}
+	return -1
+}
+
+// needsAbsent names what a command needs that this machine lacks, or "".
+func needsAbsent(c string, sandboxErr, portErr error) string {
+	for _, s := range readmeSandbox {
+		if strings.Contains(c, s) && sandboxErr != nil {
+			return "the sandbox cannot start here: " + sandboxErr.Error()
+		}
+	}
+	if portErr != nil && (isServe(c) || strings.Contains(c, "localhost:8080") || strings.Contains(c, serveAddr)) {
+		return "port 8080, where the examples expect serve, is taken: " + portErr.Error()
+	}
+	return ""
+}
+
+// isServe reports a command that starts the simulator's HTTP server.
+func isServe(c string) bool {
+	f := strings.Fields(strings.TrimSuffix(strings.TrimSpace(c), "&"))
+	for i := 0; i+1 < len(f); i++ {
+		if (f[i] == "agentworld" || f[i] == "./cmd/agentworld") && f[i+1] == "serve" {
+			return true
+		}
+	}
+	return false
+}
+
+func portFree(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+// readmeEnv is the environment of the commands: GOBIN first on PATH, a fresh
+// HOME and cache dir, and this machine's Go caches.
+func readmeEnv(t *testing.T, work string) []string {
+	goenv := func(k string) string {
+		out, err := exec.Command("go", "env", k).Output()
+		if err != nil {
+			t.Fatalf("go env %s: %v", k, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	home := t.TempDir()
+	bin := filepath.Join(t.TempDir(), "bin")
+	env := os.Environ()
+	return append(env,
+		"GOBIN="+bin, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"GOCACHE="+goenv("GOCACHE"), "GOMODCACHE="+goenv("GOMODCACHE"), "GOPATH="+goenv("GOPATH"),
+		"GOFLAGS=-trimpath", "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+}
+
+// copyTracked copies the repository's tracked files into dst, and links the
+// installed npm packages (ignored by git; .ci/setup.d installs them).
+func copyTracked(t *testing.T, repo, dst string) {
+	out, err := exec.Command("git", "-C", repo, "ls-files", "-z").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	for _, rel := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		src := filepath.Join(repo, rel)
+		st, err := os.Lstat(src)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // deleted in the work tree, or not a file
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dst, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, st.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nm := filepath.Join(repo, "tools", "npm", "node_modules")
+	if _, err := os.Stat(nm); err == nil {
+		if err := os.Symlink(nm, filepath.Join(dst, "tools", "npm", "node_modules")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readmeRunner runs README commands in one directory and owns the
+// background server.
+type readmeRunner struct {
+	t     *testing.T
+	dir   string
+	env   []string
+	serve *exec.Cmd
+	// exited receives the server's Wait result.
+	exited chan error
+	log    *bytes.Buffer
+}
+
+// script runs consecutive commands of block bi as one bash script.
+func (r *readmeRunner) script(bi int, cmds []string) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	src := "set -eo pipefail\n" + strings.Join(cmds, "\n") + "\n"
+	cmd := exec.CommandContext(ctx, "bash", "-c", src)
+	cmd.Dir, cmd.Env = r.dir, r.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	if err != nil {
+		serveLog := ""
+		if r.log != nil {
+			serveLog = "\nserve's output:\n" + tail(r.log.String(), 2000)
+		}
+		r.t.Errorf("README block %d failed (%v):\n%s\noutput:\n%s%s", bi+1, err, src, tail(out.String(), 4000), serveLog)
+		return
+	}
+	r.t.Logf("block %d: ran %d command(s) in %s", bi+1, len(cmds), time.Since(start).Round(time.Millisecond))
+}
+
+// startServe stops the running server, starts c in the background and waits
+// until /health answers.
+func (r *readmeRunner) startServe(bi int, c string) {
+	r.t.Helper()
+	r.stopServe()
+	cmd := exec.Command("bash", "-c", "exec "+strings.TrimSuffix(strings.TrimSpace(c), "&"))
+	cmd.Dir, cmd.Env = r.dir, r.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r.log = &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = r.log, r.log
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("block %d: %s: %v", bi+1, c, err)
+	}
+	r.serve = cmd
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(4 * time.Minute) // a cold `go run` compiles first
+	for {
+		select {
+		case err := <-exited:
+			r.serve = nil
+			r.t.Fatalf("block %d: %s exited before serving (%v):\n%s", bi+1, c, err, tail(r.log.String(), 4000))
+		default:
+		}
+		resp, err := http.Get("http://" + serveAddr + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				r.t.Logf("block %d: %s is serving", bi+1, c)
+				r.exited = exited
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("block %d: %s did not answer /health: %v\n%s", bi+1, c, err, tail(r.log.String(), 4000))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// stopServe stops the background server: SIGTERM (it drains), then SIGKILL.
+func (r *readmeRunner) stopServe() {
+	if r.serve == nil {
+		return
+	}
+	pid := r.serve.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case err := <-r.exited:
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			r.t.Errorf("serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-r.exited
+		r.t.Errorf("serve did not stop within 30 s of SIGTERM:\n%s", tail(r.log.String(), 2000))
+	}
+	r.serve = nil
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
