@@ -39,8 +39,9 @@ awk -v s="$stripped" -v u="$unstripped" -v g="$GOAL_MB" -v v="$verdict" 'BEGIN {
 echo
 echo "heaviest contributors (symbol bytes in text, rodata and data; bss excluded):"
 # A symbol's package is its name up to the first dot after the last slash;
-# third-party packages are summed by module-like prefix (host/owner/repo),
-# the standard library by package. bss (zero-filled, not in the file) is
+# third-party packages are summed by their module root (host/owner/repo on
+# code hosts, host/name elsewhere: modernc.org/sqlite), the standard library
+# by package. bss (zero-filled, not in the file) is
 # skipped by the linker's runtime.bss..runtime.enoptrbss markers.
 go tool nm -size -sort address "$WORK/agentworld.syms" | awk -v top="$TOP" '
 function hex(s,   i, c, n) { n = 0; s = tolower(s); for (i = 1; i <= length(s); i++) { c = index("0123456789abcdef", substr(s, i, 1)) - 1; n = n * 16 + c }; return n }
@@ -54,7 +55,12 @@ function hex(s,   i, c, n) { n = 0; s = tolower(s); for (i = 1; i <= length(s); 
 	if (match(name, /.*\//)) { pre = substr(name, 1, RLENGTH); last = substr(name, RLENGTH + 1) }
 	pkg = pre (index(last, ".") ? substr(last, 1, index(last, ".") - 1) : last)
 	if (pkg ~ /^(go|type|runtime)$/ || pkg ~ /^go:/) pkg = "(runtime, types, func tables)"
-	else if (pkg ~ /^[^\/]*\.[^\/]*\//) { n = split(pkg, p, "/"); pkg = p[1] "/" p[2] (n > 2 ? "/" p[3] : "") }
+	else if (pkg ~ /^[^\/]*\.[^\/]*\//) {
+		# module root: host/owner/repo on code hosts, host/name elsewhere
+		n = split(pkg, p, "/")
+		deep = p[1] ~ /^(github\.com|gitlab\.com|bitbucket\.org|codeberg\.org|git\.sr\.ht|golang\.org|gonum\.org)$/
+		pkg = p[1] "/" p[2] ((deep && n > 2) ? "/" p[3] : "")
+	}
 	else if (pkg ~ /^vendor\//) pkg = "(std vendor) " pkg
 	sum[pkg] += size; total += size
 }
