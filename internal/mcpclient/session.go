@@ -64,7 +64,7 @@ type Session struct {
 	log    *slog.Logger
 	cmd    *exec.Cmd
 	cs     *mcp.ClientSession
-	stderr *tailBuffer
+	stderr *TailBuffer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -101,7 +101,7 @@ func Start(ctx context.Context, argv []string, opts *Options) (*Session, error) 
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Session{argv: append([]string(nil), argv...), o: o, log: o.Logger, stderr: &tailBuffer{max: o.StderrLimit}}
+	s := &Session{argv: append([]string(nil), argv...), o: o, log: o.Logger, stderr: NewTailBuffer(o.StderrLimit)}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), o.Env...)
 	cmd.Dir = o.Dir
@@ -222,14 +222,19 @@ func (s *Session) Close() error {
 	return s.closeErr
 }
 
-// tailBuffer keeps the last max bytes written to it (the server's stderr).
-type tailBuffer struct {
+// NewTailBuffer returns a TailBuffer keeping the last max bytes.
+func NewTailBuffer(max int) *TailBuffer { return &TailBuffer{max: max} }
+
+// TailBuffer keeps the last bytes written to it, for a child process's
+// output (an MCP server's stderr, a sandboxed script's output) whose end is
+// what an error needs. Safe for concurrent writers and readers.
+type TailBuffer struct {
 	mu  sync.Mutex
 	max int
 	b   []byte
 }
 
-func (w *tailBuffer) Write(p []byte) (int, error) {
+func (w *TailBuffer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.b = append(w.b, p...)
@@ -239,7 +244,7 @@ func (w *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (w *tailBuffer) String() string {
+func (w *TailBuffer) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return string(w.b)

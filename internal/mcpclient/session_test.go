@@ -192,7 +192,7 @@ func TestStartFailures(t *testing.T) {
 // TestStderrTailIsBounded: only the last StderrLimit bytes are kept and
 // an error quotes at most the last 2000 of them.
 func TestStderrTailIsBounded(t *testing.T) {
-	b := &tailBuffer{max: 5000}
+	b := NewTailBuffer(5000)
 	for i := range 1000 {
 		fmt.Fprintf(b, "line %d\n", i)
 	}

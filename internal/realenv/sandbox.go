@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentworld/agentworld/internal/mcpclient"
 )
 
 // Sandbox layout as seen from inside. The agent's work directory is also
@@ -273,7 +275,7 @@ type sandbox struct {
 	spec   sandboxSpec
 	cmd    *exec.Cmd
 	done   chan struct{}
-	stderr *tailBuffer
+	stderr *mcpclient.TailBuffer
 	ns     []*os.File // fdCount namespace files, in the fd order above
 }
 
@@ -314,7 +316,7 @@ func startSandbox(ctx context.Context, spec sandboxSpec, timeout time.Duration) 
 	// the sandbox is complete by writing to the ready pipe, then waits.
 	ready := fmt.Sprintf("echo >&%d && exec %d>&- && exec sleep infinity", bwrapFdReady, bwrapFdReady)
 	args := append(bwrapArgs(spec, os.Lstat, os.Readlink), "--info-fd", strconv.Itoa(bwrapFdInfo), "--", "sh", "-c", ready)
-	s := &sandbox{spec: spec, done: make(chan struct{}), stderr: &tailBuffer{max: maxStderr}}
+	s := &sandbox{spec: spec, done: make(chan struct{}), stderr: mcpclient.NewTailBuffer(maxStderr)}
 	s.cmd = exec.Command("bwrap", args...)
 	s.cmd.Stderr = s.stderr
 	s.cmd.ExtraFiles = append([]*os.File{infoW}, binds...)

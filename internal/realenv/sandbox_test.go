@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentworld/agentworld/internal/mcpclient"
 )
 
 // The tests below run the attacks of an agent inside the sandbox, as the
@@ -474,7 +476,7 @@ func TestKillNineLeavesNothing(t *testing.T) {
 	marker := fmt.Sprintf("%d", 8_000_000+time.Now().UnixNano()%1_000_000)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldTerminal$", "-test.v")
 	cmd.Env = append(os.Environ(), "AGENTWORLD_HOLD_MARKER="+marker, "AGENTWORLD_HOLD_DIR="+base)
-	out := &tailBuffer{max: 1 << 16}
+	out := mcpclient.NewTailBuffer(1 << 16)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

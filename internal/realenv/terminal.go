@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/mcpclient"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -275,7 +276,7 @@ func (t *Terminal) launch(ctx context.Context) error {
 		tmuxSock, ctlDir, tmuxSession, t.opts.Width, t.opts.Height, shellQuote(t.opts.WorkDir), ctlDir, tmuxSock)
 	// The world lives until the shell exits or Close; it is not bound to ctx.
 	t.world = sb.command(context.Background(), true, t.opts.WorkDir, "sh", "-c", script)
-	worldErr := &tailBuffer{max: maxStderr}
+	worldErr := mcpclient.NewTailBuffer(maxStderr)
 	t.world.Stderr = worldErr
 	if err := t.world.Start(); err != nil {
 		return fmt.Errorf("%w: start the shell in the sandbox: %v", ErrUnavailable, err)
@@ -516,7 +517,7 @@ func (t *Terminal) exec(ctx context.Context, script string) (string, int, error)
 	if !t.sb.alive() {
 		return "", 0, fmt.Errorf("%w: sandbox ended", ErrBroken)
 	}
-	out := &tailBuffer{max: maxExecOutput}
+	out := mcpclient.NewTailBuffer(maxExecOutput)
 	cmd := t.sb.command(ctx, false, t.opts.WorkDir, "bash", "-c", script)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = 500 * time.Millisecond
@@ -548,29 +549,6 @@ func (t *Terminal) exec(ctx context.Context, script string) (string, int, error)
 	default:
 		return out.String(), 0, fmt.Errorf("script in sandbox: %w", err)
 	}
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (w *tailBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.b = append(w.b, p...)
-	if over := len(w.b) - w.max; over > 0 {
-		w.b = append(w.b[:0], w.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (w *tailBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return string(w.b)
 }
 
 // WaitIdle waits, up to limit, until the agent's shell runs no foreground
