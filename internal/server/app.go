@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,12 +55,19 @@ type AppConfig struct {
 	// restart).
 	DBPath      string
 	MaxSessions int
+	IdleTTL     time.Duration
+	MaxTurns    int
 	// MaxInlineSpecBytes and MaxInlineTools bound inline world specs (see
 	// sim.Options; 0 means sim's defaults, negative no limit).
 	MaxInlineSpecBytes int
 	MaxInlineTools     int
-	IdleTTL            time.Duration
-	MaxTurns           int
+	// AllowModels are model names, beside ModelName, a client may choose
+	// for its session (its servers answer to them: adapters, aliases);
+	// see sim.Options.Models.
+	AllowModels []string
+	// AllowExtraBody are the sampling.extra_body keys a client's inline
+	// spec may set (sim.Options.ExtraBodyKeys); none by default.
+	AllowExtraBody []string
 	// CacheDir puts a transition cache (record-and-replay, exact matches
 	// only) in front of the world model and records new transitions there.
 	CacheDir string
@@ -163,6 +171,11 @@ func NewApp(cfg AppConfig) (*App, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	for _, k := range cfg.AllowExtraBody {
+		if slices.Contains(world.ReservedExtraKeys, k) {
+			return nil, fmt.Errorf("--allow-extra-body %s: a field of the request itself, never allowed", k)
+		}
 	}
 	if err := cfg.Edge.Validate(); err != nil {
 		return nil, err
@@ -274,6 +287,7 @@ func NewApp(cfg AppConfig) (*App, error) {
 		Store: st, Worlds: worlds, Backends: backends, DefaultBackend: defaultBackend,
 		MaxSessions: cfg.MaxSessions, IdleTTL: cfg.IdleTTL, MaxTurns: cfg.MaxTurns,
 		MaxInlineSpecBytes: cfg.MaxInlineSpecBytes, MaxInlineTools: cfg.MaxInlineTools,
+		Models: servedModels(cfg), ExtraBodyKeys: cfg.AllowExtraBody,
 		Hooks: append(worldControlHooks(app.Ledger, cfg.PerturbLimits, log), cfg.Hooks...), Observer: met, Logger: log,
 	})
 	app.Server = New(app.Manager, &Options{APIKey: cfg.APIKey, DefaultWorld: cfg.DefaultWorld, Edge: cfg.Edge, Registry: reg, Metrics: met, Logger: log})
@@ -281,6 +295,16 @@ func NewApp(cfg AppConfig) (*App, error) {
 		return nil, err
 	}
 	return app, nil
+}
+
+// servedModels are the model names a client may ask for: the one the
+// model servers serve, when there are any, and those the operator added.
+func servedModels(cfg AppConfig) []string {
+	var out []string
+	if name := strings.TrimSpace(cfg.ModelName); name != "" && (cfg.Model != "" || len(cfg.Replicas) > 0) && !strings.HasPrefix(cfg.Model, "replay:") {
+		out = append(out, name)
+	}
+	return append(out, cfg.AllowModels...)
 }
 
 // Close releases what the app owns beyond the server (the router's health

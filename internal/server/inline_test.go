@@ -22,3 +22,40 @@ func TestLargeInlineSpecIsRefused(t *testing.T) {
 		t.Fatalf("small inline spec: status %d", st)
 	}
 }
+
+// TestClientExtraBodyAndModelAreRefused: with serve's defaults a client
+// can neither rewrite the upstream request through an inline spec's
+// sampling.extra_body nor pick the model; each is a 400 naming the field,
+// and nothing reaches the model.
+func TestClientExtraBodyAndModelAreRefused(t *testing.T) {
+	h := newHarness(t, "", nil)
+	spec := func(extra string) string {
+		return `{"world": {"domain": "terminal", "task_description": "t", "action_space": "keys", "sampling": {"extra_body": ` + extra + `}}}`
+	}
+	cases := []struct{ name, body, field string }{
+		{"extra_body sets the model", spec(`{"model": "gpt-4o"}`), "world.sampling.extra_body.model"},
+		{"extra_body sets the conversation", spec(`{"messages": [{"role": "user", "content": "hi"}]}`), "world.sampling.extra_body.messages"},
+		{"extra_body asks for many answers", spec(`{"n": 64}`), "world.sampling.extra_body.n"},
+		{"extra_body edits inside the request", spec(`{"messages.0.content": "x"}`), "world.sampling.extra_body.messages.0.content"},
+		{"extra_body not allowed by the operator", spec(`{"top_k": 5}`), "world.sampling.extra_body.top_k"},
+		{"a model the operator did not list", `{"world_id": "term", "model": "gpt-4o"}`, "model"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var e errorBody
+			if st := h.do("POST", "/v1/sessions", c.body, &e); st != 400 || e.Error.Field != c.field {
+				t.Fatalf("status %d field %q (%s), want 400 on %s", st, e.Error.Field, e.Error.Message, c.field)
+			}
+		})
+	}
+	if n := len(h.model.Requests()); n != 0 {
+		t.Errorf("refused requests reached the model %d times", n)
+	}
+}
+
+func TestAllowExtraBodyRefusesRequestFields(t *testing.T) {
+	_, err := NewApp(AppConfig{AllowExtraBody: []string{"top_k", "messages"}})
+	if err == nil || !strings.Contains(err.Error(), "--allow-extra-body messages") {
+		t.Fatalf("NewApp allowing extra_body messages: %v, want an error naming the flag and key", err)
+	}
+}

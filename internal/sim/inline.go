@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/fielderr"
@@ -52,4 +54,37 @@ func (m *Manager) checkInlineTools(spec *world.Spec) error {
 		return fielderr.New(ErrTooLarge, "world.action_space.tools", "%d tools exceed the server's limit of %d (serve --max-inline-tools)", len(spec.ActionSpace.Tools), lim)
 	}
 	return nil
+}
+
+// checkInlineSampling refuses extra_body keys of an inline spec the
+// operator did not allow (Options.ExtraBodyKeys): a client must not steer
+// what the world-model server is asked beyond the sampling settings a spec
+// has fields for.
+func (m *Manager) checkInlineSampling(spec *world.Spec) error {
+	if spec.Sampling == nil {
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(spec.Sampling.Extra)) {
+		if !slices.Contains(m.opts.ExtraBodyKeys, k) {
+			allowed := "none"
+			if len(m.opts.ExtraBodyKeys) > 0 {
+				allowed = strings.Join(m.opts.ExtraBodyKeys, ", ")
+			}
+			return fielderr.New(ErrBadRequest, "world.sampling.extra_body."+k,
+				"not allowed in an inline spec (the server allows: %s; serve --allow-extra-body KEY)", allowed)
+		}
+	}
+	return nil
+}
+
+// checkModel refuses a session model the operator did not list
+// (Options.Models).
+func (m *Manager) checkModel(name string) error {
+	if name == "" || slices.Contains(m.opts.Models, name) {
+		return nil
+	}
+	if len(m.opts.Models) == 0 {
+		return fielderr.New(ErrBadRequest, "model", "%q: this server does not let clients choose the model (serve --allow-model NAME)", name)
+	}
+	return fielderr.New(ErrBadRequest, "model", "%q is not served here (the server allows: %s)", name, strings.Join(m.opts.Models, ", "))
 }

@@ -9,7 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agentworld/agentworld/internal/fielderr"
+	"github.com/agentworld/agentworld/internal/world"
+	"github.com/agentworld/agentworld/internal/worldmodel"
+	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // toolSpec is an inline MCP spec with n tools, each padded to about pad
@@ -123,4 +128,69 @@ func BenchmarkInlineSessionMemory(b *testing.B) {
 	b.ReportMetric(perSession/1e6, "heap-MB/session")
 	b.ReportMetric(perSession/float64(len(raw)), "heap/spec-bytes")
 	b.ReportMetric(float64(refuse.Nanoseconds()), "refuse-4.5MB-ns")
+}
+
+// TestClientsChooseOnlyWhatTheOperatorAllows creates sessions through the
+// real model client against a fake model server: an inline spec's
+// extra_body and a session's model name are refused unless the operator
+// listed them, and what is allowed reaches the upstream request as sent.
+func TestClientsChooseOnlyWhatTheOperatorAllows(t *testing.T) {
+	srv := fakellm.New(func(*fakellm.Request) fakellm.Reply {
+		return fakellm.Reply{Content: "<predicted_observation>ok</predicted_observation>"}
+	})
+	defer srv.Close()
+	spec := func(extra string) *world.Spec {
+		raw := `{"domain":"terminal","task_description":"a shell","action_space":"keys","sampling":{"extra_body":` + extra + `}}`
+		s, err := world.Parse([]byte(raw), "inline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	tests := []struct {
+		name  string
+		opts  Options
+		req   CreateRequest
+		field string         // "" creates and steps
+		sent  map[string]any // upstream body fields, when created
+	}{
+		{"extra_body refused by default", Options{}, CreateRequest{World: spec(`{"top_k":5}`)}, "world.sampling.extra_body.top_k", nil},
+		{"extra_body key not on the list", Options{ExtraBodyKeys: []string{"top_k"}}, CreateRequest{World: spec(`{"top_k":5,"min_p":0.1}`)}, "world.sampling.extra_body.min_p", nil},
+		{"allowed extra_body reaches the request", Options{ExtraBodyKeys: []string{"top_k"}}, CreateRequest{World: spec(`{"top_k":5}`)}, "", map[string]any{"top_k": float64(5), "model": "wm"}},
+		{"a model not served", Options{Models: []string{"wm"}}, CreateRequest{WorldID: "t", Model: "gpt-4o"}, "model", nil},
+		{"no model choice at all", Options{}, CreateRequest{WorldID: "t", Model: "wm"}, "model", nil},
+		{"an allowed model", Options{Models: []string{"wm", "wm-lora"}}, CreateRequest{WorldID: "t", Model: "wm-lora"}, "", map[string]any{"model": "wm-lora"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv.Reset()
+			tc.opts.Worlds = map[string]*world.Spec{"t": termWorld()}
+			tc.opts.Backends = map[string]BackendFactory{BackendModel: NewModelBackend(worldmodel.New(srv.URL, "wm", &worldmodel.Options{MaxRetries: -1}), nil)}
+			m := New(&tc.opts)
+			defer m.Close(context.Background())
+			rep, err := m.Create(context.Background(), tc.req)
+			if tc.field != "" {
+				fe, ok := fielderr.As(err)
+				if !ok || fe.Path != tc.field || !errors.Is(err, ErrBadRequest) {
+					t.Fatalf("got %v, want a bad request on %s", err, tc.field)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Step(context.Background(), rep.SessionID, ls); err != nil {
+				t.Fatal(err)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 1 {
+				t.Fatalf("%d upstream requests, want 1", len(reqs))
+			}
+			for k, v := range tc.sent {
+				if !cmp.Equal(reqs[0].Body[k], v) {
+					t.Errorf("upstream %s = %v, want %v", k, reqs[0].Body[k], v)
+				}
+			}
+		})
+	}
 }

@@ -46,6 +46,19 @@ type Options struct {
 	// MaxInlineTools bounds the tools of an inline spec's action space; 0
 	// means DefaultMaxInlineTools, negative no limit.
 	MaxInlineTools int
+	// Models are the model names a client may choose for its session
+	// (CreateRequest.Model): the served model and any others its servers
+	// answer to. A request naming another is refused on field "model";
+	// empty means a client may name none, and sessions use the backend's
+	// model.
+	Models []string
+	// ExtraBodyKeys are the sampling.extra_body keys an inline spec (a
+	// client's) may set: they go into every world-model request sent with
+	// the operator's credentials. Empty, the default, refuses extra_body
+	// in inline specs; world.ReservedExtraKeys are refused in every spec
+	// whatever this says. Specs the server loaded are the operator's and
+	// not limited by it.
+	ExtraBodyKeys []string
 	// Hooks run around every step, in order.
 	Hooks []StepHook
 	// Observer receives every step's outcome (metrics); nil means none.
@@ -244,6 +257,9 @@ func newID() string {
 
 // Create starts a session and returns its first observation.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error) {
+	if err := m.checkModel(req.Model); err != nil {
+		return nil, err
+	}
 	spec, err := m.resolveWorld(req)
 	if err != nil {
 		return nil, err
@@ -320,6 +336,9 @@ func (m *Manager) resolveWorld(req CreateRequest) (*world.Spec, error) {
 			req.World.Name = "inline"
 		}
 		if err := m.checkInlineTools(req.World); err != nil {
+			return nil, err
+		}
+		if err := m.checkInlineSampling(req.World); err != nil {
 			return nil, err
 		}
 		if err := req.World.Validate(); err != nil {

@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -170,6 +172,53 @@ type Sampling struct {
 	Extra       map[string]any `json:"extra_body,omitempty"`
 }
 
+// ReservedExtraKeys are the request fields sampling.extra_body may never
+// set, in any spec: they are the request itself (the model, the
+// conversation, the number and shape of answers) or have their own
+// settings, and extra_body fields are written over the request as sent.
+var ReservedExtraKeys = []string{
+	"model", "messages", "prompt", "n", "best_of", "stream", "stream_options", "echo",
+	"max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
+	"tools", "tool_choice", "functions", "function_call", "response_format",
+	"logprobs", "top_logprobs", "logit_bias", "user",
+}
+
+// validate checks the sampling settings: limits in range, and extra_body
+// keys that are plain top-level names (the model client sets them by path,
+// so "a.b" or "messages.0" would edit inside the request) and none of
+// ReservedExtraKeys.
+func (sp *Sampling) validate() error {
+	if sp == nil {
+		return nil
+	}
+	if sp.MaxTokens < 0 {
+		return bad("sampling.max_tokens", "negative")
+	}
+	for _, k := range slices.Sorted(maps.Keys(sp.Extra)) {
+		field := "sampling.extra_body." + k
+		if !plainKey(k) {
+			return bad(field, "not a plain field name (letters, digits, _ and -)")
+		}
+		if slices.Contains(ReservedExtraKeys, k) {
+			return bad(field, "a field of the request itself; extra_body may not set it")
+		}
+	}
+	return nil
+}
+
+// plainKey reports a JSON field name with no path syntax in it.
+func plainKey(k string) bool {
+	if k == "" || len(k) > 64 {
+		return false
+	}
+	for _, r := range k {
+		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // ErrInvalid wraps every spec validation failure.
 var ErrInvalid = errors.New("invalid world spec")
 
@@ -215,8 +264,8 @@ func (s *Spec) Validate() error {
 	if s.MaxTurns < 0 {
 		return bad("max_turns", "negative")
 	}
-	if s.Sampling != nil && s.Sampling.MaxTokens < 0 {
-		return bad("sampling.max_tokens", "negative")
+	if err := s.Sampling.validate(); err != nil {
+		return err
 	}
 	if err := s.Perturbations.Validate(s.ToolNames()); err != nil {
 		return fielderr.Under(ErrInvalid, "perturbations", err)

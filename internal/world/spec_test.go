@@ -2,9 +2,11 @@ package world
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/perturb"
 )
 
@@ -58,6 +60,40 @@ func TestPerturbationsAndFactsBadInput(t *testing.T) {
 			}
 			if tc.name == "unknown tool" && !errors.Is(err, perturb.ErrInvalid) {
 				t.Errorf("%v does not match the inner kind perturb.ErrInvalid", err)
+			}
+		})
+	}
+}
+
+// TestExtraBodyKeys: sampling.extra_body is written over the model request
+// by path, so only plain names that are not the request's own fields pass,
+// in any spec.
+func TestExtraBodyKeys(t *testing.T) {
+	base := `{"domain":"os","task_description":"t","action_space":"a","sampling":{"extra_body":%s}}`
+	tests := []struct {
+		name, extra, field string // field "" accepts
+	}{
+		{"plain keys", `{"top_k":20,"repetition_penalty":1.1,"chat_template_kwargs":{"enable_thinking":false}}`, ""},
+		{"the model", `{"model":"gpt-4o"}`, "sampling.extra_body.model"},
+		{"the conversation", `{"messages":[]}`, "sampling.extra_body.messages"},
+		{"many answers", `{"n":64}`, "sampling.extra_body.n"},
+		{"streaming", `{"stream":true}`, "sampling.extra_body.stream"},
+		{"a path into the conversation", `{"messages.0.content":"x"}`, "sampling.extra_body.messages.0.content"},
+		{"a path wildcard", `{"a*":1}`, "sampling.extra_body.a*"},
+		{"an empty key", `{"":1}`, "sampling.extra_body."},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(fmt.Sprintf(base, tc.extra)), "w.json")
+			if tc.field == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			fe, ok := fielderr.As(err)
+			if !ok || fe.Path != tc.field || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("got %v, want an invalid-spec error on %s", err, tc.field)
 			}
 		})
 	}
