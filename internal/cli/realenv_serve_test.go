@@ -91,3 +91,83 @@ func TestServeRealTasks(t *testing.T) {
 		t.Fatalf("world model asked %d times", fake.Count())
 	}
 }
+
+// TestServeRealTaskReward: a task served on the real terminal ends with the
+// task's check as its reward — 1 after the oracle's actions, 0 for an
+// episode that ends without solving it — on the native API and on OpenEnv
+// /step.
+func TestServeRealTaskReward(t *testing.T) {
+	if err := realenv.ProbeSandbox(); err != nil {
+		t.Skipf("real terminal sessions need the sandbox: %v", err)
+	}
+	_, srv := startTestServe(t, func(f *simFlags) {
+		f.real.tasksDir = filepath.Join("..", "..", "examples", "tasks")
+	})
+	tasks, err := realenv.LoadTasks(filepath.Join("..", "..", "examples", "tasks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oracle []string
+	for _, tk := range tasks {
+		if tk.Name == "hello-file" {
+			if oracle, err = tk.Oracle.ActionStrings(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	type stepReply struct {
+		Reward     float64 `json:"reward"`
+		Terminated bool    `json:"terminated"`
+		Done       bool    `json:"done"`
+		Info       struct {
+			RewardComponents map[string]float64 `json:"reward_components"`
+		} `json:"info"`
+		Metadata map[string]json.RawMessage `json:"metadata"`
+	}
+	native := func(actions []string) stepReply {
+		var created struct {
+			SessionID string `json:"session_id"`
+		}
+		if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": "hello-file"}, &created); code/100 != 2 {
+			t.Fatalf("create: %d", code)
+		}
+		var last stepReply
+		for _, a := range append(actions, "[]") {
+			last = stepReply{}
+			if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", map[string]any{"action": json.RawMessage(a)}, &last); code/100 != 2 {
+				t.Fatalf("step %s: %d", a, code)
+			}
+		}
+		return last
+	}
+	openEnv := func(actions []string) stepReply {
+		var reset struct {
+			Observation struct {
+				SessionID string `json:"session_id"`
+			} `json:"observation"`
+		}
+		if code := postJSON(t, srv.URL+"/reset", map[string]any{"world_id": "hello-file"}, &reset); code/100 != 2 {
+			t.Fatalf("reset: %d", code)
+		}
+		var last stepReply
+		for _, a := range append(actions, "[]") {
+			last = stepReply{}
+			if code := postJSON(t, srv.URL+"/step", map[string]any{"action": json.RawMessage(a), "session_id": reset.Observation.SessionID}, &last); code/100 != 2 {
+				t.Fatalf("openenv step %s: %d", a, code)
+			}
+		}
+		return last
+	}
+	if r := native(oracle); !r.Terminated || r.Reward != 1 || r.Info.RewardComponents["task_check"] != 1 {
+		t.Errorf("native oracle episode: %+v", r)
+	}
+	if r := native(nil); !r.Terminated || r.Reward != 0 || r.Info.RewardComponents["task_check"] != 0 || r.Info.RewardComponents == nil {
+		t.Errorf("native unsolved episode: %+v", r)
+	}
+	if r := openEnv(oracle); !r.Done || r.Reward != 1 || !strings.Contains(string(r.Metadata["reward_components"]), `"task_check":1`) {
+		t.Errorf("OpenEnv oracle episode: %+v", r)
+	}
+	if r := openEnv([]string{`[{"keystrokes": "echo wrong > greeting.txt\n", "duration": 0.5}]`}); !r.Done || r.Reward != 0 {
+		t.Errorf("OpenEnv wrong episode: %+v", r)
+	}
+}

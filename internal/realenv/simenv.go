@@ -215,17 +215,20 @@ func (b *backends) realEnv(name string, s sim.SessionInfo) (*simAdapter, error) 
 				taskName = s.Spec.Name
 			}
 		}
+		var task *Task
 		if taskName != "" {
 			t, ok := b.o.Tasks[taskName]
 			if !ok {
 				return nil, fielderr.New(sim.ErrBadRequest, "params.real.task", "no task %q is configured", taskName)
 			}
 			opts = *t.TerminalOptions(&opts)
+			task = t
 		}
 		if p.Setup != "" {
 			opts.Setup = strings.TrimRight(opts.Setup, "\n") + "\n" + p.Setup
 		}
-		return &simAdapter{env: NewTerminal(&opts), backend: name}, nil
+		term := NewTerminal(&opts)
+		return &simAdapter{env: term, backend: name, term: term, task: task}, nil
 	case BackendMCP:
 		if s.Spec.Domain != domain.MCP {
 			return nil, fielderr.New(sim.ErrBadRequest, "backend", "%s serves MCP worlds, not %s", name, s.Spec.Domain)
@@ -247,11 +250,18 @@ func (b *backends) realEnv(name string, s sim.SessionInfo) (*simAdapter, error) 
 	return nil, fielderr.New(sim.ErrBadRequest, "backend", "unknown real backend %s", name)
 }
 
-// simAdapter serves a real Env as a session environment.
+// simAdapter serves a real Env as a session environment. A terminal
+// serving a task (term and task set) runs the task's check when the episode
+// ends, and the check's outcome is the step's reward: 1 solved, 0 not.
 type simAdapter struct {
 	env     Env
 	backend string
+	term    *Terminal
+	task    *Task
 }
+
+// taskCheckTimeout bounds the check run at the end of a served task.
+const taskCheckTimeout = 2 * time.Minute
 
 func (a *simAdapter) Reset(ctx context.Context) (sim.Observation, error) {
 	first, err := a.env.Start(ctx)
@@ -279,8 +289,46 @@ func (a *simAdapter) Step(ctx context.Context, in sim.StepInput) (sim.Observatio
 		obs.Info.Extra = map[string]json.RawMessage{"broken": json.RawMessage("true")}
 	} else if res.Terminated {
 		obs.Info.EndReason = "the real environment ended the episode"
+		if a.task != nil {
+			if err := a.scoreTask(ctx, &obs); err != nil {
+				obs.Info.Error = strings.TrimPrefix(obs.Info.Error+"; "+err.Error(), "; ")
+			}
+		}
 	}
 	return obs, nil
+}
+
+// EndEpisode implements sim.EpisodeEnder: a served task's check runs in
+// the ended episode's sandbox and its outcome is the reward.
+func (a *simAdapter) EndEpisode(ctx context.Context, obs *sim.Observation) error {
+	if a.task == nil {
+		return nil
+	}
+	return a.scoreTask(ctx, obs)
+}
+
+// scoreTask runs the task's check and makes its outcome the reward (1
+// solved, 0 not), with the check's exit code and output in
+// info.extra.task_check.
+func (a *simAdapter) scoreTask(ctx context.Context, obs *sim.Observation) error {
+	check, err := runCheck(ctx, a.term, a.task, taskCheckTimeout)
+	if err != nil {
+		return err
+	}
+	obs.Reward = 0
+	if check.Passed {
+		obs.Reward = 1
+	}
+	obs.Info.RewardComponents = map[string]float64{"task_check": obs.Reward}
+	raw, err := json.Marshal(check)
+	if err != nil {
+		return err
+	}
+	if obs.Info.Extra == nil {
+		obs.Info.Extra = map[string]json.RawMessage{}
+	}
+	obs.Info.Extra["task_check"] = raw
+	return nil
 }
 
 func (a *simAdapter) Close() error { return a.env.Close() }

@@ -42,6 +42,16 @@ type Environment interface {
 	Close() error
 }
 
+// EpisodeEnder is an Environment that scores the end of an episode, such
+// as a real task whose check decides the reward. When an action ends the
+// episode ([] on the terminal, DONE on a desktop) the Manager answers it
+// without a step and calls EndEpisode with that final observation, which
+// the environment may give a reward and reward components. An error is
+// reported in info.error and leaves the reward 0.
+type EpisodeEnder interface {
+	EndEpisode(ctx context.Context, obs *Observation) error
+}
+
 // BackendFactory creates the Environment of a session. Register one per
 // backend name with Options.Backends or Manager.RegisterBackend.
 type BackendFactory func(ctx context.Context, s SessionInfo) (Environment, error)
@@ -150,6 +160,10 @@ type StepInfo struct {
 	// Error explains an observation that is not a clean answer (an empty or
 	// length-cut generation after its retry).
 	Error string `json:"error,omitempty"`
+	// RewardComponents are the parts the step's reward was made of (a real
+	// task's check at termination: "task_check" 1 or 0); empty when the
+	// reward is the plain 0 of a step nobody scored.
+	RewardComponents map[string]float64 `json:"reward_components,omitempty"`
 	// Retries counts extra generations this step needed (after an empty or
 	// length-cut answer).
 	Retries int `json:"retries,omitempty"`

@@ -195,6 +195,11 @@ func (m *Manager) step(ctx context.Context, s *session, env Environment, info Se
 	if act.End {
 		obs = Observation{Terminated: true, Info: StepInfo{Backend: "rule", EndReason: act.EndReason}}
 		answered = true
+		if e, ok := env.(EpisodeEnder); ok {
+			if err := e.EndEpisode(ctx, &obs); err != nil {
+				obs.Info.Error = err.Error()
+			}
+		}
 	}
 	for _, h := range m.opts.Hooks {
 		if answered {
