@@ -129,6 +129,11 @@ type Options struct {
 	// answer costs at most the cap in memory; it fails with
 	// ErrResponseTooLarge and is not retried.
 	MaxResponseBytes int64
+	// PrefixCacheBytes bounds the encoded request prefixes kept so that a
+	// session's next step encodes only its new messages (sessions are told
+	// apart by WithAffinity; requests without it are encoded whole); 0 means
+	// DefaultPrefixCacheBytes, negative keeps none.
+	PrefixCacheBytes int64
 	// Limiter, when set, is waited on before every request.
 	Limiter *rate.Limiter
 	// HTTPClient replaces the default transport; nil means one that keeps up
@@ -144,6 +149,8 @@ type Client struct {
 	baseURL string
 	opts    Options
 	log     *slog.Logger
+	// prefixes is nil when Options.PrefixCacheBytes is negative.
+	prefixes *prefixCache
 	// tokenizeAt remembers which of tokenizeURLs answered (1-based; 0 not
 	// known yet).
 	tokenizeAt atomic.Int32
@@ -180,7 +187,14 @@ func New(baseURL, model string, opts *Options) *Client {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Client{model: model, baseURL: baseURL, opts: o, log: log}
+	c := &Client{model: model, baseURL: baseURL, opts: o, log: log}
+	switch {
+	case o.PrefixCacheBytes == 0:
+		c.prefixes = newPrefixCache(DefaultPrefixCacheBytes)
+	case o.PrefixCacheBytes > 0:
+		c.prefixes = newPrefixCache(o.PrefixCacheBytes)
+	}
+	return c
 }
 
 // pooledHTTPClient keeps enough idle connections for many concurrent
@@ -213,10 +227,12 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	if model == "" {
 		model = c.model
 	}
-	body, err := encodeChatRequest(newChatRequest(req, model), req.Extra)
+	session := Affinity(ctx)
+	body, prefix, err := encodeChatBody(newChatRequest(req, model), req.Extra, c.prefixes.get(session))
 	if err != nil {
 		return nil, err
 	}
+	c.prefixes.put(session, prefix)
 	url := strings.TrimRight(c.baseURL, "/") + "/chat/completions"
 	start := time.Now()
 	var out attempt

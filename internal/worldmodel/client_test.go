@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agentworld/agentworld/internal/worldmodel"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
@@ -298,5 +300,38 @@ func TestClientRefusesDeclaredOversizeUnread(t *testing.T) {
 	_, err := c.Complete(context.Background(), worldmodel.Request{})
 	if !errors.Is(err, worldmodel.ErrResponseTooLarge) || !strings.Contains(err.Error(), "1024 bytes") {
 		t.Fatalf("err = %v, want ErrResponseTooLarge naming 1024 bytes", err)
+	}
+}
+
+// TestClientSessionsSendTheirOwnHistory has two sessions step in turn
+// through one client (each step encoded through its session's previous
+// prefix) and checks that the server receives each session's whole
+// history, unmixed, every time.
+func TestClientSessionsSendTheirOwnHistory(t *testing.T) {
+	srv := fakellm.New(func(*fakellm.Request) fakellm.Reply { return fakellm.Reply{Content: "ok"} })
+	defer srv.Close()
+	c := worldmodel.New(srv.URL, "m", nil)
+	hist := map[string][]worldmodel.Message{
+		"a": {{Role: "system", Content: "world A <rules>"}},
+		"b": {{Role: "system", Content: "world B & more"}},
+	}
+	for turn := 1; turn <= 4; turn++ {
+		for _, s := range []string{"a", "b"} {
+			hist[s] = append(hist[s], worldmodel.Message{Role: "user", Content: fmt.Sprintf("%s action %d", s, turn)})
+			ctx := worldmodel.WithAffinity(context.Background(), s)
+			if _, err := c.Complete(ctx, worldmodel.Request{Messages: hist[s], MaxTokens: 64}); err != nil {
+				t.Fatal(err)
+			}
+			reqs := srv.Requests()
+			got := reqs[len(reqs)-1].Messages
+			want := make([]fakellm.Message, len(hist[s]))
+			for i, m := range hist[s] {
+				want[i] = fakellm.Message{Role: m.Role, Content: m.Content}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("session %s turn %d: messages received (-want +got):\n%s", s, turn, diff)
+			}
+			hist[s] = append(hist[s], worldmodel.Message{Role: "assistant", Content: fmt.Sprintf("%s observation %d", s, turn)})
+		}
 	}
 }

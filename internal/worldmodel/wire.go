@@ -19,13 +19,18 @@ import (
 
 // chatRequest is the JSON body of POST /chat/completions.
 type chatRequest struct {
-	Model               string    `json:"model"`
-	Messages            []Message `json:"messages"`
-	MaxTokens           *int      `json:"max_tokens,omitempty"`
-	MaxCompletionTokens *int      `json:"max_completion_tokens,omitempty"`
-	Temperature         *float64  `json:"temperature,omitempty"`
-	TopP                *float64  `json:"top_p,omitempty"`
-	Seed                *int64    `json:"seed,omitempty"`
+	Model    string    `json:"model"`
+	Messages []Message `json:"messages"`
+	chatParams
+}
+
+// chatParams are the fields that follow the messages in the body.
+type chatParams struct {
+	MaxTokens           *int     `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int     `json:"max_completion_tokens,omitempty"`
+	Temperature         *float64 `json:"temperature,omitempty"`
+	TopP                *float64 `json:"top_p,omitempty"`
+	Seed                *int64   `json:"seed,omitempty"`
 }
 
 // chatResponse is the part of a chat completion answer the client reads.
@@ -54,7 +59,7 @@ type chatResponse struct {
 
 // newChatRequest converts a Request into the wire body for model.
 func newChatRequest(req Request, model string) chatRequest {
-	w := chatRequest{Model: model, Messages: req.Messages, Temperature: req.Temperature, TopP: req.TopP, Seed: req.Seed}
+	w := chatRequest{Model: model, Messages: req.Messages, chatParams: chatParams{Temperature: req.Temperature, TopP: req.TopP, Seed: req.Seed}}
 	if w.Messages == nil {
 		w.Messages = []Message{}
 	}
@@ -77,6 +82,30 @@ func newChatRequest(req Request, model string) chatRequest {
 // returns). extra's keys are added at the top level, in sorted order,
 // replacing a field of w of the same name.
 func encodeChatRequest(w chatRequest, extra map[string]any) ([]byte, error) {
+	body, _, err := encodeChatBody(w, extra, nil)
+	return body, err
+}
+
+// encodedPrefix is the start of an encoded body — `{"model":…,"messages":[`
+// and the messages, without the closing bracket — with what it encodes.
+// It is never written after it is made, so requests share it freely.
+type encodedPrefix struct {
+	model string
+	msgs  []Message // a copy of the slice: the caller may reuse its own
+	body  []byte
+}
+
+// size is what the prefix holds on to, for the cache's budget (the message
+// strings are shared with the caller's history and not counted).
+func (p *encodedPrefix) size() int64 { return int64(len(p.body) + 32*len(p.msgs)) }
+
+// encodeChatBody is encodeChatRequest reusing prev, the prefix of an earlier
+// request of the same session: when w has the same model and its messages
+// begin with prev's (the history of a session only grows at the end), only
+// the new messages are encoded and prev's bytes are copied. It also returns
+// the prefix of this body for the next request. The bytes are the same as
+// without prev: one JSON encoding of the whole request.
+func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix) (body []byte, next *encodedPrefix, err error) {
 	size := 256 + len(w.Model)
 	for _, m := range w.Messages {
 		size += 32 + len(m.Role) + len(m.Content) + len(m.Content)/16
@@ -84,15 +113,74 @@ func encodeChatRequest(w chatRequest, extra map[string]any) ([]byte, error) {
 	buf := bytes.NewBuffer(make([]byte, 0, size))
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(w); err != nil {
-		return nil, fmt.Errorf("encoding the chat request: %w", err)
+	encode := func(v any) error {
+		if err := enc.Encode(v); err != nil {
+			return fmt.Errorf("encoding the chat request: %w", err)
+		}
+		buf.Truncate(buf.Len() - 1) // Encode ends with a newline
+		return nil
 	}
+	from := 0
+	if prev.extendedBy(w) {
+		buf.Write(prev.body)
+		from = len(prev.msgs)
+	} else {
+		buf.WriteString(`{"model":`)
+		if err := encode(w.Model); err != nil {
+			return nil, nil, err
+		}
+		buf.WriteString(`,"messages":`)
+	}
+	// The new messages are encoded as one slice (one call, not one per
+	// message); after a reused prefix its [ becomes the separator.
+	switch {
+	case from == 0:
+		if err := encode(w.Messages); err != nil {
+			return nil, nil, err
+		}
+	case from < len(w.Messages):
+		at := buf.Len()
+		if err := encode(w.Messages[from:]); err != nil {
+			return nil, nil, err
+		}
+		buf.Bytes()[at] = ','
+	default:
+		buf.WriteByte(']')
+	}
+	prefixLen := buf.Len() - 1 // up to the closing ]
+	pstart := buf.Len()
+	if err := encode(w.chatParams); err != nil {
+		return nil, nil, err
+	}
+	if buf.Len()-pstart == 2 { // {}: no parameter set
+		buf.Truncate(pstart)
+	} else {
+		buf.Bytes()[pstart] = ',' // the parameters' { becomes the separator
+		buf.Truncate(buf.Len() - 1)
+	}
+	buf.WriteByte('}')
 	b := buf.Bytes()
-	b = b[:len(b)-1] // Encode ends with a newline
+	next = &encodedPrefix{model: w.Model, msgs: slices.Clone(w.Messages), body: b[:prefixLen:prefixLen]}
 	if len(extra) == 0 {
-		return b, nil
+		return b, next, nil
 	}
-	return mergeExtra(b, extra)
+	b, err = mergeExtra(b, extra)
+	return b, next, err
+}
+
+// extendedBy reports whether w's body may start with p: same model, and
+// p's messages are the first of w's. Comparing strings that share memory
+// (a session's history) costs a pointer comparison each.
+func (p *encodedPrefix) extendedBy(w chatRequest) bool {
+	if p == nil || p.model != w.Model || len(p.msgs) > len(w.Messages) {
+		return false
+	}
+	for i, m := range p.msgs {
+		if m != w.Messages[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // mergeExtra sets extra's keys in the encoded object body. Keys the body

@@ -3,8 +3,10 @@ package worldmodel
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -118,14 +120,115 @@ func history() []Message {
 	return msgs
 }
 
+// TestEncodeChatBodyReusesPrefix checks that encoding a session's requests
+// through the prefix of the previous one gives exactly the bytes of a whole
+// encoding, as the history grows, when it changes in the middle (context
+// truncation), shrinks, switches model, is edited in place by its owner,
+// and with parameters and extra fields; and that a grown history reuses.
+func TestEncodeChatBodyReusesPrefix(t *testing.T) {
+	temp := 0.6
+	hist := history()
+	steps := []struct {
+		name   string
+		model  string
+		msgs   func() []Message
+		extra  map[string]any
+		reused bool
+	}{
+		{"first", "wm", func() []Message { return hist[:3] }, nil, false},
+		{"grown", "wm", func() []Message { return hist[:5] }, nil, true},
+		{"grown with extra", "wm", func() []Message { return hist[:9] }, map[string]any{"top_k": 20}, true},
+		{"same length", "wm", func() []Message { return hist[:9] }, nil, true},
+		{"truncated in the middle", "wm", func() []Message { return append([]Message{hist[0]}, hist[5:11]...) }, nil, false},
+		{"shrunk", "wm", func() []Message { return hist[:2] }, nil, false},
+		{"other model", "other", func() []Message { return hist[:4] }, nil, false},
+		{"edited in place", "other", func() []Message {
+			m := slices.Clone(hist[:6])
+			m[1].Content = "edited <b>&</b>"
+			return m
+		}, nil, false},
+		{"no messages", "other", func() []Message { return nil }, nil, false},
+	}
+	var prev *encodedPrefix
+	for _, st := range steps {
+		w := newChatRequest(Request{Messages: st.msgs(), MaxTokens: 128, Temperature: &temp}, st.model)
+		whole, _, err := encodeChatBody(w, st.extra, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reused := prev.extendedBy(w)
+		got, next, err := encodeChatBody(w, st.extra, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(whole), string(got)); diff != "" {
+			t.Errorf("%s: body through the prefix differs from the whole encoding (-whole +got):\n%s", st.name, diff)
+		}
+		if reused != st.reused {
+			t.Errorf("%s: reused the previous prefix %v, want %v", st.name, reused, st.reused)
+		}
+		var v map[string]any
+		if err := json.Unmarshal(got, &v); err != nil {
+			t.Errorf("%s: body is not JSON: %v", st.name, err)
+		}
+		prev = next
+	}
+}
+
+func TestPrefixCacheBudget(t *testing.T) {
+	c := newPrefixCache(8000)
+	p := func(n int) *encodedPrefix { return &encodedPrefix{body: make([]byte, n)} }
+	c.put("a", p(900))
+	c.put("b", p(900))
+	c.get("a") // a is now the most recent
+	for _, k := range []string{"c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r", "s"} {
+		c.put(k, p(900))
+	}
+	if c.bytes > c.max {
+		t.Fatalf("holds %d bytes over a budget of %d", c.bytes, c.max)
+	}
+	if c.get("b") != nil || c.get("c") != nil {
+		t.Error("the least recently used sessions were kept")
+	}
+	if c.get("s") == nil {
+		t.Error("the latest session was forgotten")
+	}
+	c.put("big", p(2000)) // over an eighth of the budget: not kept
+	if c.get("big") != nil {
+		t.Error("a prefix over an eighth of the budget was kept")
+	}
+	c.put("s", p(10))
+	if got := c.get("s"); got == nil || len(got.body) != 10 {
+		t.Error("put did not replace a session's prefix")
+	}
+}
+
 // BenchmarkEncodeChatRequest measures the body encoding of a 20-turn
-// request, the size a simulator step sends late in an episode.
+// request, the size a simulator step sends late in an episode, whole and
+// through the previous step's prefix (the step adds one exchange),
+// alternating the two in one loop so that the reported ratio
+// (whole/incremental) is measured under the same load.
 func BenchmarkEncodeChatRequest(b *testing.B) {
 	msgs := history()
+	req := newChatRequest(Request{Messages: msgs, MaxTokens: 32768}, "wm")
+	_, prev, err := encodeChatBody(newChatRequest(Request{Messages: msgs[:len(msgs)-2], MaxTokens: 32768}, "wm"), nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var whole, incr time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := encodeChatRequest(newChatRequest(Request{Messages: msgs, MaxTokens: 32768}, "wm"), nil); err != nil {
+		t0 := time.Now()
+		if _, err := encodeChatRequest(req, nil); err != nil {
 			b.Fatal(err)
 		}
+		t1 := time.Now()
+		if _, _, err := encodeChatBody(req, nil, prev); err != nil {
+			b.Fatal(err)
+		}
+		whole, incr = whole+t1.Sub(t0), incr+time.Since(t1)
 	}
+	b.ReportMetric(float64(whole.Nanoseconds())/float64(b.N), "ns-whole/op")
+	b.ReportMetric(float64(incr.Nanoseconds())/float64(b.N), "ns-incremental/op")
+	b.ReportMetric(float64(whole)/float64(incr), "whole/incremental")
 }
