@@ -251,11 +251,16 @@ func TestLedgerFileNamesAreDistinct(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Value != "07:10" {
 		t.Fatalf("facts under the old file name: %v, %v", got, err)
 	}
-	if _, err := os.Stat(legacy); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the old file is still there: %v", err)
+	// Reading (world check) never renames: by the old escaping the file
+	// may be another world's.
+	if _, err := os.Stat(legacy); err != nil {
+		t.Errorf("a read moved the old file: %v", err)
 	}
 	if err := s.AppendFacts(ctx, world, []Fact{{Entity: "ferry", Attribute: "arrives", Value: "08:00", Source: SourceObservation}}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(legacy); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old file is still there after a write: %v", err)
 	}
 	if got, err := s.WorldFacts(ctx, world); err != nil || len(got) != 2 {
 		t.Fatalf("after an append: %v, %v", got, err)

@@ -147,11 +147,16 @@ func escapeName[U byte | rune](units []U) string {
 	return b.String()
 }
 
+// legacyPath is where versions before fileName kept a world's ledger.
+func (s *FileStore) legacyPath(world string) string {
+	return filepath.Join(s.dir, legacyFileName(world)+".facts.jsonl")
+}
+
 // adopt renames a world's ledger from its legacy file name, once, when only
 // that one exists, so upgrading keeps the facts of worlds with non-ASCII
-// names. The caller holds the lock of path.
+// names. Only writes call it. The caller holds the lock of path.
 func (s *FileStore) adopt(world, path string) {
-	legacy := filepath.Join(s.dir, legacyFileName(world)+".facts.jsonl")
+	legacy := s.legacyPath(world)
 	if legacy == path {
 		return
 	}
@@ -213,12 +218,20 @@ func endsTorn(f *os.File) bool {
 
 // WorldFacts implements Store. A world without a ledger file has no facts.
 // Lines may be of any length; a line that does not decode (a torn last
-// line) is logged with its file:line and skipped.
+// line) is logged with its file:line and skipped. A ledger still under its
+// legacy file name is read there and left in place: reading never renames
+// (a read-only `world check` must not move a file that, by the old
+// escaping, may be another world's); the first append adopts it.
 func (s *FileStore) WorldFacts(ctx context.Context, world string) ([]Fact, error) {
 	path := s.Path(world)
 	defer s.lock(path)()
-	s.adopt(world, path)
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if legacy := s.legacyPath(world); legacy != path {
+			path = legacy
+			f, err = os.Open(path)
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

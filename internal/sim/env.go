@@ -66,6 +66,9 @@ type SessionInfo struct {
 	// Parent is the session this one was forked from, "" if none.
 	Parent string
 	Spec   *world.Spec
+	// Inline is the content digest of a spec the client sent inline, ""
+	// for a world the server loaded (see SessionRecord.Inline).
+	Inline string
 	// SystemPrompt is the session's fixed world-model system prompt.
 	SystemPrompt string
 	// Backend is the backend name the session runs on.

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"maps"
 	"slices"
 	"strings"
@@ -87,4 +89,14 @@ func (m *Manager) checkModel(name string) error {
 		return fielderr.New(ErrBadRequest, "model", "%q: this server does not let clients choose the model (serve --allow-model NAME)", name)
 	}
 	return fielderr.New(ErrBadRequest, "model", "%q is not served here (the server allows: %s)", name, strings.Join(m.opts.Models, ", "))
+}
+
+// inlineDigest is SessionRecord.Inline for a new session: the hex SHA-256
+// of its spec's JSON when the client sent the spec inline, else "".
+func inlineDigest(req CreateRequest, specJSON []byte) string {
+	if req.World == nil {
+		return ""
+	}
+	sum := sha256.Sum256(specJSON)
+	return hex.EncodeToString(sum[:])
 }

@@ -294,7 +294,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 	id := newID()
 	rec := SessionRecord{
 		ID: id, Root: id, World: spec.Name, Domain: string(spec.Domain), Backend: backend,
-		Model: req.Model, Seed: req.Seed, Spec: specJSON, SystemPrompt: sys,
+		Model: req.Model, Seed: req.Seed, Spec: specJSON, Inline: inlineDigest(req, specJSON), SystemPrompt: sys,
 		Params: req.Params, Labels: req.Labels, Status: StatusActive, CreatedAt: now, UpdatedAt: now,
 	}
 	s := &session{sem: make(chan struct{}, 1), rec: rec, spec: spec, lastUsed: now}
@@ -414,7 +414,7 @@ func (s *session) infoLocked() SessionInfo {
 		hist[i] = t.HistoryTurn
 	}
 	return SessionInfo{
-		ID: s.rec.ID, Root: s.rec.Root, Parent: s.rec.Parent, Spec: s.spec, SystemPrompt: s.rec.SystemPrompt,
+		ID: s.rec.ID, Root: s.rec.Root, Parent: s.rec.Parent, Spec: s.spec, Inline: s.rec.Inline, SystemPrompt: s.rec.SystemPrompt,
 		Backend: s.rec.Backend, Model: s.rec.Model, Seed: s.rec.Seed, Params: s.rec.Params, Labels: s.rec.Labels,
 		InitialObservation: s.rec.InitialObservation, History: hist,
 	}

@@ -29,7 +29,12 @@ type SessionRecord struct {
 	Model   string `json:"model,omitempty"`
 	Seed    *int64 `json:"seed,omitempty"`
 	// Spec is the world spec as JSON, so the session survives spec edits.
-	Spec               json.RawMessage            `json:"spec"`
+	Spec json.RawMessage `json:"spec"`
+	// Inline is set for a session of a spec its client sent inline rather
+	// than a world the server loaded: the SHA-256 (hex) of Spec. State kept
+	// per world (fictional-world ledgers) is kept under it, so a client
+	// cannot write into a loaded world's by reusing its name.
+	Inline             string                     `json:"inline,omitempty"`
 	SystemPrompt       string                     `json:"system_prompt"`
 	InitialObservation string                     `json:"initial_observation"`
 	Params             map[string]json.RawMessage `json:"params,omitempty"`

@@ -237,14 +237,30 @@ func NewLedger(l *fiction.Ledger, log *slog.Logger) *Ledger {
 
 var _ sim.StepHook = (*Ledger)(nil)
 
+// InlineLedgerPrefix starts the ledger name of every inline spec.
+const InlineLedgerPrefix = "inline/"
+
+// LedgerWorld is the name a session's facts are kept under: its world's
+// name for a world the server loaded; for a spec the client sent inline,
+// InlineLedgerPrefix and the spec's content digest (sim.SessionInfo.Inline,
+// first 32 hex digits), whatever name the spec gives itself. So an inline
+// spec never reads or writes a loaded world's ledger, and inline specs
+// share one only when they are the same spec.
+func LedgerWorld(s sim.SessionInfo) string {
+	if s.Inline == "" {
+		return s.Spec.Name
+	}
+	return InlineLedgerPrefix + s.Inline[:min(len(s.Inline), 32)]
+}
+
 // BeforeStep implements sim.StepHook.
 func (h *Ledger) BeforeStep(ctx context.Context, s sim.SessionInfo, in *sim.StepInput) (*sim.Observation, error) {
 	if s.Spec.Facts == nil {
 		return nil, nil
 	}
-	text, err := h.l.StateText(ctx, s.Spec.Name, s.ID)
+	text, err := h.l.StateText(ctx, LedgerWorld(s), s.ID)
 	if err != nil {
-		h.log.Warn("world ledger unavailable; step runs without it", "world", s.Spec.Name, "err", err)
+		h.log.Warn("world ledger unavailable; step runs without it", "world", LedgerWorld(s), "err", err)
 		return nil, nil
 	}
 	if text != "" {
@@ -270,12 +286,13 @@ func (h *Ledger) AfterStep(ctx context.Context, s sim.SessionInfo, in sim.StepIn
 	if strings.TrimSpace(out.Observation) == "" {
 		return
 	}
-	rec, err := h.l.Observe(context.WithoutCancel(ctx), s.Spec.Name, s.ID, in.Turn, out.Observation)
+	world := LedgerWorld(s)
+	rec, err := h.l.Observe(context.WithoutCancel(ctx), world, s.ID, in.Turn, out.Observation)
 	if err != nil {
-		h.log.Warn("world ledger: record facts", "world", s.Spec.Name, "session", s.ID, "turn", in.Turn, "err", err)
+		h.log.Warn("world ledger: record facts", "world", world, "session", s.ID, "turn", in.Turn, "err", err)
 		return
 	}
 	if len(rec) > 0 {
-		h.log.Debug("world ledger: new facts", "world", s.Spec.Name, "session", s.ID, "turn", in.Turn, "facts", len(rec))
+		h.log.Debug("world ledger: new facts", "world", world, "session", s.ID, "turn", in.Turn, "facts", len(rec))
 	}
 }

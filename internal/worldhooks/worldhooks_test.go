@@ -375,3 +375,108 @@ func TestInjectedLatencyIsCapped(t *testing.T) {
 		t.Errorf("cap labels (-want +got):\n%s", diff)
 	}
 }
+
+// TestInlineSpecsHaveTheirOwnLedgers: an inline spec that names itself
+// like a loaded fictional world neither reads nor writes that world's
+// ledger; inline specs share a ledger only when they are the same spec (a
+// fork keeps its parent's), and unnamed ones do not all share one.
+func TestInlineSpecsHaveTheirOwnLedgers(t *testing.T) {
+	facts := func(founded string) *fiction.Facts {
+		return &fiction.Facts{Entities: []fiction.Entity{{ID: "quillfern", Name: "Quillfern Instruments", Attributes: map[string]string{"founded": founded}}}}
+	}
+	served := &world.Spec{Name: "quillfern", Domain: "search", TaskDescription: "Search about an invented company.",
+		ActionSpace: world.ActionSpace{Description: "search(query)"}, Facts: facts("2011")}
+	inline := func(name, founded string) *world.Spec {
+		s := *served
+		s.Name, s.Facts = name, facts(founded)
+		return &s
+	}
+	rec := &recorder{answer: func(r worldmodel.Request) string {
+		return `{"id":"emp-9","name":"Oona Pale","title":"` + map[bool]string{true: "Janitor", false: "Head of Optics"}[strings.Contains(lastUser(r), "janitor")] + `"}`
+	}}
+	store := &fiction.MemStore{}
+	led := fiction.NewLedger(store, nil)
+	m := newManager(t, rec, []sim.StepHook{NewLedger(led, nil)}, served)
+	ctx := context.Background()
+	open := func(req sim.CreateRequest) string {
+		t.Helper()
+		rep, err := m.Create(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.SessionID
+	}
+	step := func(id, query string) {
+		t.Helper()
+		if _, err := m.Step(ctx, id, sim.StepRequest{Action: json.RawMessage(`{"name":"search","arguments":{"query":"` + query + `"}}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	worldFacts := func(world string) int {
+		t.Helper()
+		fs, err := store.WorldFacts(ctx, world)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(fs)
+	}
+
+	// The loaded world learns emp-9 as Head of Optics.
+	step(open(sim.CreateRequest{WorldID: "quillfern"}), "optics lead")
+	servedFacts := worldFacts("quillfern")
+	if servedFacts == 0 {
+		t.Fatal("the loaded world's ledger learned nothing")
+	}
+	// An impostor under the same name says emp-9 is a janitor.
+	impostor := open(sim.CreateRequest{World: inline("quillfern", "1999")})
+	before := len(rec.requests())
+	step(impostor, "janitor")
+	if strings.Contains(lastUser(rec.requests()[before]), "emp-9") {
+		t.Error("the inline spec was shown the loaded world's facts")
+	}
+	if got := worldFacts("quillfern"); got != servedFacts {
+		t.Errorf("the inline spec wrote the loaded world's ledger: %d facts, want %d", got, servedFacts)
+	}
+	cs, err := led.Contradictions(ctx, "quillfern", served.Facts)
+	if err != nil || len(cs) != 0 {
+		t.Errorf("the loaded world's contradictions after an impostor: %v %v", cs, err)
+	}
+
+	// A fork of the impostor, and a second session of the same inline
+	// spec, are shown its ledger's facts; a different unnamed spec is not.
+	fork, err := m.Fork(ctx, impostor, sim.ForkRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := open(sim.CreateRequest{World: inline("quillfern", "1999")})
+	other := open(sim.CreateRequest{World: inline("", "1999")})
+	for _, tc := range []struct {
+		id      string
+		sees    bool
+		session string
+	}{{fork.SessionID, true, "fork"}, {same, true, "same inline spec"}, {other, false, "another inline spec"}} {
+		n := len(rec.requests())
+		step(tc.id, "anything")
+
+		if got := strings.Contains(lastUser(rec.requests()[n]), "emp-9"); got != tc.sees {
+			t.Errorf("%s: sees the inline ledger's facts = %v, want %v", tc.session, got, tc.sees)
+		}
+	}
+}
+
+func TestLedgerWorld(t *testing.T) {
+	spec := &world.Spec{Name: "quillfern"}
+	digest := strings.Repeat("ab", 32)
+	tests := []struct {
+		s    sim.SessionInfo
+		want string
+	}{
+		{sim.SessionInfo{Spec: spec}, "quillfern"},
+		{sim.SessionInfo{Spec: spec, Inline: digest}, "inline/" + digest[:32]},
+	}
+	for _, tc := range tests {
+		if got := LedgerWorld(tc.s); got != tc.want {
+			t.Errorf("LedgerWorld(%+v) = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}
