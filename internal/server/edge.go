@@ -96,8 +96,8 @@ func newHostPolicy(e Edge) (*hostPolicy, error) {
 			continue
 		}
 		name, port := splitHost(h)
-		if name == "" {
-			return nil, fmt.Errorf("allowed host %q: no host name", h)
+		if name == "" || strings.ContainsAny(h, "/@ ") {
+			return nil, fmt.Errorf("allowed host %q: want a host name or name:port, no scheme or path", h)
 		}
 		p.hosts[name] = append(p.hosts[name], port)
 	}

@@ -433,8 +433,10 @@ func TestHostPolicy(t *testing.T) {
 			t.Errorf("Origin %q Sec-Fetch-Site %q for Host %s: allowed %v, want %v", tc.origin, tc.fetchSite, tc.host, got, tc.want)
 		}
 	}
-	if err := (Edge{AllowedOrigins: []string{"ui.example"}}).Validate(); err == nil {
-		t.Error("an origin without a scheme validated")
+	for _, e := range []Edge{{AllowedOrigins: []string{"ui.example"}}, {AllowedHosts: []string{"https://sim.example"}}, {AllowedHosts: []string{":8080"}}} {
+		if err := e.Validate(); err == nil {
+			t.Errorf("%+v validated", e)
+		}
 	}
 }
 
