@@ -24,8 +24,9 @@ type Edge struct {
 	// AllowedHosts are Host header values served beside the loopback names
 	// (localhost, 127.0.0.0/8, [::1], any port) and the address Serve
 	// listens on: "name" allows any port, "name:port" that port only, "*"
-	// any Host. nil allows only the defaults, which is what stops DNS
-	// rebinding (a page whose own name resolves to this server).
+	// any Host (for a proxy that checks Host itself; it turns DNS-rebinding
+	// protection off). nil allows only the defaults, which is what stops
+	// DNS rebinding (a page whose own name resolves to this server).
 	AllowedHosts []string
 	// AllowedOrigins are browser origins ("https://app.example:8443")
 	// whose requests are served; "*" allows any. A request without an
@@ -287,9 +288,9 @@ func (s *Server) admit(w *statusWriter, r *http.Request) bool {
 }
 
 // liftReadDeadline clears the server's ReadTimeout once the request is
-// read: net/http would otherwise cancel the request's context when the
-// deadline passes during a long step (its background read fails), and a
-// hijacked WebSocket would inherit it.
+// read: when it passed during a long step or an MCP event stream, net/http's
+// background read of the connection would fail and cancel the request's
+// context.
 func (s *Server) liftReadDeadline(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 }
