@@ -52,6 +52,9 @@ type Spec struct {
 	// MaxTurns ends an episode as truncated after this many steps; 0 means
 	// the server's limit.
 	MaxTurns int `json:"max_turns,omitempty"`
+	// Reward holds per-step rules and an episode-success criterion; nil
+	// means every step's reward is 0 (unless a real task's check decides).
+	Reward *Reward `json:"reward,omitempty"`
 }
 
 // ToolNames lists the action space's tool names in definition order.
@@ -265,6 +268,9 @@ func (s *Spec) Validate() error {
 		return bad("max_turns", "negative")
 	}
 	if err := s.Sampling.validate(); err != nil {
+		return err
+	}
+	if err := s.Reward.validate(); err != nil {
 		return err
 	}
 	if err := s.Perturbations.Validate(s.ToolNames()); err != nil {

@@ -1,0 +1,40 @@
+package world
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRewardSection(t *testing.T) {
+	base := "domain: mcp\ntask_description: issues\naction_space:\n  tools:\n    - name: get\n"
+	s, err := Parse([]byte(base+"reward:\n  tool_error: -0.1\n  success:\n    final_observation: '\"state\": \"closed\"'\n    reward: 2\n"), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Reward.ToolError != -0.1 {
+		t.Errorf("%+v", s.Reward)
+	}
+	if ok, v := s.Reward.Success.Succeeded(`{"id": 7, "state": "closed"}`); !ok || v != 2 {
+		t.Errorf("success %v %v", ok, v)
+	}
+	if ok, v := s.Reward.Success.Succeeded(`{"state": "open"}`); ok || v != 0 {
+		t.Errorf("no success %v %v", ok, v)
+	}
+	for _, tt := range []struct{ yaml, field string }{
+		{"reward:\n  success:\n    final_observation: '('\n", "reward.success.final_observation"},
+		{"reward:\n  success:\n    reward: 1\n", "reward.success.final_observation"},
+	} {
+		_, err := Parse([]byte(base+tt.yaml), "w")
+		if err == nil || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("%q: error %v, want one naming %s", tt.yaml, err, tt.field)
+		}
+	}
+	for obs, want := range map[string]bool{
+		`{"content": [], "isError": true}`: true, `{"error": {"code": -32602}}`: true,
+		`{"content": [], "isError": false}`: false, `error: no such file`: false, `[1]`: false,
+	} {
+		if got := IsToolError(obs); got != want {
+			t.Errorf("IsToolError(%q) = %v", obs, got)
+		}
+	}
+}
