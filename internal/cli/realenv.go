@@ -246,8 +246,8 @@ type realFlags struct {
 
 func (r *realFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&r.tasksDir, "real-tasks", "", "directory of terminal tasks served as worlds on backend real:terminal (and for shadow: real)")
-	fl.StringArrayVar(&r.mcp, "real-mcp", nil, "NAME=COMMAND ARGS...: an MCP server sessions may launch on backend real:mcp (repeatable; a world of that name uses it)")
+	fl.StringVar(&r.tasksDir, "real-tasks", "", "directory of terminal tasks served as worlds on backend real:terminal (and for shadow: real); without it no real terminal is offered")
+	fl.StringArrayVar(&r.mcp, "real-mcp", nil, "NAME=COMMAND ARGS...: an MCP server sessions may launch on backend real:mcp (repeatable; a world of that name uses it); without it no real MCP server is offered")
 }
 
 // apply hooks the real backends into the app config and returns the
