@@ -20,7 +20,7 @@ func newDataCmd() *cobra.Command {
 		Short: "Training data: schema, validation, conversion, turn expansion, loss masking, statistics, export",
 	}
 	cmd.AddCommand(newDataSchemaCmd(), newDataValidateCmd(), newDataConvertCmd(), newDataExpandCmd(),
-		newDataExportCmd(), newDataMaskCmd(), newDataStatsCmd())
+		newDataExportCmd(), newDataMaskCmd(), newDataStatsCmd(), newDataSampleCmd())
 	return cmd
 }
 

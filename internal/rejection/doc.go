@@ -1,0 +1,16 @@
+// Package rejection builds SFT labels with reasoning by multi-beam
+// rejection sampling, as the published world model's SFT data was made: for
+// every expanded turn sample (package dataset) a teacher world model is
+// asked for N generations (beams), each is scored against the real
+// observation with the hybrid reward (package reward), and a keep [Policy]
+// decides which beams become training targets — the teacher's reasoning
+// plus its tagged observation — and which best/worst pairs become
+// preference data.
+//
+// [Run] streams its input, keeps a bounded number of teacher requests in
+// flight, caches teacher answers on disk by request hash, journals every
+// scored beam as it finishes, and writes its outputs in input order with a
+// checkpoint after each sample; run again after a crash (kill -9 included)
+// it requests no finished beam again and ends with the same bytes an
+// uninterrupted run writes.
+package rejection

@@ -1,0 +1,158 @@
+package rejection
+
+import (
+	"fmt"
+
+	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/reward"
+)
+
+// Thinking says where an SFT target or preference completion carries the
+// teacher's reasoning.
+type Thinking string
+
+const (
+	// ThinkInline puts the reasoning in the assistant content as
+	// "<think>\n…\n</think>\n\n" before the answer: the form ms-swift and
+	// LLaMA-Factory train on (their Qwen3 templates keep the <think> block
+	// of the final assistant message) and the one the Qwen3 chat template
+	// TRL applies splits at </think> itself.
+	ThinkInline Thinking = "inline"
+	// ThinkField puts the reasoning in the assistant message's
+	// reasoning_content and only the answer in content: the field the Qwen3
+	// chat template reads first (message.reasoning_content), for TRL with
+	// such a template.
+	ThinkField Thinking = "reasoning_content"
+)
+
+// ParseThinking accepts "inline" (or "") and "reasoning_content".
+func ParseThinking(s string) (Thinking, error) {
+	switch Thinking(s) {
+	case "", ThinkInline:
+		return ThinkInline, nil
+	case ThinkField:
+		return ThinkField, nil
+	}
+	return "", fmt.Errorf("thinking %q: want %q or %q", s, ThinkInline, ThinkField)
+}
+
+// Candidate is one beam with its generation and reward: a line of the
+// candidates file (and, without Rank and Kept, of the journal).
+type Candidate struct {
+	// ID is "{trajectory}-{turn}-{beam}", beams numbered from 1.
+	ID string `json:"id"`
+	// Seq is the sample's 0-based position in the input.
+	Seq          int64  `json:"seq"`
+	Sample       string `json:"sample"`
+	TrajectoryID string `json:"trajectory_id"`
+	Domain       string `json:"domain"`
+	Turn         int    `json:"turn"`
+	Beam         int    `json:"beam"`
+	// Reasoning is the teacher's thinking: the server's reasoning_content,
+	// or the <think> text of the content when the server returned none.
+	Reasoning string `json:"reasoning"`
+	// Content is the teacher's answer text as returned.
+	Content string `json:"content"`
+	// Prediction is the observation extracted from Content.
+	Prediction   string `json:"prediction"`
+	FinishReason string `json:"finish_reason,omitempty"`
+	// Error says why the beam has no generation (the teacher refused the
+	// request); such a beam has no reward and is never kept.
+	Error  string         `json:"error,omitempty"`
+	Reward *reward.Result `json:"reward,omitempty"`
+	// Rank (1 = best) and Kept are the keep policy's decision; Chosen and
+	// Rejected mark the beams of the sample's preference pair.
+	Rank     int  `json:"rank,omitempty"`
+	Kept     bool `json:"kept"`
+	Chosen   bool `json:"chosen,omitempty"`
+	Rejected bool `json:"rejected,omitempty"`
+}
+
+// beam is what selection reads of the candidate.
+func (c *Candidate) beam() Beam {
+	if c.Reward == nil || c.Reward.Score == nil || c.Reward.Dropped {
+		return Beam{}
+	}
+	return Beam{Valid: true, Reward: *c.Reward.Score, RulePass: c.Reward.Components.Rule == reward.RuleScale}
+}
+
+// Message is an assistant or prompt message of an output line.
+// ReasoningContent is set only with [ThinkField]; Loss as dataset's chat
+// export sets it (false on history observations, true on the target
+// unless its weight is 0).
+type Message struct {
+	Role             string `json:"role"`
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	Loss             *bool  `json:"loss,omitempty"`
+}
+
+// assistant renders a beam as the assistant message that trains on it: the
+// reasoning (inline or in its field) and the prediction inside the answer
+// tag.
+func (c *Candidate) assistant(th Thinking) Message {
+	answer := conversation.Answer(c.Prediction)
+	m := Message{Role: "assistant", Content: answer}
+	switch {
+	case c.Reasoning == "":
+	case th == ThinkField:
+		m.ReasoningContent = c.Reasoning
+	default:
+		m.Content = "<think>\n" + c.Reasoning + "\n</think>\n\n" + answer
+	}
+	return m
+}
+
+// SFTLine is one selected SFT sample in the chat "messages" layout of
+// dataset's chat export, its target replaced by the kept beam.
+type SFTLine struct {
+	Messages   []Message `json:"messages"`
+	LossWeight float64   `json:"loss_weight"`
+	Category   string    `json:"category"`
+	// ID is the kept beam's id; Sample the expanded sample's.
+	ID       string  `json:"id"`
+	Sample   string  `json:"sample"`
+	Domain   string  `json:"domain"`
+	Turn     int     `json:"turn"`
+	Template string  `json:"template,omitempty"`
+	Reward   float64 `json:"reward"`
+}
+
+// sftLine builds the SFT line of a kept beam.
+func sftLine(s *dataset.Sample, c *Candidate, th Thinking) SFTLine {
+	cl := dataset.ChatLineOf(s)
+	msgs := make([]Message, len(cl.Messages))
+	for i, m := range cl.Messages {
+		msgs[i] = Message{Role: m.Role, Content: m.Content, Loss: m.Loss}
+	}
+	last := c.assistant(th)
+	last.Loss = msgs[len(msgs)-1].Loss
+	msgs[len(msgs)-1] = last
+	return SFTLine{Messages: msgs, LossWeight: cl.LossWeight, Category: cl.Category, ID: c.ID, Sample: s.ID,
+		Domain: s.Domain, Turn: s.Turn, Template: s.Template, Reward: c.beam().Reward}
+}
+
+// PairLine is one preference pair. prompt, chosen and rejected are the
+// conversational preference columns TRL's DPOTrainer reads (the prompt's
+// messages, then a one-message assistant completion each); with
+// chosen_reward and rejected_reward it is also OpenRLHF's preference layout
+// (--apply_chat_template --prompt_key prompt --chosen_key chosen
+// --rejected_key rejected appends chosen/rejected to the prompt's messages).
+type PairLine struct {
+	Prompt         []dataset.Message `json:"prompt"`
+	Chosen         []Message         `json:"chosen"`
+	Rejected       []Message         `json:"rejected"`
+	ChosenReward   float64           `json:"chosen_reward"`
+	RejectedReward float64           `json:"rejected_reward"`
+	ID             string            `json:"id"`
+	Domain         string            `json:"domain"`
+	ChosenID       string            `json:"chosen_id"`
+	RejectedID     string            `json:"rejected_id"`
+}
+
+func pairLine(s *dataset.Sample, chosen, rejected *Candidate, th Thinking) PairLine {
+	return PairLine{Prompt: s.Prompt(), Chosen: []Message{chosen.assistant(th)}, Rejected: []Message{rejected.assistant(th)},
+		ChosenReward: chosen.beam().Reward, RejectedReward: rejected.beam().Reward, ID: s.ID, Domain: s.Domain,
+		ChosenID: chosen.ID, RejectedID: rejected.ID}
+}

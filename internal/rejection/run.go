@@ -1,0 +1,632 @@
+package rejection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentworld/agentworld/internal/atomicfile"
+	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/filelock"
+	"github.com/agentworld/agentworld/internal/reward"
+	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// Files of an output directory.
+//
+//	OUT/run.json          the run's settings (checked on resume)
+//	OUT/candidates.jsonl  every beam with its reward and the decision (Candidate)
+//	OUT/sft.jsonl         the kept beams as SFT chat lines (SFTLine)
+//	OUT/pairs.jsonl       one preference pair per sample that has one (PairLine)
+//	OUT/summary.json      input → kept counts, keep rates and reward histograms
+//	OUT/journal.jsonl     every scored beam as it finished (resume)
+//	OUT/progress.jsonl    a checkpoint after each sample's outputs (resume)
+//	OUT/cache/            teacher answers by request hash
+const (
+	RunFile        = "run.json"
+	CandidatesFile = "candidates.jsonl"
+	SFTFile        = "sft.jsonl"
+	PairsFile      = "pairs.jsonl"
+	SummaryFile    = "summary.json"
+	JournalFile    = "journal.jsonl"
+	ProgressFile   = "progress.jsonl"
+	CacheDir       = "cache"
+	lockFile       = "run.lock"
+)
+
+// Defaults of [Options].
+const (
+	DefaultBeams       = 4
+	DefaultConcurrency = 64
+	DefaultMaxTokens   = 32768
+	DefaultTemperature = 1.0
+)
+
+// ErrSettingsChanged means the output directory holds a run made with other
+// settings; resuming into it would mix two runs.
+var ErrSettingsChanged = errors.New("output directory holds a run with different settings")
+
+// Options configure [Run]. Teacher, TeacherModel and Scorer are required.
+type Options struct {
+	// Teacher generates the beams; TeacherModel names it (requests, cache
+	// keys, run.json).
+	Teacher      worldmodel.Completer
+	TeacherModel string
+	// Scorer scores each beam against the real observation.
+	Scorer *reward.Scorer
+	// Beams per sample; 0 means DefaultBeams.
+	Beams int
+	// Concurrency bounds the teacher requests in flight; 0 means
+	// DefaultConcurrency.
+	Concurrency int
+	// MaxTokens is the teacher's budget; 0 means DefaultMaxTokens, negative
+	// sends none.
+	MaxTokens int
+	// Temperature nil means DefaultTemperature; TopP is sent when set.
+	Temperature *float64
+	TopP        *float64
+	// Seed: beam b (1-based) is requested with seed Seed+b, so the beams of
+	// a sample are distinct requests (and distinct cache entries).
+	Seed int64
+	// Policy decides what is kept; the zero value keeps one beam of any
+	// reward (see DefaultPolicy for the command's default).
+	Policy Policy
+	// Thinking is where targets carry the reasoning; "" means ThinkInline.
+	Thinking Thinking
+	// NoCache turns the teacher answer cache off.
+	NoCache bool
+	// MaxLine bounds one input line; 0 means dataset.DefaultMaxLine.
+	MaxLine int
+	// Progress receives a progress line every ProgressInterval (0: 10
+	// seconds) and at the end; nil shows none.
+	Progress         io.Writer
+	ProgressInterval time.Duration
+	// Logger receives failed beams; nil discards.
+	Logger *slog.Logger
+}
+
+// settings are what decides a run's outputs, recorded in run.json.
+type settings struct {
+	Teacher     string   `json:"teacher"`
+	Judge       string   `json:"judge"`
+	Beams       int      `json:"beams"`
+	MaxTokens   int      `json:"max_tokens"`
+	Temperature float64  `json:"temperature"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	Seed        int64    `json:"seed"`
+	Policy      Policy   `json:"policy"`
+	Thinking    Thinking `json:"thinking"`
+	Inputs      []string `json:"inputs"`
+}
+
+// Result is what a run did.
+type Result struct {
+	Summary *Summary
+	// Resumed counts samples an earlier run had finished; Requests the
+	// teacher requests made now; CacheHits the answers the cache gave.
+	Resumed   int64
+	Requests  int64
+	CacheHits int64
+	// Journaled counts beams an earlier run had scored but not written.
+	Journaled int64
+	Elapsed   time.Duration
+}
+
+type job struct {
+	seq     int64
+	s       *dataset.Sample
+	beams   []*Candidate
+	pending atomic.Int32
+	done    chan struct{}
+}
+
+func (j *job) finish() {
+	if j.pending.Add(-1) == 0 {
+		close(j.done)
+	}
+}
+
+type runner struct {
+	o        Options
+	out      string
+	cache    *cache
+	journal  *appender
+	log      *slog.Logger
+	sem      chan struct{}
+	requests atomic.Int64
+	hits     atomic.Int64
+}
+
+// Run samples every expanded sample of files (dataset.Sample JSON lines, as
+// `agentworld data expand` writes) into out. See the package doc.
+func Run(ctx context.Context, files []string, out string, opts *Options) (*Result, error) {
+	start := time.Now()
+	if opts == nil || opts.Teacher == nil || opts.TeacherModel == "" || opts.Scorer == nil {
+		return nil, errors.New("rejection: a teacher, its model name and a scorer are required")
+	}
+	if len(files) == 0 {
+		return nil, errors.New("rejection: no input files")
+	}
+	r := &runner{o: *opts, out: out, log: opts.Logger}
+	o := &r.o
+	if o.Beams <= 0 {
+		o.Beams = DefaultBeams
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.MaxTokens == 0 {
+		o.MaxTokens = DefaultMaxTokens
+	}
+	if o.Temperature == nil {
+		t := DefaultTemperature
+		o.Temperature = &t
+	}
+	if o.Thinking == "" {
+		o.Thinking = ThinkInline
+	}
+	if _, err := ParseThinking(string(o.Thinking)); err != nil {
+		return nil, err
+	}
+	if err := o.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := filelock.Acquire(filepath.Join(out, lockFile), "sampling directory "+out)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+	if err := r.checkSettings(files); err != nil {
+		return nil, err
+	}
+	if !o.NoCache {
+		r.cache = &cache{dir: filepath.Join(out, CacheDir)}
+	}
+	total, err := countSamples(files, o.MaxLine)
+	if err != nil {
+		return nil, err
+	}
+
+	// Where an earlier run stopped.
+	paths := [3]string{filepath.Join(out, CandidatesFile), filepath.Join(out, SFTFile), filepath.Join(out, PairsFile)}
+	cp, err := lastCheckpoint(filepath.Join(out, ProgressFile), [3]int64{fileSize(paths[0]), fileSize(paths[1]), fileSize(paths[2])})
+	if err != nil {
+		return nil, err
+	}
+	journaled, err := readJournal(filepath.Join(out, JournalFile), cp.Next)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Resumed: cp.Next}
+	var outs [3]*appender
+	closeAll := func() error {
+		var errs []error
+		for _, a := range append(outs[:], r.journal) {
+			if a != nil {
+				errs = append(errs, a.close())
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for i, p := range paths {
+		if outs[i], err = openAppender(p, [3]int64{cp.Candidates, cp.SFT, cp.Pairs}[i]); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
+	progress, err := openAppender(filepath.Join(out, ProgressFile), -1)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	if r.journal, err = openAppender(filepath.Join(out, JournalFile), -1); err != nil {
+		progress.close()
+		closeAll()
+		return nil, err
+	}
+
+	prog := newProgress(o.Progress, total, cp.Next, o.ProgressInterval)
+	prog.start()
+	r.sem = make(chan struct{}, o.Concurrency)
+	window := make(chan *job, 2*((o.Concurrency+o.Beams-1)/o.Beams)+1)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(window)
+		return r.read(gctx, g, files, cp.Next, journaled, window, &res.Journaled)
+	})
+	g.Go(func() error {
+		for j := range window {
+			select {
+			case <-j.done:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			if err := r.write(j, outs); err != nil {
+				return err
+			}
+			if err := progress.line(checkpoint{Next: j.seq + 1, Candidates: outs[0].size, SFT: outs[1].size, Pairs: outs[2].size}); err != nil {
+				return err
+			}
+			prog.add(j)
+		}
+		return nil
+	})
+	werr := g.Wait()
+	prog.stop()
+	cerr := errors.Join(progress.close(), closeAll())
+	res.Requests, res.CacheHits = r.requests.Load(), r.hits.Load()
+	if err := errors.Join(werr, cerr); err != nil {
+		res.Elapsed = time.Since(start)
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("sampling interrupted (finished beams are kept; rerun to resume): %w", ctx.Err())
+		}
+		return res, err
+	}
+	sum, err := Summarize(paths[0], o.Policy, o.Beams)
+	if err != nil {
+		return res, err
+	}
+	sum.Teacher, sum.Judge = o.TeacherModel, o.Scorer.JudgeModel()
+	sum.PairsWritten = countLines(paths[2])
+	res.Summary = sum
+	b, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		return res, err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(out, SummaryFile), append(b, '\n'), nil); err != nil {
+		return res, err
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// read streams the input, skipping the samples already written, and starts
+// each sample's beams as it enters the window.
+func (r *runner) read(ctx context.Context, g *errgroup.Group, files []string, skip int64, journaled map[int64]map[int]*Candidate, window chan<- *job, resumedBeams *int64) error {
+	var seq int64
+	return eachLine(files, r.o.MaxLine, func(b []byte, file string, line int) error {
+		defer func() { seq++ }()
+		if seq < skip {
+			return nil
+		}
+		var s dataset.Sample
+		if err := json.Unmarshal(b, &s); err != nil {
+			return fmt.Errorf("%s:%d: not an expanded sample (agentworld data expand writes them): %v", file, line, err)
+		}
+		if s.TrajectoryID == "" || s.Turn < 1 || s.Action == "" {
+			return fmt.Errorf("%s:%d: not an expanded sample: trajectory_id, turn and action are required", file, line)
+		}
+		j := &job{seq: seq, s: &s, beams: make([]*Candidate, r.o.Beams), done: make(chan struct{})}
+		j.pending.Store(int32(r.o.Beams))
+		select {
+		case window <- j:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		for b := 1; b <= r.o.Beams; b++ {
+			if c := journaled[seq][b]; c != nil {
+				j.beams[b-1] = c
+				*resumedBeams++
+				j.finish()
+				continue
+			}
+			select {
+			case r.sem <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			g.Go(func() error {
+				// A failed beam never finishes its job: the writer then
+				// stops on the cancelled context instead of writing it.
+				c, err := r.beam(ctx, j, b)
+				if err != nil {
+					return err
+				}
+				j.beams[b-1] = c
+				if err := r.journal.line(c); err != nil {
+					return err
+				}
+				j.finish()
+				return nil
+			})
+		}
+		delete(journaled, seq)
+		return nil
+	})
+}
+
+// request is beam b's teacher request for a sample.
+func (r *runner) request(s *dataset.Sample, b int) worldmodel.Request {
+	prompt := s.Prompt()
+	msgs := make([]worldmodel.Message, len(prompt))
+	for i, m := range prompt {
+		msgs[i] = worldmodel.Message{Role: m.Role, Content: m.Content}
+	}
+	seed := r.o.Seed + int64(b)
+	req := worldmodel.Request{Messages: msgs, Temperature: r.o.Temperature, TopP: r.o.TopP, Seed: &seed}
+	if r.o.MaxTokens > 0 {
+		req.MaxTokens = r.o.MaxTokens
+	}
+	return req
+}
+
+// beam generates and scores one beam; it holds a slot of the in-flight
+// bound (taken by the reader) until the teacher answered. Only
+// cancellation and an endpoint that stays unavailable are errors; a
+// request the teacher refuses becomes a candidate with its error.
+func (r *runner) beam(ctx context.Context, j *job, b int) (*Candidate, error) {
+	s := j.s
+	c := &Candidate{ID: fmt.Sprintf("%s-%d-%d", s.TrajectoryID, s.Turn, b), Seq: j.seq, Sample: s.ID,
+		TrajectoryID: s.TrajectoryID, Domain: s.Domain, Turn: s.Turn, Beam: b}
+	req := r.request(s, b)
+	var key string
+	if r.cache != nil {
+		key = req.Hash(r.o.TeacherModel)
+	}
+	resp, hit := r.cache.get(key)
+	if hit {
+		r.hits.Add(1)
+	} else {
+		r.requests.Add(1)
+		var err error
+		resp, err = r.o.Teacher.Complete(ctx, req)
+		if err != nil {
+			<-r.sem
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errors.Is(err, worldmodel.ErrRejected) {
+				c.Error = fmt.Sprintf("teacher %s refused beam %s: %v", r.o.TeacherModel, c.ID, err)
+				r.log.Warn("beam failed", "id", c.ID, "err", err)
+				return c, nil
+			}
+			return nil, fmt.Errorf("teacher %s, beam %s: %w (finished beams are kept; rerun to resume)", r.o.TeacherModel, c.ID, err)
+		}
+		if !resp.Truncated() {
+			r.cache.put(key, resp)
+		}
+	}
+	<-r.sem
+	c.Content, c.FinishReason = resp.Content, resp.FinishReason
+	c.Reasoning = resp.Reasoning
+	if c.Reasoning == "" {
+		c.Reasoning = conversation.Reasoning(resp.Content)
+	}
+	c.Prediction = conversation.ExtractPrediction(resp.Content)
+	item, err := rewardItem(s, c)
+	if err != nil {
+		return nil, err
+	}
+	res := r.o.Scorer.Score(ctx, item)
+	if res.Dropped && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	// How this run came by the verdict (a cache hit of an identical beam,
+	// the attempts it took) depends on timing; the outputs keep only the
+	// verdict, so a resumed run writes the same bytes as an uninterrupted one.
+	res.Judge.Cached, res.Judge.Attempts = false, 0
+	c.Reward = &res
+	return c, nil
+}
+
+// rewardItem is the reward's view of a beam: the generation against the
+// sample's real observation, with the sample's history as a record so the
+// judge sees the conversation.
+func rewardItem(s *dataset.Sample, c *Candidate) (reward.Item, error) {
+	rec := &trajectory.Record{Task: "agentworld/" + s.Domain, ID: trajectory.StringID(s.TrajectoryID),
+		SystemStr: s.System, TurnIdx: s.Turn, TotalTurns: s.TotalTurns}
+	for i, h := range s.History {
+		rec.Prompt = append(rec.Prompt, conversation.ActionPrompt(i+1, h.Action))
+		rec.Response = append(rec.Response, conversation.ObservationResponse(h.Observation))
+	}
+	rec.Prompt = append(rec.Prompt, conversation.ActionPrompt(s.Turn, s.Action))
+	rec.Response = append(rec.Response, conversation.ObservationResponse(s.Observation))
+	rec.TurnIdx = len(rec.Prompt)
+	rec.CurrentPrompt = rec.Prompt[rec.TurnIdx-1]
+	rec.TotalTurns = max(rec.TotalTurns, rec.TurnIdx)
+	extra, err := json.Marshal(map[string]any{"record": rec})
+	if err != nil {
+		return reward.Item{}, err
+	}
+	return reward.Item{ID: c.ID, GroupID: s.ID, DataSource: "agentworld/" + s.Domain, Prompt: s.Action,
+		Response: c.Content, GroundTruth: s.Observation, ExtraInfo: extra}, nil
+}
+
+// write applies the policy to a finished sample and appends its lines.
+func (r *runner) write(j *job, outs [3]*appender) error {
+	beams := make([]Beam, len(j.beams))
+	for i, c := range j.beams {
+		beams[i] = c.beam()
+	}
+	d := r.o.Policy.Select(beams)
+	for i, c := range j.beams {
+		c.Rank, c.Kept, c.Chosen, c.Rejected = d.Rank[i], d.Kept[i], i == d.Chosen, i == d.Rejected
+		if err := outs[0].line(c); err != nil {
+			return err
+		}
+	}
+	for i, c := range j.beams {
+		if d.Kept[i] {
+			if err := outs[1].line(sftLine(j.s, c, r.o.Thinking)); err != nil {
+				return err
+			}
+		}
+	}
+	if d.Chosen >= 0 {
+		return outs[2].line(pairLine(j.s, j.beams[d.Chosen], j.beams[d.Rejected], r.o.Thinking))
+	}
+	return nil
+}
+
+// checkSettings refuses an output directory of a run with other settings,
+// then records this run's.
+func (r *runner) checkSettings(files []string) error {
+	o := &r.o
+	st := settings{Teacher: o.TeacherModel, Judge: o.Scorer.JudgeModel(), Beams: o.Beams, MaxTokens: o.MaxTokens,
+		Temperature: *o.Temperature, TopP: o.TopP, Seed: o.Seed, Policy: o.Policy, Thinking: o.Thinking}
+	for _, f := range files {
+		if abs, err := filepath.Abs(f); err == nil {
+			f = abs
+		}
+		st.Inputs = append(st.Inputs, f)
+	}
+	path := filepath.Join(r.out, RunFile)
+	if b, err := os.ReadFile(path); err == nil {
+		var old settings
+		if err := json.Unmarshal(b, &old); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if !reflect.DeepEqual(old, st) {
+			ob, _ := json.Marshal(old)
+			nb, _ := json.Marshal(st)
+			return fmt.Errorf("%w: %s holds %s; this run is %s; use another --out", ErrSettingsChanged, r.out, ob, nb)
+		}
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, append(b, '\n'), nil)
+}
+
+// eachLine calls fn for every non-blank line of files, in order.
+func eachLine(files []string, maxLine int, fn func(b []byte, file string, line int) error) error {
+	if maxLine <= 0 {
+		maxLine = dataset.DefaultMaxLine
+	}
+	for _, path := range files {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		lr := trajectory.NewLineReader(f, path, maxLine)
+		for {
+			b, n, err := lr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err == nil {
+				err = fn(b, path, n)
+			}
+			if err != nil {
+				f.Close()
+				return err
+			}
+		}
+		f.Close()
+	}
+	return nil
+}
+
+// countSamples counts the input's lines for progress.
+func countSamples(files []string, maxLine int) (int64, error) {
+	var n int64
+	err := eachLine(files, maxLine, func([]byte, string, int) error { n++; return nil })
+	return n, err
+}
+
+func countLines(path string) int64 {
+	var n int64
+	_ = eachLine([]string{path}, 0, func([]byte, string, int) error { n++; return nil })
+	return n
+}
+
+// progress prints one line per interval: samples done of total, beams,
+// kept, rate and ETA.
+type progress struct {
+	w                      io.Writer
+	total, resumed         int64
+	interval               time.Duration
+	mu                     sync.Mutex
+	done, beams, kept, bad int64
+	started                time.Time
+	stopCh, stopped        chan struct{}
+}
+
+func newProgress(w io.Writer, total, resumed int64, interval time.Duration) *progress {
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	return &progress{w: w, total: total, resumed: resumed, done: resumed, interval: interval, started: time.Now()}
+}
+
+func (p *progress) start() {
+	if p.w == nil {
+		return
+	}
+	p.stopCh, p.stopped = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(p.stopped)
+		t := time.NewTicker(p.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				fmt.Fprintln(p.w, p.line())
+			case <-p.stopCh:
+				fmt.Fprintln(p.w, p.line())
+				return
+			}
+		}
+	}()
+}
+
+func (p *progress) stop() {
+	if p.stopCh != nil {
+		close(p.stopCh)
+		<-p.stopped
+	}
+}
+
+func (p *progress) add(j *job) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done++
+	kept := false
+	for _, c := range j.beams {
+		p.beams++
+		kept = kept || c.Kept
+		if c.Error != "" {
+			p.bad++
+		}
+	}
+	if kept {
+		p.kept++
+	}
+}
+
+func (p *progress) line() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	el := time.Since(p.started)
+	fresh := p.done - p.resumed
+	rate := float64(fresh) / max(el.Seconds(), 1e-9)
+	eta := "?"
+	if rate > 0 && p.total >= p.done {
+		eta = time.Duration(float64(p.total-p.done) / rate * float64(time.Second)).Round(time.Second).String()
+	}
+	return fmt.Sprintf("sample: %d/%d samples (%d resumed), %d beams, %d samples kept, %d beams failed, %.1f samples/s, ETA %s, elapsed %s",
+		p.done, p.total, p.resumed, p.beams, p.kept, p.bad, rate, eta, el.Round(time.Second))
+}
