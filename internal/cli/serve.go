@@ -111,6 +111,7 @@ simulation.`,
 	fl.IntVar(&f.cfg.MaxSessions, "max-sessions", 10000, "sessions held open at once")
 	fl.IntVar(&f.cfg.MaxInlineSpecBytes, "max-inline-spec-bytes", sim.DefaultMaxInlineSpecBytes, "largest world spec a client may send inline, in bytes (larger worlds: --worlds and world_id); -1: no limit")
 	fl.IntVar(&f.cfg.MaxInlineTools, "max-inline-tools", sim.DefaultMaxInlineTools, "most tools an inline world spec may define; -1: no limit")
+	fl.IntVar(&f.cfg.MaxSessionBytes, "max-session-bytes", sim.DefaultMaxSessionBytes, "bytes one session may hold (spec, system prompt, every turn's text); the step that reaches it truncates the episode; -1: no limit")
 	fl.StringSliceVar(&f.cfg.AllowModels, "allow-model", nil, "a model name, beside --model-name, clients may choose for a session (repeatable; the model servers must answer to it)")
 	fl.StringSliceVar(&f.cfg.AllowExtraBody, "allow-extra-body", nil, "a sampling.extra_body key clients' inline world specs may set, e.g. top_k (repeatable; none by default; request fields such as model, messages, n are never allowed)")
 	fl.DurationVar(&f.cfg.IdleTTL, "idle-ttl", 0, "expire sessions idle this long (default 30m)")

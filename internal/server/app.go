@@ -61,6 +61,9 @@ type AppConfig struct {
 	// sim.Options; 0 means sim's defaults, negative no limit).
 	MaxInlineSpecBytes int
 	MaxInlineTools     int
+	// MaxSessionBytes bounds what one session holds (sim.Options; 0 means
+	// sim's default, negative no limit).
+	MaxSessionBytes int
 	// AllowModels are model names, beside ModelName, a client may choose
 	// for its session (its servers answer to them: adapters, aliases);
 	// see sim.Options.Models.
@@ -287,7 +290,7 @@ func NewApp(cfg AppConfig) (*App, error) {
 		Store: st, Worlds: worlds, Backends: backends, DefaultBackend: defaultBackend,
 		MaxSessions: cfg.MaxSessions, IdleTTL: cfg.IdleTTL, MaxTurns: cfg.MaxTurns,
 		MaxInlineSpecBytes: cfg.MaxInlineSpecBytes, MaxInlineTools: cfg.MaxInlineTools,
-		Models: servedModels(cfg), ExtraBodyKeys: cfg.AllowExtraBody,
+		Models: servedModels(cfg), ExtraBodyKeys: cfg.AllowExtraBody, MaxSessionBytes: cfg.MaxSessionBytes,
 		Hooks: append(worldControlHooks(app.Ledger, cfg.PerturbLimits, log), cfg.Hooks...), Observer: met, Logger: log,
 	})
 	app.Server = New(app.Manager, &Options{APIKey: cfg.APIKey, DefaultWorld: cfg.DefaultWorld, Edge: cfg.Edge, Registry: reg, Metrics: met, Logger: log})

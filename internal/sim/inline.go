@@ -21,7 +21,29 @@ const (
 	DefaultMaxInlineSpecBytes = 1 << 20
 	// DefaultMaxInlineTools is Options.MaxInlineTools's default.
 	DefaultMaxInlineTools = 512
+	// DefaultMaxSessionBytes is Options.MaxSessionBytes's default: about
+	// 128 times the text of a full 128K-token context, so real episodes
+	// never meet it, while one session cannot grow without bound. (10,000
+	// sessions at the limit would still need 640 GB: operators of many
+	// sessions lower it.)
+	DefaultMaxSessionBytes = 64 << 20
 )
+
+// sizeLocked is what the session holds in memory by
+// Options.MaxSessionBytes's measure. The caller holds s.mu.
+func (s *session) sizeLocked() int {
+	n := len(s.rec.Spec) + len(s.rec.SystemPrompt) + len(s.rec.InitialObservation)
+	for _, t := range s.turns {
+		n += turnBytes(t.HistoryTurn)
+	}
+	return n
+}
+
+// turnBytes is one turn's share of a session's size: the texts it keeps
+// (the result repeats the observation, counted once more).
+func turnBytes(t HistoryTurn) int {
+	return len(t.Action) + 2*len(t.Observation) + len(t.Message) + len(t.Assistant)
+}
 
 // ParseInlineSpec reads a world spec a client sent inline (a JSON object),
 // within the manager's bounds: a spec over MaxInlineSpecBytes is refused

@@ -194,3 +194,43 @@ func TestClientsChooseOnlyWhatTheOperatorAllows(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionSizeLimit: the step that takes a session to MaxSessionBytes
+// ends its episode as truncated, naming the limit; a spec that alone
+// reaches it is refused.
+func TestSessionSizeLimit(t *testing.T) {
+	obs := strings.Repeat("o", 1000)
+	c := &scriptedModel{replies: []worldmodel.Response{{Content: "<predicted_observation>" + obs + "</predicted_observation>", FinishReason: "stop"}}}
+	m := newTestManager(t, c, Options{MaxSessionBytes: 12_000})
+	ctx := context.Background()
+	rep, err := m.Create(ctx, CreateRequest{WorldID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var turns int
+	var last *StepResult
+	for turns = 1; turns <= 20; turns++ {
+		last, err = m.Step(ctx, rep.SessionID, ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last.Truncated {
+			break
+		}
+	}
+	// Each turn holds the observation about three times over (~3 KB,
+	// beside the spec and system prompt): the limit falls at turn 3 or 4.
+	if !last.Truncated || turns < 3 || turns > 4 || !strings.Contains(last.Info.EndReason, "session size limit of 12000 bytes") {
+		t.Fatalf("after %d turns: truncated %v, end reason %q; want truncation at turn 3 or 4 naming the limit", turns, last.Truncated, last.Info.EndReason)
+	}
+	if _, err := m.Step(ctx, rep.SessionID, ls); !errors.Is(err, ErrEpisodeOver) {
+		t.Errorf("a step after the limit: %v, want ErrEpisodeOver", err)
+	}
+
+	big := termWorld()
+	big.TaskDescription = strings.Repeat("t", 12_000)
+	_, err = m.Create(ctx, CreateRequest{World: big})
+	if fe, ok := fielderr.As(err); !ok || fe.Path != "world" || !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a spec over the session limit: %v, want ErrTooLarge on world", err)
+	}
+}

@@ -46,6 +46,12 @@ type Options struct {
 	// MaxInlineTools bounds the tools of an inline spec's action space; 0
 	// means DefaultMaxInlineTools, negative no limit.
 	MaxInlineTools int
+	// MaxSessionBytes bounds what a session holds in memory: its spec, its
+	// system prompt and every turn's action, observation and the messages
+	// standing for them. The step that reaches it ends the episode as
+	// truncated (like the turn limit), and a spec that alone reaches it is
+	// refused. 0 means DefaultMaxSessionBytes, negative no limit.
+	MaxSessionBytes int
 	// Models are the model names a client may choose for its session
 	// (CreateRequest.Model): the served model and any others its servers
 	// answer to. A request naming another is refused on field "model";
@@ -147,6 +153,9 @@ func New(opts *Options) *Manager {
 	}
 	if o.MaxInlineTools == 0 {
 		o.MaxInlineTools = DefaultMaxInlineTools
+	}
+	if o.MaxSessionBytes == 0 {
+		o.MaxSessionBytes = DefaultMaxSessionBytes
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -282,6 +291,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 	specJSON, err := json.Marshal(spec)
 	if err != nil {
 		return nil, fmt.Errorf("encode world spec: %w", err)
+	}
+	if lim := m.opts.MaxSessionBytes; lim > 0 && len(specJSON)+len(sys) >= lim {
+		return nil, fielderr.New(ErrTooLarge, "world", "the spec and its system prompt take %d bytes, over the session size limit of %d (serve --max-session-bytes)", len(specJSON)+len(sys), lim)
 	}
 	if err := m.enter(); err != nil {
 		return nil, err

@@ -279,7 +279,18 @@ func (m *Manager) step(ctx context.Context, s *session, env Environment, info Se
 		status = StatusTruncated
 		res.Info.EndReason = fmt.Sprintf("turn limit %d reached", limit)
 	}
-	rec := TurnRecord{Turn: turn, HistoryTurn: HistoryTurn{Action: act.Text, Observation: obs.Text, Message: obs.Message, Assistant: conversation.ObservationResponse(obs.Text)}, Result: res}
+	ht := HistoryTurn{Action: act.Text, Observation: obs.Text, Message: obs.Message, Assistant: conversation.ObservationResponse(obs.Text)}
+	if lim := m.opts.MaxSessionBytes; lim > 0 && status == StatusActive {
+		s.mu.Lock()
+		size := s.sizeLocked() + turnBytes(ht)
+		s.mu.Unlock()
+		if size >= lim {
+			res.Truncated = true
+			status = StatusTruncated
+			res.Info.EndReason = fmt.Sprintf("session size limit of %d bytes reached (serve --max-session-bytes)", lim)
+		}
+	}
+	rec := TurnRecord{Turn: turn, HistoryTurn: ht, Result: res}
 	// A computed step is recorded even if the client went away meanwhile.
 	if err := m.store.AppendTurn(context.WithoutCancel(ctx), info.ID, rec, status); err != nil {
 		return nil, fmt.Errorf("record session %s turn %d: %w", info.ID, turn, err)
