@@ -3,7 +3,6 @@ package realenv
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/agentworld/agentworld/internal/mcpclient"
@@ -279,248 +277,6 @@ type sandbox struct {
 	ns     []*os.File // fdCount namespace files, in the fd order above
 }
 
-// startSandbox starts bwrap and opens the namespaces of its first process.
-// When this process runs as root, bwrap runs as the host's nobody. On any
-// failure it leaves nothing running.
-func startSandbox(ctx context.Context, spec sandboxSpec, timeout time.Duration) (*sandbox, error) {
-	for _, bin := range []string{"bwrap", "nsenter", "unshare", "setpriv", "prlimit"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			return nil, fmt.Errorf("%w: %s not found on PATH (install bubblewrap and util-linux)", ErrUnavailable, bin)
-		}
-	}
-	spec.Features = detectFeatures()
-	infoR, infoW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer infoR.Close()
-	binds, err := openPaths(spec.HostWork, spec.HostCtl, spec.HostCtl+"/passwd", spec.HostCtl+"/group")
-	if err != nil {
-		infoW.Close()
-		return nil, fmt.Errorf("terminal: %w", err)
-	}
-	defer func() {
-		for _, f := range binds {
-			f.Close()
-		}
-	}()
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		infoW.Close()
-		return nil, err
-	}
-	defer readyR.Close()
-	binds = append(binds, readyW)
-	// bwrap reports the child's pid before the child has made its last
-	// user namespace (the one mapping --uid); the first process says when
-	// the sandbox is complete by writing to the ready pipe, then waits.
-	ready := fmt.Sprintf("echo >&%d && exec %d>&- && exec sleep infinity", bwrapFdReady, bwrapFdReady)
-	args := append(bwrapArgs(spec, os.Lstat, os.Readlink), "--info-fd", strconv.Itoa(bwrapFdInfo), "--", "sh", "-c", ready)
-	s := &sandbox{spec: spec, done: make(chan struct{}), stderr: mcpclient.NewTailBuffer(maxStderr)}
-	s.cmd = exec.Command("bwrap", args...)
-	s.cmd.Stderr = s.stderr
-	s.cmd.ExtraFiles = append([]*os.File{infoW}, binds...)
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if os.Geteuid() == 0 {
-		s.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: hostNobody, Gid: hostNobody, Groups: []uint32{}}
-	}
-	err = s.cmd.Start()
-	infoW.Close()
-	readyW.Close()
-	if err != nil {
-		return nil, fmt.Errorf("%w: start bwrap: %v", ErrUnavailable, err)
-	}
-	go func() {
-		_ = s.cmd.Wait()
-		close(s.done)
-	}()
-	type info struct {
-		Pid int    `json:"child-pid"`
-		Mnt uint64 `json:"mnt-namespace"`
-		PID uint64 `json:"pid-namespace"`
-	}
-	got := make(chan info, 1)
-	go func() {
-		var in info
-		_ = json.NewDecoder(infoR).Decode(&in)
-		if b := make([]byte, 1); in.Pid > 0 {
-			if n, _ := readyR.Read(b); n != 1 {
-				in.Pid = 0
-			}
-		}
-		got <- in
-	}()
-	var in info
-	select {
-	case in = <-got:
-	case <-time.After(timeout):
-	case <-ctx.Done():
-	}
-	if in.Pid <= 0 {
-		s.close()
-		return nil, fmt.Errorf("%w: sandbox did not start: %s", ErrUnavailable, strings.TrimSpace(s.stderr.String()))
-	}
-	if err := s.openNamespaces(in.Pid, in.Mnt, in.PID); err != nil {
-		s.close()
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	return s, nil
-}
-
-// openPaths opens each path as an O_PATH descriptor without following a
-// final symlink; on failure it closes what it opened.
-func openPaths(paths ...string) ([]*os.File, error) {
-	var out []*os.File
-	for _, p := range paths {
-		fd, err := syscall.Open(p, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			for _, f := range out {
-				f.Close()
-			}
-			return nil, &os.PathError{Op: "open", Path: p, Err: err}
-		}
-		out = append(out, os.NewFile(uintptr(fd), p))
-	}
-	return out, nil
-}
-
-// Namespace ioctls (linux/nsfs.h).
-const (
-	nsGetUserns = 0xb701
-	nsGetParent = 0xb702
-)
-
-// openNamespaces opens the namespaces of the sandbox's first process and
-// checks that they are the ones bwrap reported, so a pid reused after a
-// crash is never entered.
-func (s *sandbox) openNamespaces(pid int, mnt, pidns uint64) error {
-	dir := "/proc/" + strconv.Itoa(pid) + "/ns/"
-	names := []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"}
-	files := map[string]*os.File{}
-	for _, n := range names {
-		f, err := os.Open(dir + n)
-		if err != nil {
-			for _, f := range files {
-				f.Close()
-			}
-			return fmt.Errorf("open sandbox namespace: %w", err)
-		}
-		files[n] = f
-	}
-	// The mount and pid namespaces belong to the user namespace bwrap set
-	// the sandbox up in, where root is mapped: entering it first gives the
-	// capabilities needed to create the shell's pid namespace.
-	setup, err := nsIoctl(files["pid"], nsGetUserns)
-	if err == nil {
-		s.ns = []*os.File{setup, files["user"], files["mnt"], files["pid"], files["net"], files["ipc"], files["uts"], files["cgroup"]}
-	} else {
-		for _, f := range files {
-			f.Close()
-		}
-		return fmt.Errorf("sandbox user namespace: %w", err)
-	}
-	if ino(files["mnt"]) != mnt || ino(files["pid"]) != pidns {
-		return errors.New("sandbox process changed before its namespaces were opened")
-	}
-	if ino(files["user"]) == ino(setup) {
-		return errors.New("sandbox has no user namespace of its own for the shell")
-	}
-	return nil
-}
-
-func nsIoctl(f *os.File, op uintptr) (*os.File, error) {
-	r, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), op, 0)
-	if errno != 0 {
-		return nil, errno
-	}
-	return os.NewFile(r, f.Name()+"-owner"), nil
-}
-
-func ino(f *os.File) uint64 {
-	fi, err := f.Stat()
-	if err != nil {
-		return 0
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Ino
-	}
-	return 0
-}
-
-// command returns a command that runs argv inside the sandbox, in dir, as
-// the shell's user, with no capabilities, no_new_privs and the sandbox's
-// rlimits. It is the only way the host starts anything inside, and nothing
-// of it runs on the host but nsenter: the tmux client too runs inside, so
-// a tmux server the agent controls (it owns it) can only make that client
-// open files inside the sandbox — a host tmux client would open them on
-// the host as the host user (a server hook running save-buffer writes any
-// host file) — and a symlink planted at the socket path leads only to what
-// the sandbox can reach.
-//
-// world starts the agent's world: a new pid namespace, child of the
-// sandbox's, with its own /proc. Everything the agent runs lives there;
-// checks and tmux clients (world false) run in the sandbox's pid namespace,
-// which the agent cannot see: it can neither signal nor trace a check,
-// while a check sees the agent's processes and files.
-//
-// The chain: nsenter enters the setup user namespace as its root and every
-// other namespace; unshare (world only) makes the pid namespace and mounts
-// its /proc; nsenter enters the shell's user namespace keeping credentials
-// (so root there only if the task asked for it); setpriv empties the
-// bounding set and sets no_new_privs; prlimit sets the limits; bash closes
-// the namespace descriptors and changes directory. The process group is
-// killed on ctx's end.
-func (s *sandbox) command(ctx context.Context, world bool, dir string, argv ...string) *exec.Cmd {
-	fd := func(n int) string { return "/proc/self/fd/" + strconv.Itoa(n) }
-	// Root becomes the setup namespace's root (the host's nobody); any
-	// other user already is it, and may not call setgroups, which -S and
-	// -G imply.
-	a := []string{"--user=" + fd(fdSetupUser), "--preserve-credentials"}
-	if os.Geteuid() == 0 {
-		a = []string{"--user=" + fd(fdSetupUser), "-S", "0", "-G", "0"}
-	}
-	a = append(a,
-		"--mount="+fd(fdMnt), "--pid="+fd(fdPid), "--net="+fd(fdNet),
-		"--ipc="+fd(fdIPC), "--uts="+fd(fdUTS), "--cgroup="+fd(fdCgroup), "--")
-	if world {
-		a = append(a, "unshare", "--pid", "--fork", "--mount-proc", "--")
-	}
-	a = append(a, "nsenter", "--user="+fd(fdUser), "--preserve-credentials", "--",
-		"setpriv", "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--",
-		"prlimit")
-	lim := s.spec.Limits
-	if !world {
-		// The process limit counts the agent's processes and the host's
-		// alike (one user in one namespace): checks and tmux clients get a
-		// reserve above it, so an agent at its limit cannot starve them.
-		lim.Processes += processReserve
-	}
-	a = append(a, lim.prlimitArgs()...)
-	var closeFDs strings.Builder
-	for n := fdSetupUser; n < fdSetupUser+fdCount; n++ {
-		fmt.Fprintf(&closeFDs, "exec %d<&-; ", n)
-	}
-	a = append(a, "--", "bash", "-c", closeFDs.String()+`cd -- "$0" || exit 125; exec "$@"`, dir)
-	a = append(a, argv...)
-	cmd := exec.CommandContext(ctx, "nsenter", a...)
-	env := make([]string, 0, len(s.spec.Env))
-	for k, v := range s.spec.Env {
-		env = append(env, k+"="+v)
-	}
-	slices.Sort(env)
-	cmd.Env = env
-	cmd.ExtraFiles = s.ns
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if os.Geteuid() == 0 {
-		// No supplementary groups: nsenter enters the sandbox's user
-		// namespace with the host's, and root's group would travel along.
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
-	}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 2 * time.Second
-	return cmd
-}
-
 // alive reports whether the sandbox is still running.
 func (s *sandbox) alive() bool {
 	select {
@@ -529,21 +285,6 @@ func (s *sandbox) alive() bool {
 	default:
 		return true
 	}
-}
-
-// close kills the sandbox: bwrap's death kills its first process
-// (--die-with-parent), whose death ends its pid namespace and every one
-// nested in it, so nothing the agent or a check started survives.
-func (s *sandbox) close() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-	for _, f := range s.ns {
-		f.Close()
-	}
-	s.ns = nil
 }
 
 var probe struct {
@@ -593,6 +334,3 @@ const maxStderr = 64 << 10
 
 // sandboxPath is PATH inside the sandbox.
 const sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-// oPath is Linux's O_PATH, which package syscall does not name.
-const oPath = 0x200000

@@ -526,7 +526,7 @@ func (t *Terminal) exec(ctx context.Context, script string) (string, int, error)
 	// check's stray process would otherwise hold its output until WaitDelay
 	// and live on beside the agent).
 	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(cmd.Process.Pid)
 	}
 	if errors.Is(err, exec.ErrWaitDelay) {
 		err = nil // exited 0; a process it started held the output open
