@@ -55,7 +55,19 @@ type StepOutcome struct {
 	Truncated  bool
 	// Error explains an observation that is not a clean answer.
 	Error string
+	// Reward is the step's reward and RewardComponents its parts (a world
+	// spec's reward rules, a real task's check); none when nothing scored
+	// the step.
+	Reward           float64
+	RewardComponents map[string]float64
 }
+
+// Keys of the reward in a tool result's _meta, for clients that train on
+// the world (an MCP tool result has no reward field of its own).
+const (
+	MetaReward           = "agentworld/reward"
+	MetaRewardComponents = "agentworld/reward_components"
+)
 
 // ErrNotServable is returned for a world whose domain has no MCP form.
 var ErrNotServable = errors.New("world cannot be served over MCP")
@@ -364,6 +376,13 @@ func (b *binding) call(t world.Tool) mcp.ToolHandler {
 		}
 		if r.StructuredDropped {
 			b.f.log.Debug("observation did not match the output schema; sent as text", "tool", t.Name, "session", id)
+		}
+		if len(out.RewardComponents) > 0 {
+			if r.Tool.Meta == nil {
+				r.Tool.Meta = mcp.Meta{}
+			}
+			r.Tool.Meta[MetaReward] = out.Reward
+			r.Tool.Meta[MetaRewardComponents] = out.RewardComponents
 		}
 		return r.Tool, nil
 	}

@@ -33,7 +33,8 @@ func (s Sessions) Step(ctx context.Context, id, action string) (*StepOutcome, er
 	if err != nil {
 		return nil, err
 	}
-	out := &StepOutcome{Observation: res.Observation, Terminated: res.Terminated, Truncated: res.Truncated, Error: res.Info.Error}
+	out := &StepOutcome{Observation: res.Observation, Terminated: res.Terminated, Truncated: res.Truncated, Error: res.Info.Error,
+		Reward: res.Reward, RewardComponents: res.Info.RewardComponents}
 	if raw, ok := res.Info.Extra[worldhooks.ExtraFault]; ok {
 		var f perturb.Fault
 		if err := json.Unmarshal(raw, &f); err != nil {
