@@ -12,7 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/server"
+	"github.com/spf13/cobra"
+
+	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
@@ -31,12 +33,14 @@ func TestFictionalWorldEndToEnd(t *testing.T) {
 	})
 	defer model.Close()
 	dbPath := filepath.Join(t.TempDir(), "sessions.db")
-	app, err := server.NewApp(server.AppConfig{Model: model.URL, ModelName: "fake", DBPath: dbPath, MaxTokens: 256})
+	var f simFlags
+	f.cfg = app.Config{Model: model.URL, ModelName: "fake", DBPath: dbPath, MaxTokens: 256}
+	sim, err := f.serve(&cobra.Command{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer app.Close()
-	ts := httptest.NewServer(app.Server.Handler())
+	defer sim.Close(context.Background())
+	ts := httptest.NewServer(sim.Server.Handler())
 	defer ts.Close()
 	post := func(path string, body any) map[string]any {
 		t.Helper()
@@ -72,7 +76,7 @@ func TestFictionalWorldEndToEnd(t *testing.T) {
 			t.Errorf("session B's prompt lacks %q invented in session A:\n%s", want, bLast)
 		}
 	}
-	if err := app.Manager.Close(context.Background()); err != nil {
+	if err := sim.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	out, stderr, err := runCLI(t, "world", "check", "quillfern-search", "--db", dbPath)

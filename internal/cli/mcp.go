@@ -46,14 +46,12 @@ messages. Configure it in an MCP client as the command
 				}
 				so.Params = map[string]json.RawMessage{worldhooks.ParamPerturbations: js}
 			}
-			app, err := f.app(cmd)
+			a, err := f.app(cmd)
 			if err != nil {
 				return err
 			}
-			defer app.Close()
-			defer app.Manager.Close(ctx)
-			defer app.MCP.Close(ctx)
-			return app.MCP.ServeStdio(ctx, args[0], so, mcpStdin{cmd.InOrStdin()}, mcpStdout{cmd.OutOrStdout()})
+			defer closeApp(a)
+			return a.MCP.ServeStdio(ctx, args[0], so, mcpStdin{cmd.InOrStdin()}, mcpStdout{cmd.OutOrStdout()})
 		},
 	}
 	f.register(cmd)

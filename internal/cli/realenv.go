@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/realenv"
-	"github.com/agentworld/agentworld/internal/server"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
@@ -252,7 +252,7 @@ func (r *realFlags) register(cmd *cobra.Command) {
 
 // apply hooks the real backends into the app config and returns the
 // task worlds to add once the manager exists.
-func (r *realFlags) apply(cmd *cobra.Command, cfg *server.AppConfig) ([]*world.Spec, error) {
+func (r *realFlags) apply(cmd *cobra.Command, cfg *app.Config) ([]*world.Spec, error) {
 	opts := &realenv.BackendOptions{Logger: logger(cmd), MCPServers: map[string]realenv.MCPServer{}}
 	var worlds []*world.Spec
 	if r.tasksDir != "" {

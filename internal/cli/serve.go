@@ -2,14 +2,19 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/envconfig"
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/perturb"
+	"github.com/agentworld/agentworld/internal/play"
 	"github.com/agentworld/agentworld/internal/server"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -17,7 +22,9 @@ import (
 
 // simFlags are the flags serve and play share.
 type simFlags struct {
-	cfg         server.AppConfig
+	cfg app.Config
+	// srv is the HTTP server's part (serve only).
+	srv         server.Options
 	temperature float64
 	noDB        bool
 	real        realFlags
@@ -38,7 +45,7 @@ func (f *simFlags) register(cmd *cobra.Command) {
 	fl.Float64Var(&f.temperature, "temperature", 0.6, "sampling temperature when the world spec sets none")
 	fl.IntVar(&f.cfg.MaxInFlight, "max-inflight", 256, "concurrent requests per replica")
 	fl.IntVar(&f.cfg.MaxTurns, "max-turns", 200, "steps before an episode is truncated (a world spec's max_turns wins)")
-	fl.StringVar(&f.cfg.DBPath, "db", server.DefaultDBPath(), "SQLite file holding sessions and transcripts")
+	fl.StringVar(&f.cfg.DBPath, "db", app.DefaultDBPath(), "SQLite file holding sessions and transcripts")
 	fl.BoolVar(&f.noDB, "no-db", false, "keep sessions in memory only")
 	usesEnv(cmd, envconfig.ModelAPIKey)
 	fl.DurationVar(&f.cfg.PerturbLimits.MaxStepLatency, "max-step-latency", perturb.DefaultMaxStepLatency, "cap on the latency perturbation rules inject into one step (a world spec may only lower it)")
@@ -46,7 +53,58 @@ func (f *simFlags) register(cmd *cobra.Command) {
 	f.real.register(cmd)
 }
 
-func (f *simFlags) app(cmd *cobra.Command) (*server.App, error) {
+// configFlags maps the app.Config fields to the flags that set them, so a
+// configuration error names what the user typed.
+var configFlags = map[string]string{
+	"WorldsDir": "worlds", "Model": "model", "ModelName": "model-name", "Replicas": "replica",
+	"CacheDir": "cache", "CountTokens": "count-tokens", "DBPath": "db", "AllowExtraBody": "allow-extra-body",
+}
+
+// configErr names the flag of the app.Config field err is about.
+func configErr(err error) error {
+	fe, ok := fielderr.As(err)
+	if !ok || !errors.Is(err, app.ErrConfig) {
+		return err
+	}
+	if flag, ok := configFlags[fe.Path]; ok {
+		return flagErr(flag, errors.New(fe.Detail()))
+	}
+	return err
+}
+
+// simulator is what serve runs: the assembled app and the HTTP server
+// over its manager.
+type simulator struct {
+	*app.App
+	Server *server.Server
+}
+
+// serve assembles the app with the server's metrics and the server over
+// it. The caller closes the app (after Serve returns, so steps drain).
+func (f *simFlags) serve(cmd *cobra.Command) (*simulator, error) {
+	if err := f.srv.Edge.Validate(); err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	met := server.NewMetrics(reg)
+	f.cfg.Observer, f.cfg.Registry = met, reg
+	a, err := f.app(cmd)
+	if err != nil {
+		return nil, err
+	}
+	o := f.srv
+	o.Registry, o.Metrics, o.MCP, o.Logger = reg, met, a.MCP, logger(cmd)
+	return &simulator{App: a, Server: server.New(a.Manager, &o)}, nil
+}
+
+// closeApp closes a, giving in-flight steps up to 30 seconds to drain.
+func closeApp(a *app.App) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return a.Close(ctx)
+}
+
+func (f *simFlags) app(cmd *cobra.Command) (*app.App, error) {
 	f.cfg.Temperature = &f.temperature
 	if f.noDB {
 		f.cfg.DBPath = ""
@@ -59,14 +117,18 @@ func (f *simFlags) app(cmd *cobra.Command) (*server.App, error) {
 	if err != nil {
 		return nil, err
 	}
-	app, err := server.NewApp(f.cfg)
+	ctx := cmd.Context()
+	if ctx == nil { // a command not run by Execute (tests)
+		ctx = context.Background()
+	}
+	a, err := app.New(ctx, f.cfg)
 	if err != nil {
-		return nil, err
+		return nil, configErr(err)
 	}
 	for _, w := range realWorlds {
-		app.Manager.AddWorld(w)
+		a.Manager.AddWorld(w)
 	}
-	return app, nil
+	return a, nil
 }
 
 func newServeCmd() *cobra.Command {
@@ -84,29 +146,28 @@ answer). Point --model (and --replica) at vLLM or SGLang servers for real
 simulation.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.cfg.APIKey == "" {
-				f.cfg.APIKey = envconfig.APIKey.Value()
+			if f.srv.APIKey == "" {
+				f.srv.APIKey = envconfig.APIKey.Value()
 			}
-			app, err := f.app(cmd)
+			s, err := f.serve(cmd)
 			if err != nil {
 				return err
 			}
-			defer app.Close()
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
-				return err
+				return errors.Join(err, closeApp(s.App))
 			}
 			log := logger(cmd)
-			log.Info("agentworld serve", "addr", ln.Addr().String(), "worlds", len(app.Manager.Worlds()), "backend", app.Describe, "db", f.cfg.DBPath, "auth", f.cfg.APIKey != "")
-			fmt.Fprintf(cmd.ErrOrStderr(), "serving on http://%s (%s)\n", ln.Addr(), app.Describe)
-			ctx := cmd.Context()
-			return app.Server.Serve(ctx, ln)
+			log.Info("agentworld serve", "addr", ln.Addr().String(), "worlds", len(s.Manager.Worlds()), "backend", s.Describe, "db", f.cfg.DBPath, "auth", f.srv.APIKey != "")
+			fmt.Fprintf(cmd.ErrOrStderr(), "serving on http://%s (%s)\n", ln.Addr(), s.Describe)
+			err = s.Server.Serve(cmd.Context(), ln)
+			return errors.Join(err, closeApp(s.App))
 		},
 	}
 	f.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
-	fl.StringVar(&f.cfg.APIKey, "api-key", "", "require this bearer token on every route but /health (default: "+envconfig.APIKey.Name+")")
+	fl.StringVar(&f.srv.APIKey, "api-key", "", "require this bearer token on every route but /health (default: "+envconfig.APIKey.Name+")")
 	usesEnv(cmd, envconfig.APIKey)
 	fl.IntVar(&f.cfg.MaxSessions, "max-sessions", 10000, "sessions held open at once")
 	fl.IntVar(&f.cfg.MaxInlineSpecBytes, "max-inline-spec-bytes", sim.DefaultMaxInlineSpecBytes, "largest world spec a client may send inline, in bytes (larger worlds: --worlds and world_id); -1: no limit")
@@ -115,8 +176,8 @@ simulation.`,
 	fl.StringSliceVar(&f.cfg.AllowModels, "allow-model", nil, "a model name, beside --model-name, clients may choose for a session (repeatable; the model servers must answer to it)")
 	fl.StringSliceVar(&f.cfg.AllowExtraBody, "allow-extra-body", nil, "a sampling.extra_body key clients' inline world specs may set, e.g. top_k (repeatable; none by default; request fields such as model, messages, n are never allowed)")
 	fl.DurationVar(&f.cfg.IdleTTL, "idle-ttl", 0, "expire sessions idle this long (default 30m)")
-	fl.StringVar(&f.cfg.DefaultWorld, "default-world", "", "world for OpenEnv /reset without world_id (default: first by name)")
-	e := &f.cfg.Edge
+	fl.StringVar(&f.srv.DefaultWorld, "default-world", "", "world for OpenEnv /reset without world_id (default: first by name)")
+	e := &f.srv.Edge
 	fl.StringSliceVar(&e.AllowedHosts, "allowed-hosts", nil, "Host names served beside localhost, loopback addresses and the --addr host (comma list; name or name:port; * any): for a proxy or a DNS name in front of serve")
 	fl.StringSliceVar(&e.AllowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], comma list; * any) whose cross-origin requests are served; none by default")
 	fl.DurationVar(&e.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers")
@@ -141,7 +202,7 @@ python-terminal"); with --server it plays against a running server.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			var p server.Player
+			var p play.Player
 			if remote != "" {
 				if key == "" {
 					key = envconfig.APIKey.Value()
@@ -151,15 +212,14 @@ python-terminal"); with --server it plays against a running server.`,
 				if !cmd.Flags().Changed("db") {
 					f.noDB = true
 				}
-				app, err := f.app(cmd)
+				a, err := f.app(cmd)
 				if err != nil {
 					return err
 				}
-				defer app.Close()
-				defer app.Manager.Close(ctx)
-				p = managerPlayer{app.Manager}
+				defer closeApp(a)
+				p = play.Manager{M: a.Manager}
 			}
-			return server.Play(ctx, p, args[0], cmd.InOrStdin(), cmd.OutOrStdout())
+			return play.Play(ctx, p, args[0], cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
 	f.register(cmd)
@@ -167,15 +227,4 @@ python-terminal"); with --server it plays against a running server.`,
 	cmd.Flags().StringVar(&key, "api-key", "", "bearer token for --server (default: "+envconfig.APIKey.Name+")")
 	usesEnv(cmd, envconfig.APIKey)
 	return cmd
-}
-
-// managerPlayer adapts an in-process Manager to server.Player.
-type managerPlayer struct{ m *sim.Manager }
-
-func (p managerPlayer) Create(ctx context.Context, r sim.CreateRequest) (*sim.Reply, error) {
-	return p.m.Create(ctx, r)
-}
-
-func (p managerPlayer) Step(ctx context.Context, id string, r sim.StepRequest) (*sim.StepResult, error) {
-	return p.m.Step(ctx, id, r)
 }

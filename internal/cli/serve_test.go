@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentworld/agentworld/internal/server"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
@@ -74,7 +73,7 @@ func TestServeOffersNoRealBackendByDefault(t *testing.T) {
 // startTestServe builds serve's app from its flags' defaults, adjusted by
 // configure (nil keeps them; sessions are kept in memory), and serves it
 // on a loopback server closed with the test.
-func startTestServe(t *testing.T, configure func(*simFlags)) (*server.App, *httptest.Server) {
+func startTestServe(t *testing.T, configure func(*simFlags)) (*simulator, *httptest.Server) {
 	t.Helper()
 	var f simFlags
 	cmd := &cobra.Command{}
@@ -83,19 +82,20 @@ func startTestServe(t *testing.T, configure func(*simFlags)) (*server.App, *http
 	if configure != nil {
 		configure(&f)
 	}
-	app, err := f.app(cmd)
+	s, err := f.serve(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(app.Server.Handler())
+	srv := httptest.NewServer(s.Server.Handler())
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		app.Manager.Close(ctx)
-		app.Close()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("close app: %v", err)
+		}
 	})
-	return app, srv
+	return s, srv
 }
 
 // TestServeBoundsTheWorldModel runs serve's app with --model-timeout and

@@ -8,11 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/mcpworld"
-	"github.com/agentworld/agentworld/internal/server"
 	"github.com/agentworld/agentworld/internal/store"
 	"github.com/agentworld/agentworld/internal/world"
 )
@@ -137,7 +137,7 @@ contradicted is reported. Exits with status 1 when any is found.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dbPath, "db", server.DefaultDBPath(), "session database holding the world ledgers (serve's --db)")
+	cmd.Flags().StringVar(&dbPath, "db", app.DefaultDBPath(), "session database holding the world ledgers (serve's --db)")
 	cmd.Flags().StringVar(&ledgerDir, "ledger", "", "read ledgers from a directory of <world>.facts.jsonl files instead of --db")
 	cmd.Flags().StringVar(&worldsDir, "worlds", "", "directory of world specs, to find WORLD by name and read its facts")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per contradiction")

@@ -17,32 +17,29 @@ import (
 	"github.com/coder/websocket/wsjson"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/sim"
 )
 
 // serveApp serves the embedded default app (every route mounted, /mcp
 // included) on a loopback socket with cfg's edge, and returns its base URL.
-func serveApp(t *testing.T, cfg AppConfig) (*App, string) {
+func serveApp(t *testing.T, opts *Options) string {
 	t.Helper()
-	app, err := NewApp(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := newAppServer(t, app.Config{}, opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- app.Server.Serve(ctx, ln) }()
+	go func() { served <- s.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-served; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-		_ = app.Close()
 	})
-	return app, "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String()
 }
 
 // edgeRoutes is every route of a served app, with a body that would be
@@ -110,7 +107,7 @@ func edgeDo(t *testing.T, base, method, path, body string, hdr map[string]string
 // body is read; an operator's --allowed-hosts and --allowed-origins open
 // exactly what they name.
 func TestEdgeRefusesForeignHostAndCrossOriginOnEveryRoute(t *testing.T) {
-	_, base := serveApp(t, AppConfig{APIKey: "k3y", Edge: Edge{
+	base := serveApp(t, &Options{APIKey: "k3y", Edge: Edge{
 		AllowedHosts:   []string{"sim.internal:8443", "proxy.example"},
 		AllowedOrigins: []string{"https://ui.example"},
 	}})
@@ -177,7 +174,7 @@ func TestEdgeRefusesForeignHostAndCrossOriginOnEveryRoute(t *testing.T) {
 // send) and the MCP go-sdk's streamable client are served, a WebSocket
 // from a foreign origin is not.
 func TestEdgeWebSocketAndMCPClientsPass(t *testing.T) {
-	_, base := serveApp(t, AppConfig{})
+	base := serveApp(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ws := "ws" + strings.TrimPrefix(base, "http") + "/ws"
@@ -236,7 +233,7 @@ func closedWithin(c net.Conn, br *bufio.Reader, d time.Duration) bool {
 // unauthenticated body is answered 401 at once, without being read.
 func TestEdgeTimeoutsCloseSlowAndIdleClients(t *testing.T) {
 	edge := Edge{ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
-	_, base := serveApp(t, AppConfig{APIKey: "k3y", Edge: edge})
+	base := serveApp(t, &Options{APIKey: "k3y", Edge: edge})
 	host := strings.TrimPrefix(base, "http://")
 
 	t.Run("slow body", func(t *testing.T) {
@@ -350,7 +347,7 @@ func TestEdgeLongStepOutlivesTheTimeouts(t *testing.T) {
 // TestEdgeConnectionLimit: with MaxConns 2, a third client waits until one
 // of the first two leaves.
 func TestEdgeConnectionLimit(t *testing.T) {
-	_, base := serveApp(t, AppConfig{Edge: Edge{MaxConns: 2}})
+	base := serveApp(t, &Options{Edge: Edge{MaxConns: 2}})
 	host := strings.TrimPrefix(base, "http://")
 	get := func(c net.Conn, br *bufio.Reader, wait time.Duration) error {
 		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: %s\r\n\r\n", host)

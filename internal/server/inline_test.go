@@ -52,10 +52,3 @@ func TestClientExtraBodyAndModelAreRefused(t *testing.T) {
 		t.Errorf("refused requests reached the model %d times", n)
 	}
 }
-
-func TestAllowExtraBodyRefusesRequestFields(t *testing.T) {
-	_, err := NewApp(AppConfig{AllowExtraBody: []string{"top_k", "messages"}})
-	if err == nil || !strings.Contains(err.Error(), "--allow-extra-body messages") {
-		t.Fatalf("NewApp allowing extra_body messages: %v, want an error naming the flag and key", err)
-	}
-}

@@ -271,6 +271,10 @@ func startLoadServer(t testing.TB, l load) (string, func()) {
 		if err := <-served; err != nil {
 			t.Fatal(err)
 		}
+		// Serve leaves the manager to whoever made it.
+		if err := m.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

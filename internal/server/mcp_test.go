@@ -9,24 +9,22 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentworld/agentworld/internal/app"
 )
 
 // TestServeMountsMCPWorlds: `serve`'s app exposes MCP worlds at
 // /mcp/{world} behind the API key, each tools/call is a recorded step, and
 // a graceful shutdown is not held up by an open MCP session's stream.
 func TestServeMountsMCPWorlds(t *testing.T) {
-	app, err := NewApp(AppConfig{APIKey: "k3y"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
+	a, s := newAppServer(t, app.Config{}, &Options{APIKey: "k3y"})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- app.Server.Serve(ctx, ln) }()
+	go func() { served <- s.Serve(ctx, ln) }()
 	base := "http://" + ln.Addr().String()
 
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -50,7 +48,7 @@ func TestServeMountsMCPWorlds(t *testing.T) {
 		t.Fatalf("call %v %v", res, err)
 	}
 	// The step is a session step like any other.
-	if sessions := app.Manager.Len(); sessions != 1 {
+	if sessions := a.Manager.Len(); sessions != 1 {
 		t.Errorf("%d sessions held, want the MCP session's one", sessions)
 	}
 	if _, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp/python-terminal", HTTPClient: authed, DisableStandaloneSSE: true}, nil); err == nil || !strings.Contains(err.Error(), "Bad Request") {

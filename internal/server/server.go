@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentworld/agentworld/internal/mcpworld"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -52,6 +53,10 @@ type Options struct {
 	// timeouts and the connection limit (see [Edge]; the zero value is the
 	// safe default). Entries that [Edge.Validate] refuses are ignored.
 	Edge Edge
+	// MCP, when set, is served at /mcp/{world} behind the same auth; its
+	// sessions are closed when Serve shuts down (their open streams would
+	// hold the drain). Nil serves no MCP.
+	MCP *mcpworld.Facade
 	// Logger receives request logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -110,6 +115,15 @@ func New(m *sim.Manager, opts *Options) *Server {
 	}
 	s := &Server{m: m, opts: o, log: log, mux: http.NewServeMux(), reg: o.Registry, metrics: met, edge: edge, hosts: hosts, wsStop: make(chan struct{})}
 	s.routes()
+	if o.MCP != nil {
+		f := o.MCP
+		s.Handle("/mcp/{world}", f.Handler())
+		s.OnShutdown(func(ctx context.Context) {
+			if err := f.Close(ctx); err != nil {
+				log.Warn("close MCP sessions", "err", err)
+			}
+		})
+	}
 	return s
 }
 
@@ -121,6 +135,12 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 // the server's auth and size limits.
 func (s *Server) Handle(pattern string, h http.Handler) {
 	s.mux.Handle(pattern, s.guard(pattern, h))
+}
+
+// OnShutdown registers f to run when Serve starts a graceful shutdown,
+// before in-flight requests are drained. Call it before Serve.
+func (s *Server) OnShutdown(f func(context.Context)) {
+	s.onShutdown = append(s.onShutdown, f)
 }
 
 // Handler is the server's HTTP handler.
@@ -387,9 +407,9 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // Serve serves on ln until ctx ends, then shuts down gracefully: it stops
-// accepting connections, lets in-flight steps finish (up to DrainTimeout),
-// ends WebSocket loops after their current message, and closes the
-// Manager (and with it the store).
+// accepting connections, lets in-flight steps finish (up to DrainTimeout)
+// and ends WebSocket loops after their current message. It does not close
+// the Manager: whoever made it does (app.App.Close), after Serve returns.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.hosts.listenOn(ln.Addr())
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() && len(s.edge.AllowedHosts) == 0 {
@@ -404,9 +424,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
-		cctx, cancel := context.WithTimeout(context.Background(), s.opts.DrainTimeout)
-		defer cancel()
-		_ = s.m.Close(cctx)
 		return err
 	case <-ctx.Done():
 	}
@@ -426,9 +443,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	select {
 	case <-wsDone:
 	case <-dctx.Done():
-	}
-	if cerr := s.m.Close(dctx); err == nil {
-		err = cerr
 	}
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -73,6 +74,12 @@ func TestGracefulShutdownDrainsInFlightSteps(t *testing.T) {
 		t.Fatalf("in-flight step during shutdown: %+v", r)
 	}
 	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(context.Background(), sim.CreateRequest{WorldID: "term"}); errors.Is(err, sim.ErrShuttingDown) {
+		t.Error("Serve closed the manager it was handed")
+	}
+	if err := m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	tr.CloseIdleConnections()

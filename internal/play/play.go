@@ -1,13 +1,16 @@
-package server
+// Package play is the interactive loop of `agentworld play`: it opens a
+// session of a world, prints each observation and turns each typed line
+// into the domain's action (sim.HumanAction). It plays against anything
+// that opens and steps sessions ([Player]): an in-process [sim.Manager] or
+// a running server's HTTP API.
+package play
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/conversation"
@@ -15,8 +18,8 @@ import (
 	"github.com/agentworld/agentworld/internal/sim"
 )
 
-// Player is what a person plays against: an in-process Manager or a
-// remote server (Client).
+// Player is what a person plays against: an in-process Manager ([Manager])
+// or a remote server (server.Client).
 type Player interface {
 	Create(ctx context.Context, req sim.CreateRequest) (*sim.Reply, error)
 	Step(ctx context.Context, id string, req sim.StepRequest) (*sim.StepResult, error)
@@ -84,63 +87,15 @@ func hint(d domain.Domain) string {
 	return "Type an action; :q quits."
 }
 
-// Client is a Player over a running server's native API.
-type Client struct {
-	BaseURL string
-	APIKey  string
-	HTTP    *http.Client
-}
-
-func (c *Client) post(ctx context.Context, path string, body, out any) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.APIKey)
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		var e errorBody
-		if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
-			return fmt.Errorf("%s: %s", resp.Status, e.Error.Message)
-		}
-		return fmt.Errorf("%s: %s", resp.Status, raw)
-	}
-	return json.Unmarshal(raw, out)
-}
+// Manager plays against an in-process [sim.Manager].
+type Manager struct{ M *sim.Manager }
 
 // Create implements Player.
-func (c *Client) Create(ctx context.Context, req sim.CreateRequest) (*sim.Reply, error) {
-	var rep sim.Reply
-	if err := c.post(ctx, "/v1/sessions", CreateSessionRequest{WorldID: req.WorldID, Seed: req.Seed, Model: req.Model, Backend: req.Backend}, &rep); err != nil {
-		return nil, err
-	}
-	return &rep, nil
+func (p Manager) Create(ctx context.Context, r sim.CreateRequest) (*sim.Reply, error) {
+	return p.M.Create(ctx, r)
 }
 
 // Step implements Player.
-func (c *Client) Step(ctx context.Context, id string, req sim.StepRequest) (*sim.StepResult, error) {
-	var res sim.StepResult
-	if err := c.post(ctx, "/v1/sessions/"+id+"/step", StepSessionRequest{Action: req.Action, Turn: req.Turn}, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+func (p Manager) Step(ctx context.Context, id string, r sim.StepRequest) (*sim.StepResult, error) {
+	return p.M.Step(ctx, id, r)
 }

@@ -1,0 +1,142 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentworld/agentworld/internal/store"
+	"github.com/agentworld/agentworld/internal/testkit"
+)
+
+// countingModel is a model server that lists models and counts tokens;
+// hang, when set, holds /tokenize until the request ends.
+func countingModel(t *testing.T, hang bool) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			fmt.Fprint(w, `{"data":[{"id":"wm"}]}`)
+		case "/tokenize":
+			if hang {
+				// The server sees the client go only once the body is read.
+				_, _ = io.Copy(io.Discard, r.Body)
+				<-r.Context().Done()
+				return
+			}
+			fmt.Fprint(w, `{"count":1,"max_model_len":4096,"tokens":[1]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// fullConfig opens every resource New can open: a routed model, a token
+// count from the server, a transition cache and a session database.
+func fullConfig(t *testing.T, modelURL string) Config {
+	dir := t.TempDir()
+	return Config{Model: modelURL + "/v1", ModelName: "wm", CountTokens: "server",
+		CacheDir: filepath.Join(dir, "cache"), DBPath: filepath.Join(dir, "sessions.db")}
+}
+
+// TestStartupFailureClosesWhatWasOpened fails New after each of its steps
+// in turn: every failure leaves no goroutine (router health loop, store
+// writer, session reaper, MCP) and no open file (database, cache) behind,
+// and the database's single-owner lock is free again.
+func TestStartupFailureClosesWhatWasOpened(t *testing.T) {
+	model := countingModel(t, false)
+	cfg := fullConfig(t, model.URL)
+	ctx := context.Background()
+	var steps []string
+	testHookStep = func(s string) error { steps = append(steps, s); return nil }
+	t.Cleanup(func() { testHookStep = nil })
+	a, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"worlds", "router", "tokens", "cache", "store", "manager", "mcp"}, steps); diff != "" {
+		t.Fatalf("startup steps (-want +got):\n%s", diff)
+	}
+	injected := errors.New("injected failure")
+	for _, failAt := range steps {
+		t.Run(failAt, func(t *testing.T) {
+			model.CloseClientConnections()
+			leaks := testkit.Leaks(t)
+			testHookStep = func(s string) error {
+				if s == failAt {
+					return injected
+				}
+				return nil
+			}
+			a, err := New(ctx, cfg)
+			if !errors.Is(err, injected) || a != nil {
+				t.Fatalf("New = %v, %v; want the injected failure", a, err)
+			}
+			model.CloseClientConnections()
+			leaks.Check(0)
+			db, err := store.Open(cfg.DBPath)
+			if err != nil {
+				t.Fatalf("the database is still held after a failed start: %v", err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestStartupStopsWithItsContext: a model server that never answers the
+// token count does not hold startup once its context ends (Ctrl-C), and
+// what was opened before is closed.
+func TestStartupStopsWithItsContext(t *testing.T) {
+	model := countingModel(t, true)
+	cfg := fullConfig(t, model.URL)
+	leaks := testkit.Leaks(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	a, err := New(ctx, cfg)
+	if !errors.Is(err, context.Canceled) || a != nil {
+		t.Fatalf("New = %v, %v; want context.Canceled", a, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("New took %s after its context ended", d)
+	}
+	model.CloseClientConnections()
+	leaks.Check(0)
+}
+
+// TestConfigErrorsNameTheirField: configuration errors are fielderr
+// errors of kind ErrConfig naming the Config field, which the CLI maps to
+// a flag.
+func TestConfigErrorsNameTheirField(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		field string
+		cfg   Config
+	}{
+		{"WorldsDir", Config{WorldsDir: filepath.Join(t.TempDir(), "missing")}},
+		{"Model", Config{Model: "replay:" + filepath.Join(t.TempDir(), "missing")}},
+		{"ModelName", Config{Model: "http://127.0.0.1:1/v1"}},
+		{"CacheDir", Config{CacheDir: t.TempDir()}},
+		{"CountTokens", Config{Model: "http://127.0.0.1:1/v1", ModelName: "wm", CountTokens: "guess"}},
+		{"AllowExtraBody", Config{AllowExtraBody: []string{"top_k", "messages"}}},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			_, err := New(ctx, tc.cfg)
+			wantConfigField(t, err, tc.field)
+		})
+	}
+}

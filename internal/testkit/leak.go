@@ -1,0 +1,60 @@
+// Package testkit holds the helpers every package's tests share: one
+// goroutine and file-descriptor leak check ([Leaks]), one golden-file
+// helper with its -update flag ([Golden]), and one rule for tests that
+// need an outside program ([Require]: skip on a developer machine, fail
+// under CI=true). It is imported by tests only.
+package testkit
+
+import (
+	"os"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// LeakCheck is a snapshot of the goroutines and open file descriptors of
+// the test process, taken by [Leaks].
+type LeakCheck struct {
+	t          testing.TB
+	goroutines int
+	fds        int
+}
+
+// Leaks snapshots the goroutine and file-descriptor counts now; [LeakCheck.Check]
+// later waits for both to come back to at most that.
+func Leaks(t testing.TB) *LeakCheck {
+	t.Helper()
+	return &LeakCheck{t: t, goroutines: runtime.NumGoroutine(), fds: openFDs()}
+}
+
+// Check waits up to 10 seconds for the goroutine count to be at most the
+// snapshot's plus slack and the open file descriptors at most the
+// snapshot's, and fails the test with every goroutine's stack if they are
+// not. Slack allows for goroutines a test may leave by design (an
+// httptest server still up); 0 is the strict check.
+func (c *LeakCheck) Check(slack int) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, fds := runtime.NumGoroutine(), openFDs()
+		if g <= c.goroutines+slack && fds <= c.fds {
+			return
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			c.t.Fatalf("leak: %d goroutines (%d before, slack %d), %d open files (%d before)\n%s", g, c.goroutines, slack, fds, c.fds, buf)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// openFDs counts the process's open file descriptors, or -1 where the
+// system does not list them (then only goroutines are checked).
+func openFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents)
+}
