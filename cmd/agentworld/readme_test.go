@@ -36,6 +36,9 @@ var readmeSkips = []struct{ match, why string }{
 	// Not usage examples.
 	{"bash .ci/run", "is CI itself, which runs this test"},
 	{"go test -run '^$' -bench", "benchmarks: minutes of full load, run by hand"},
+	// RL trainers: their packages, GPUs and a policy model.
+	{"verl.trainer.main_ppo", "starts verl training (verl, GPUs, a policy model)"},
+	{"openrlhf.cli.train_ppo_ray", "starts OpenRLHF training (OpenRLHF, Ray, GPUs, a policy model)"},
 }
 
 // readmeSandbox are commands that start the bubblewrap sandbox; they are
@@ -166,21 +169,43 @@ func needsAbsent(c string, sandboxErr, portErr error) string {
 			return "the sandbox cannot start here: " + sandboxErr.Error()
 		}
 	}
-	if portErr != nil && (isServe(c) || strings.Contains(c, "localhost:8080") || strings.Contains(c, serveAddr)) {
+	if portErr != nil && ((isServe(c) && serveAddrOf(c) == serveAddr) || strings.Contains(c, "localhost:8080") || strings.Contains(c, serveAddr)) {
 		return "port 8080, where the examples expect serve, is taken: " + portErr.Error()
 	}
 	return ""
 }
 
-// isServe reports a command that starts the simulator's HTTP server.
+// isServe reports a command that starts one of agentworld's HTTP servers:
+// the simulator (`serve`) or the reward server (`reward serve`).
 func isServe(c string) bool {
 	f := strings.Fields(strings.TrimSuffix(strings.TrimSpace(c), "&"))
 	for i := 0; i+1 < len(f); i++ {
-		if (f[i] == "agentworld" || f[i] == "./cmd/agentworld") && f[i+1] == "serve" {
+		if f[i] != "agentworld" && f[i] != "./cmd/agentworld" {
+			continue
+		}
+		if f[i+1] == "serve" || (f[i+1] == "reward" && i+2 < len(f) && f[i+2] == "serve") {
 			return true
 		}
 	}
 	return false
+}
+
+// rewardServeAddr is `agentworld reward serve`'s default address.
+const rewardServeAddr = "127.0.0.1:8090"
+
+// serveAddrOf is where a server command listens: its --addr, else its
+// command's default.
+func serveAddrOf(c string) string {
+	f := strings.Fields(c)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "--addr" {
+			return f[i+1]
+		}
+	}
+	if strings.Contains(c, "reward serve") {
+		return rewardServeAddr
+	}
+	return serveAddr
 }
 
 func portFree(addr string) error {
@@ -305,7 +330,7 @@ func (r *readmeRunner) startServe(bi int, c string) {
 			r.t.Fatalf("block %d: %s exited before serving (%v):\n%s", bi+1, c, err, tail(r.log.String(), 4000))
 		default:
 		}
-		resp, err := http.Get("http://" + serveAddr + "/health")
+		resp, err := http.Get("http://" + serveAddrOf(c) + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
