@@ -133,7 +133,8 @@ func BenchmarkInlineSessionMemory(b *testing.B) {
 // TestClientsChooseOnlyWhatTheOperatorAllows creates sessions through the
 // real model client against a fake model server: an inline spec's
 // extra_body and a session's model name are refused unless the operator
-// listed them, and what is allowed reaches the upstream request as sent.
+// listed them, an inline spec's max_tokens may only lower the server's
+// budget, and what is allowed reaches the upstream request as sent.
 func TestClientsChooseOnlyWhatTheOperatorAllows(t *testing.T) {
 	srv := fakellm.New(func(*fakellm.Request) fakellm.Reply {
 		return fakellm.Reply{Content: "<predicted_observation>ok</predicted_observation>"}
@@ -145,6 +146,12 @@ func TestClientsChooseOnlyWhatTheOperatorAllows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return s
+	}
+	inlineTokens := func(n int) *world.Spec {
+		s := termWorld()
+		s.Name = ""
+		s.Sampling = &world.Sampling{MaxTokens: n}
 		return s
 	}
 	tests := []struct {
@@ -160,6 +167,8 @@ func TestClientsChooseOnlyWhatTheOperatorAllows(t *testing.T) {
 		{"a model not served", Options{Models: []string{"wm"}}, CreateRequest{WorldID: "t", Model: "gpt-4o"}, "model", nil},
 		{"no model choice at all", Options{}, CreateRequest{WorldID: "t", Model: "wm"}, "model", nil},
 		{"an allowed model", Options{Models: []string{"wm", "wm-lora"}}, CreateRequest{WorldID: "t", Model: "wm-lora"}, "", map[string]any{"model": "wm-lora"}},
+		{"an inline spec may lower max_tokens", Options{}, CreateRequest{World: inlineTokens(100)}, "", map[string]any{"max_tokens": float64(100)}},
+		{"an inline spec may not raise max_tokens", Options{}, CreateRequest{World: inlineTokens(1_000_000)}, "", map[string]any{"max_tokens": float64(32768)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

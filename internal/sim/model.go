@@ -120,7 +120,9 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 			req.Temperature = sp.Temperature
 		}
 		req.TopP = sp.TopP
-		if sp.MaxTokens > 0 {
+		// An inline spec is the client's: it may lower the generation
+		// budget the operator pays for, never raise it.
+		if sp.MaxTokens > 0 && (e.s.Inline == "" || sp.MaxTokens < req.MaxTokens) {
 			req.MaxTokens = sp.MaxTokens
 		}
 		if len(sp.Extra) > 0 {
