@@ -21,6 +21,7 @@ func TestWorldReward(t *testing.T) {
 	if err := spec.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	var lastTraj func() map[string]json.RawMessage
 	run := func(last string) []*StepResult {
 		model := &scriptedModel{replies: []worldmodel.Response{
 			{Content: `<predicted_observation>{"isError": true, "content": []}</predicted_observation>`, FinishReason: "stop"},
@@ -43,6 +44,16 @@ func TestWorldReward(t *testing.T) {
 			}
 			out = append(out, r)
 		}
+		lastTraj = func() map[string]json.RawMessage {
+			tr, err := m.Trajectory(context.Background(), rep.SessionID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(tr.Turns[0].Meta["reward"]) != "-0.25" || tr.Turns[1].Meta["reward"] != nil {
+				t.Errorf("turn rewards %s %s", tr.Turns[0].Meta["reward"], tr.Turns[1].Meta["reward"])
+			}
+			return tr.Meta
+		}
 		return out
 	}
 	type got struct {
@@ -60,6 +71,9 @@ func TestWorldReward(t *testing.T) {
 	want := []got{{-0.25, map[string]float64{"tool_error": -0.25}}, {0, nil}, {1, map[string]float64{"success": 1}}}
 	if d := cmp.Diff(want, solved); d != "" {
 		t.Errorf("solved episode (-want +got):\n%s", d)
+	}
+	if ret := string(lastTraj()["return"]); ret != "0.75" {
+		t.Errorf("episode return %s, want 0.75", ret)
 	}
 	failed := summary(run("still broken"))
 	want[2] = got{0, map[string]float64{"success": 0}}

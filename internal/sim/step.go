@@ -435,6 +435,9 @@ func (m *Manager) Trajectory(ctx context.Context, id string) (*trajectory.Trajec
 		Turns: make([]trajectory.Turn, len(turns)),
 		Meta:  map[string]json.RawMessage{},
 	}
+	// Turns something scored carry meta.reward; the episode return (their
+	// sum) is in the trajectory's meta when any turn was scored.
+	scored, ret := false, 0.0
 	for i, tr := range turns {
 		t.Turns[i] = trajectory.Turn{Action: tr.Action, Observation: tr.Observation, Meta: map[string]json.RawMessage{
 			"info":    mustJSON(tr.Result.Info),
@@ -444,10 +447,18 @@ func (m *Manager) Trajectory(ctx context.Context, id string) (*trajectory.Trajec
 			t.Turns[i].Meta["terminated"] = mustJSON(tr.Result.Terminated)
 			t.Turns[i].Meta["truncated"] = mustJSON(tr.Result.Truncated)
 		}
+		if tr.Result.Reward != 0 || tr.Result.Info.RewardComponents != nil {
+			t.Turns[i].Meta["reward"] = mustJSON(tr.Result.Reward)
+			scored = true
+		}
+		ret += tr.Result.Reward
 	}
 	meta := map[string]any{
 		"world": rec.World, "backend": rec.Backend, "status": rec.Status, "root": rec.Root,
 		"initial_observation": rec.InitialObservation, "created_at": rec.CreatedAt, "updated_at": rec.UpdatedAt,
+	}
+	if scored {
+		meta["return"] = ret
 	}
 	if rec.Parent != "" {
 		meta["parent"] = rec.Parent
