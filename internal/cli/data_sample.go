@@ -46,8 +46,10 @@ Writes into --out:
                     and rejected_reward
   summary.json      input → kept counts, per-domain keep rates, reward
                     histograms
-Rerun the same command after a crash or kill: finished beams are not
-requested again and the outputs end byte-identical to an uninterrupted run.`,
+Every teacher answer is journaled with its request hash as it arrives, and
+every beam once scored. Rerun the same command after a crash or kill: no
+answered beam is requested again and the outputs end byte-identical to an
+uninterrupted run.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := need(map[string]string{"--out": out, "--teacher-url": teacher.url, "--teacher-model": teacher.model}); err != nil {
@@ -98,8 +100,8 @@ requested again and the outputs end byte-identical to an uninterrupted run.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%d samples resumed, %d beams from the journal, %d teacher requests, %d cache hits, in %s\n",
-				res.Resumed, res.Journaled, res.Requests, res.CacheHits, res.Elapsed.Round(time.Millisecond))
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d samples resumed, %d scored beams and %d teacher answers reused from the journal, %d teacher requests, in %s\n",
+				res.Resumed, res.Journaled, res.Reused, res.Requests, res.Elapsed.Round(time.Millisecond))
 			return writeResult(cmd, asJSON, res.Summary, res.Summary.WriteText)
 		},
 	}
@@ -114,7 +116,6 @@ requested again and the outputs end byte-identical to an uninterrupted run.`,
 	fl.Float64Var(&temperature, "temperature", rejection.DefaultTemperature, "teacher sampling temperature (negative: none sent)")
 	fl.Float64Var(&topP, "top-p", -1, "teacher top_p (negative: none sent)")
 	fl.Int64Var(&o.Seed, "beam-seed", 0, "beam b is requested with seed beam-seed+b")
-	fl.BoolVar(&o.NoCache, "no-cache", false, "do not keep teacher answers in OUT/cache")
 	fl.Float64Var(&pol.MinReward, "min-reward", rejection.DefaultPolicy.MinReward, "lowest reward in [0, 25] of a kept beam")
 	fl.IntVar(&pol.TopK, "top-k", rejection.DefaultPolicy.TopK, "beams kept per sample at most, best first")
 	fl.Float64Var(&pol.MinMargin, "min-margin", rejection.DefaultPolicy.MinMargin, "least reward gap between a preference pair's chosen and rejected beam")

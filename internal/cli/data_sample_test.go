@@ -394,8 +394,8 @@ func TestDataSampleSurvivesKill9(t *testing.T) {
 		t.Fatal("the child finished before the kill")
 	}
 	finished := map[string]bool{}
-	for _, c := range readJournalLines(t, journal) {
-		finished[teacherKey(lastUser(&samples[c.Seq]), c.Beam)] = true
+	for _, a := range journalAnswers(t, journal) {
+		finished[teacherKey(lastUser(&samples[a[0]]), a[1])] = true
 	}
 	if len(finished) == 0 || len(finished) >= 4*len(samples) {
 		t.Fatalf("%d beams finished at the kill; the test needs some but not all", len(finished))
@@ -411,7 +411,7 @@ func TestDataSampleSurvivesKill9(t *testing.T) {
 	resumed := sb.teacherRequests()
 	for k := range resumed {
 		if finished[k] {
-			t.Errorf("beam %q finished before the kill and was requested again", k)
+			t.Errorf("beam %q was answered before the kill and was requested again", k)
 		}
 	}
 	for k, n := range resumed {
@@ -428,19 +428,23 @@ func TestDataSampleSurvivesKill9(t *testing.T) {
 	}
 }
 
-// readJournalLines reads the complete lines of a journal (a kill may have
-// torn the last one).
-func readJournalLines(t *testing.T, path string) []rejection.Candidate {
+// journalAnswers reads the (seq, beam) of every teacher answer a journal
+// holds (a kill may have torn the last line).
+func journalAnswers(t *testing.T, path string) [][2]int {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []rejection.Candidate
+	var out [][2]int
 	for _, l := range strings.Split(string(b), "\n") {
-		var c rejection.Candidate
-		if json.Unmarshal([]byte(l), &c) == nil && c.ID != "" {
-			out = append(out, c)
+		var j struct {
+			Seq    int             `json:"seq"`
+			Beam   int             `json:"beam"`
+			Answer json.RawMessage `json:"answer"`
+		}
+		if json.Unmarshal([]byte(l), &j) == nil && len(j.Answer) > 0 {
+			out = append(out, [2]int{j.Seq, j.Beam})
 		}
 	}
 	return out

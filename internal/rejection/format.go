@@ -67,6 +67,9 @@ type Candidate struct {
 	Kept     bool `json:"kept"`
 	Chosen   bool `json:"chosen,omitempty"`
 	Rejected bool `json:"rejected,omitempty"`
+
+	// key is the teacher request's hash (journal lines carry it).
+	key string
 }
 
 // beam is what selection reads of the candidate.

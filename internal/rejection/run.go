@@ -32,9 +32,9 @@ import (
 //	OUT/sft.jsonl         the kept beams as SFT chat lines (SFTLine)
 //	OUT/pairs.jsonl       one preference pair per sample that has one (PairLine)
 //	OUT/summary.json      input → kept counts, keep rates and reward histograms
-//	OUT/journal.jsonl     every scored beam as it finished (resume)
+//	OUT/journal.jsonl     every teacher answer (with its request hash) as it
+//	                      arrived, and every beam once scored (resume)
 //	OUT/progress.jsonl    a checkpoint after each sample's outputs (resume)
-//	OUT/cache/            teacher answers by request hash
 const (
 	RunFile        = "run.json"
 	CandidatesFile = "candidates.jsonl"
@@ -43,7 +43,6 @@ const (
 	SummaryFile    = "summary.json"
 	JournalFile    = "journal.jsonl"
 	ProgressFile   = "progress.jsonl"
-	CacheDir       = "cache"
 	lockFile       = "run.lock"
 )
 
@@ -86,8 +85,6 @@ type Options struct {
 	Policy Policy
 	// Thinking is where targets carry the reasoning; "" means ThinkInline.
 	Thinking Thinking
-	// NoCache turns the teacher answer cache off.
-	NoCache bool
 	// MaxLine bounds one input line; 0 means dataset.DefaultMaxLine.
 	MaxLine int
 	// Progress receives a progress line every ProgressInterval (0: 10
@@ -116,10 +113,11 @@ type settings struct {
 type Result struct {
 	Summary *Summary
 	// Resumed counts samples an earlier run had finished; Requests the
-	// teacher requests made now; CacheHits the answers the cache gave.
-	Resumed   int64
-	Requests  int64
-	CacheHits int64
+	// teacher requests made now; Reused the teacher answers an earlier run
+	// had journaled (by request hash) but not scored.
+	Resumed  int64
+	Requests int64
+	Reused   int64
 	// Journaled counts beams an earlier run had scored but not written.
 	Journaled int64
 	Elapsed   time.Duration
@@ -139,15 +137,44 @@ func (j *job) finish() {
 	}
 }
 
+// journalLine is a line of the journal: a teacher answer as it arrived
+// (Answer), or a scored beam (Candidate). Key is the request's hash: on
+// resume an answer is reused only for the very same request.
+type journalLine struct {
+	Key       string               `json:"key"`
+	Seq       int64                `json:"seq"`
+	Beam      int                  `json:"beam"`
+	Answer    *worldmodel.Response `json:"answer,omitempty"`
+	Candidate *Candidate           `json:"candidate,omitempty"`
+}
+
+// entry is a journal line on its way; a scored beam finishes its job once
+// journaled.
+type entry struct {
+	line journalLine
+	j    *job
+}
+
+// toJournal hands a line to the journal writer.
+func (r *runner) toJournal(ctx context.Context, e *entry) error {
+	select {
+	case r.scored <- e:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 type runner struct {
 	o        Options
+	scored   chan *entry
 	out      string
-	cache    *cache
+	answers  map[string]*worldmodel.Response
 	journal  *appender
 	log      *slog.Logger
 	sem      chan struct{}
 	requests atomic.Int64
-	hits     atomic.Int64
+	reused   atomic.Int64
 }
 
 // Run samples every expanded sample of files (dataset.Sample JSON lines, as
@@ -198,9 +225,6 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 	if err := r.checkSettings(files); err != nil {
 		return nil, err
 	}
-	if !o.NoCache {
-		r.cache = &cache{dir: filepath.Join(out, CacheDir)}
-	}
 	total, err := countSamples(files, o.MaxLine)
 	if err != nil {
 		return nil, err
@@ -212,10 +236,11 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	journaled, err := readJournal(filepath.Join(out, JournalFile), cp.Next)
+	journaled, answers, err := readJournal(filepath.Join(out, JournalFile), cp.Next)
 	if err != nil {
 		return nil, err
 	}
+	r.answers = answers
 	res := &Result{Resumed: cp.Next}
 	var outs [3]*appender
 	closeAll := func() error {
@@ -247,33 +272,24 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 	prog := newProgress(o.Progress, total, cp.Next, o.ProgressInterval)
 	prog.start()
 	r.sem = make(chan struct{}, o.Concurrency)
-	window := make(chan *job, 2*((o.Concurrency+o.Beams-1)/o.Beams)+1)
+	window := make(chan *job, windowSize(o.Concurrency, o.Beams))
 	g, gctx := errgroup.WithContext(ctx)
+	r.scored = make(chan *entry, 2*windowSize(o.Concurrency, o.Beams)*o.Beams)
 	g.Go(func() error {
-		defer close(window)
-		return r.read(gctx, g, files, cp.Next, journaled, window, &res.Journaled)
+		var beams sync.WaitGroup
+		defer func() {
+			close(window)
+			beams.Wait()
+			close(r.scored)
+		}()
+		return r.read(gctx, g, &beams, files, cp.Next, journaled, window, &res.Journaled)
 	})
-	g.Go(func() error {
-		for j := range window {
-			select {
-			case <-j.done:
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-			if err := r.write(j, outs); err != nil {
-				return err
-			}
-			if err := progress.line(checkpoint{Next: j.seq + 1, Candidates: outs[0].size, SFT: outs[1].size, Pairs: outs[2].size}); err != nil {
-				return err
-			}
-			prog.add(j)
-		}
-		return nil
-	})
+	g.Go(func() error { return r.journalBeams(gctx) })
+	g.Go(func() error { return r.sink(gctx, window, outs, progress, prog) })
 	werr := g.Wait()
 	prog.stop()
 	cerr := errors.Join(progress.close(), closeAll())
-	res.Requests, res.CacheHits = r.requests.Load(), r.hits.Load()
+	res.Requests, res.Reused = r.requests.Load(), r.reused.Load()
 	if err := errors.Join(werr, cerr); err != nil {
 		res.Elapsed = time.Since(start)
 		if ctx.Err() != nil {
@@ -301,7 +317,7 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 
 // read streams the input, skipping the samples already written, and starts
 // each sample's beams as it enters the window.
-func (r *runner) read(ctx context.Context, g *errgroup.Group, files []string, skip int64, journaled map[int64]map[int]*Candidate, window chan<- *job, resumedBeams *int64) error {
+func (r *runner) read(ctx context.Context, g *errgroup.Group, beams *sync.WaitGroup, files []string, skip int64, journaled map[int64]map[int]*Candidate, window chan<- *job, resumedBeams *int64) error {
 	var seq int64
 	return eachLine(files, r.o.MaxLine, func(b []byte, file string, line int) error {
 		defer func() { seq++ }()
@@ -334,7 +350,9 @@ func (r *runner) read(ctx context.Context, g *errgroup.Group, files []string, sk
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			beams.Add(1)
 			g.Go(func() error {
+				defer beams.Done()
 				// A failed beam never finishes its job: the writer then
 				// stops on the cancelled context instead of writing it.
 				c, err := r.beam(ctx, j, b)
@@ -342,11 +360,7 @@ func (r *runner) read(ctx context.Context, g *errgroup.Group, files []string, sk
 					return err
 				}
 				j.beams[b-1] = c
-				if err := r.journal.line(c); err != nil {
-					return err
-				}
-				j.finish()
-				return nil
+				return r.toJournal(ctx, &entry{line: journalLine{Key: c.key, Seq: j.seq, Beam: b, Candidate: c}, j: j})
 			})
 		}
 		delete(journaled, seq)
@@ -370,7 +384,8 @@ func (r *runner) request(s *dataset.Sample, b int) worldmodel.Request {
 }
 
 // beam generates and scores one beam; it holds a slot of the in-flight
-// bound (taken by the reader) until the teacher answered. Only
+// bound (taken by the reader) until the teacher answered, or an earlier
+// run's journaled answer to the same request was found. Only
 // cancellation and an endpoint that stays unavailable are errors; a
 // request the teacher refuses becomes a candidate with its error.
 func (r *runner) beam(ctx context.Context, j *job, b int) (*Candidate, error) {
@@ -378,19 +393,19 @@ func (r *runner) beam(ctx context.Context, j *job, b int) (*Candidate, error) {
 	c := &Candidate{ID: fmt.Sprintf("%s-%d-%d", s.TrajectoryID, s.Turn, b), Seq: j.seq, Sample: s.ID,
 		TrajectoryID: s.TrajectoryID, Domain: s.Domain, Turn: s.Turn, Beam: b}
 	req := r.request(s, b)
-	var key string
-	if r.cache != nil {
-		key = req.Hash(r.o.TeacherModel)
-	}
-	resp, hit := r.cache.get(key)
-	if hit {
-		r.hits.Add(1)
+	c.key = req.Hash(r.o.TeacherModel)
+	resp := r.answers[c.key]
+	if resp != nil {
+		<-r.sem
+		r.reused.Add(1)
 	} else {
 		r.requests.Add(1)
 		var err error
 		resp, err = r.o.Teacher.Complete(ctx, req)
+		// The slot is the teacher's: it is free once the teacher answered,
+		// before the journaling and the scoring.
+		<-r.sem
 		if err != nil {
-			<-r.sem
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -401,11 +416,12 @@ func (r *runner) beam(ctx context.Context, j *job, b int) (*Candidate, error) {
 			}
 			return nil, fmt.Errorf("teacher %s, beam %s: %w (finished beams are kept; rerun to resume)", r.o.TeacherModel, c.ID, err)
 		}
-		if !resp.Truncated() {
-			r.cache.put(key, resp)
+		// Journaled at once, so a kill during the (possibly slow) judging
+		// never costs this answer again.
+		if err := r.toJournal(ctx, &entry{line: journalLine{Key: c.key, Seq: j.seq, Beam: b, Answer: resp}}); err != nil {
+			return nil, err
 		}
 	}
-	<-r.sem
 	c.Content, c.FinishReason = resp.Content, resp.FinishReason
 	c.Reasoning = resp.Reasoning
 	if c.Reasoning == "" {
@@ -451,30 +467,157 @@ func rewardItem(s *dataset.Sample, c *Candidate) (reward.Item, error) {
 		Response: c.Content, GroundTruth: s.Observation, ExtraInfo: extra}, nil
 }
 
-// write applies the policy to a finished sample and appends its lines.
-func (r *runner) write(j *job, outs [3]*appender) error {
+// journalBeams appends scored beams to the journal, every beam already
+// waiting in one write, and then finishes them: a beam counts as done only
+// once a rerun would find it.
+func (r *runner) journalBeams(ctx context.Context) error {
+	var buf []byte
+	var batch []*entry
+	for {
+		var first *entry
+		var ok bool
+		select {
+		case first, ok = <-r.scored:
+			if !ok {
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		batch = append(batch[:0], first)
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case sc, ok := <-r.scored:
+				if !ok {
+					break more
+				}
+				batch = append(batch, sc)
+			default:
+				break more
+			}
+		}
+		buf = buf[:0]
+		for _, e := range batch {
+			b, err := trajectory.Marshal(e.line)
+			if err != nil {
+				return err
+			}
+			buf = append(append(buf, b...), '\n')
+		}
+		if err := r.journal.write(buf); err != nil {
+			return err
+		}
+		for _, e := range batch {
+			if e.j != nil {
+				e.j.finish()
+			}
+		}
+	}
+}
+
+// maxBatch bounds the finished samples written at once.
+const maxBatch = 256
+
+// sink writes finished samples in input order. It takes every sample that
+// is already finished at the head of the window and writes them with one
+// write per file, then one checkpoint: per-line writes would make the
+// writer, not the teacher, the bound of a fast run.
+func (r *runner) sink(ctx context.Context, window <-chan *job, outs [3]*appender, progress *appender, prog *progress) error {
+	var head *job
+	var bufs [3][]byte
+	for {
+		if head == nil {
+			j, ok := <-window
+			if !ok {
+				return nil
+			}
+			head = j
+		}
+		select {
+		case <-head.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		batch := []*job{head}
+		head = nil
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case j, ok := <-window:
+				if !ok {
+					break more
+				}
+				select {
+				case <-j.done:
+					batch = append(batch, j)
+				default:
+					head = j
+					break more
+				}
+			default:
+				break more
+			}
+		}
+		for i := range bufs {
+			bufs[i] = bufs[i][:0]
+		}
+		for _, j := range batch {
+			var err error
+			if bufs, err = r.render(j, bufs); err != nil {
+				return err
+			}
+		}
+		for i, a := range outs {
+			if err := a.write(bufs[i]); err != nil {
+				return err
+			}
+		}
+		last := batch[len(batch)-1]
+		if err := progress.line(checkpoint{Next: last.seq + 1, Candidates: outs[0].size, SFT: outs[1].size, Pairs: outs[2].size}); err != nil {
+			return err
+		}
+		for _, j := range batch {
+			prog.add(j)
+		}
+	}
+}
+
+// render applies the policy to a finished sample and appends its lines to
+// the candidates, SFT and pairs buffers.
+func (r *runner) render(j *job, bufs [3][]byte) ([3][]byte, error) {
 	beams := make([]Beam, len(j.beams))
 	for i, c := range j.beams {
 		beams[i] = c.beam()
 	}
 	d := r.o.Policy.Select(beams)
+	add := func(i int, v any) error {
+		b, err := trajectory.Marshal(v)
+		if err != nil {
+			return err
+		}
+		bufs[i] = append(append(bufs[i], b...), '\n')
+		return nil
+	}
 	for i, c := range j.beams {
 		c.Rank, c.Kept, c.Chosen, c.Rejected = d.Rank[i], d.Kept[i], i == d.Chosen, i == d.Rejected
-		if err := outs[0].line(c); err != nil {
-			return err
+		if err := add(0, c); err != nil {
+			return bufs, err
 		}
 	}
 	for i, c := range j.beams {
 		if d.Kept[i] {
-			if err := outs[1].line(sftLine(j.s, c, r.o.Thinking)); err != nil {
-				return err
+			if err := add(1, sftLine(j.s, c, r.o.Thinking)); err != nil {
+				return bufs, err
 			}
 		}
 	}
 	if d.Chosen >= 0 {
-		return outs[2].line(pairLine(j.s, j.beams[d.Chosen], j.beams[d.Rejected], r.o.Thinking))
+		if err := add(2, pairLine(j.s, j.beams[d.Chosen], j.beams[d.Rejected], r.o.Thinking)); err != nil {
+			return bufs, err
+		}
 	}
-	return nil
+	return bufs, nil
 }
 
 // checkSettings refuses an output directory of a run with other settings,
@@ -629,4 +772,13 @@ func (p *progress) line() string {
 	}
 	return fmt.Sprintf("sample: %d/%d samples (%d resumed), %d beams, %d samples kept, %d beams failed, %.1f samples/s, ETA %s, elapsed %s",
 		p.done, p.total, p.resumed, p.beams, p.kept, p.bad, rate, eta, el.Round(time.Second))
+}
+
+// windowSize is how many samples may be between the reader and the
+// writer: enough for the in-flight bound to stay full while finished
+// samples wait for a slower one ahead of them (outputs are in input order)
+// and answered beams are cached and scored, and no more, since the window
+// is what the run holds in memory.
+func windowSize(concurrency, beams int) int {
+	return 4*((concurrency+beams-1)/beams) + 4
 }

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -66,7 +64,14 @@ func (a *appender) line(v any) error {
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
+	return a.write(append(b, '\n'))
+}
+
+// write appends whole lines in one write.
+func (a *appender) write(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, err := a.f.Write(b); err != nil {
@@ -138,79 +143,52 @@ func fileSize(path string) int64 {
 	return st.Size()
 }
 
-// readJournal returns the beams the journal holds for samples from next
-// on, by sample and beam (1-based); earlier samples are already written
-// and are not kept in memory.
-func readJournal(path string, next int64) (map[int64]map[int]*Candidate, error) {
-	out := map[int64]map[int]*Candidate{}
+// readJournal returns what the journal holds for samples from next on
+// (earlier samples are written and are not kept in memory): the scored
+// beams by sample and beam (1-based), and the teacher answers by request
+// hash.
+func readJournal(path string, next int64) (map[int64]map[int]*Candidate, map[string]*worldmodel.Response, error) {
+	scored := map[int64]map[int]*Candidate{}
+	answers := map[string]*worldmodel.Response{}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return out, nil
+		return scored, answers, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	lr := trajectory.NewLineReader(f, path, 0)
 	for {
 		b, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return scored, answers, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		var c Candidate
-		if err := json.Unmarshal(b, &c); err != nil || c.ID == "" {
+		var l journalLine
+		if err := json.Unmarshal(b, &l); err != nil || l.Key == "" || (l.Answer == nil) == (l.Candidate == nil) {
 			if _, _, nerr := lr.Next(); errors.Is(nerr, io.EOF) {
-				return out, nil // a torn last line: that beam is done again
+				return scored, answers, nil // a torn last line: that beam is done again
 			}
-			return nil, fmt.Errorf("%s:%d: not a journal line: %v", path, n, err)
+			if err == nil {
+				err = errors.New(`want {"key", "seq", "beam", and "answer" or "candidate"}`)
+			}
+			return nil, nil, fmt.Errorf("%s:%d: not a journal line: %v", path, n, err)
 		}
-		if c.Seq < next {
+		if l.Seq < next {
 			continue
 		}
-		if out[c.Seq] == nil {
-			out[c.Seq] = map[int]*Candidate{}
+		if l.Answer != nil {
+			answers[l.Key] = l.Answer
+			continue
 		}
-		out[c.Seq][c.Beam] = &c
+		c := l.Candidate
+		c.key = l.Key
+		if scored[l.Seq] == nil {
+			scored[l.Seq] = map[int]*Candidate{}
+		}
+		scored[l.Seq][l.Beam] = c
 	}
-}
-
-// cache keeps complete teacher answers on disk by request hash,
-// <dir>/<two hex digits>/<hash>.json, each written atomically; a nil cache
-// keeps nothing.
-type cache struct{ dir string }
-
-func (c *cache) path(key string) string { return filepath.Join(c.dir, key[:2], key+".json") }
-
-func (c *cache) get(key string) (*worldmodel.Response, bool) {
-	if c == nil {
-		return nil, false
-	}
-	b, err := os.ReadFile(c.path(key))
-	if err != nil {
-		return nil, false
-	}
-	var r worldmodel.Response
-	if json.Unmarshal(b, &r) != nil {
-		return nil, false
-	}
-	return &r, true
-}
-
-// put stores an answer; a failed write only costs a request later.
-func (c *cache) put(key string, r *worldmodel.Response) {
-	if c == nil {
-		return
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return
-	}
-	p := c.path(key)
-	if os.MkdirAll(filepath.Dir(p), 0o755) != nil {
-		return
-	}
-	_ = atomicfile.WriteFile(p, b, &atomicfile.Options{NoSync: true})
 }
