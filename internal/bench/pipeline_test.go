@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/filelock"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
@@ -460,7 +460,7 @@ func TestCacheSkipsTruncated(t *testing.T) {
 // finished samples are not requested again and the final rows equal an
 // uninterrupted run's. (The kill -9 version is in internal/cli.)
 func TestResumeAfterCancel(t *testing.T) {
-	before := runtime.NumGoroutine()
+	leaks := testkit.Leaks(t)
 	var judged atomic.Int32
 	var armed atomic.Bool
 	ctx, cancel := context.WithCancel(context.Background())
@@ -515,20 +515,7 @@ func TestResumeAfterCancel(t *testing.T) {
 		t.Fatalf("resumed run differs from an uninterrupted one (-want +got):\n%s", d)
 	}
 	srv.Close()
-	waitGoroutines(t, before)
-}
-
-// waitGoroutines fails when goroutines started by the test outlive it.
-func waitGoroutines(t *testing.T, before int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before+2 {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	leaks.Goroutines(2)
 }
 
 func TestRunRefusesOtherSettings(t *testing.T) {

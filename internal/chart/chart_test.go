@@ -3,19 +3,17 @@ package chart
 import (
 	"bytes"
 	"encoding/xml"
-	"flag"
 	"image"
 	"image/color"
 	"image/png"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+	"github.com/agentworld/agentworld/internal/testkit"
+)
 
 var red = color.RGBA{0xc0, 0x39, 0x2b, 0xff}
 
@@ -35,19 +33,7 @@ func examplePage() *Page {
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if d := cmp.Diff(string(want), string(got)); d != "" {
-		t.Errorf("%s (-want +got):\n%s", name, d)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name), got)
 }
 
 // TestWriteSVG pins the SVG of the example page and checks it is

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/realenv"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
@@ -38,7 +39,7 @@ func postJSON(t *testing.T, url string, body any, out any) int {
 // shadowed by the real terminal returns real screens with divergence.
 func TestServeRealTasks(t *testing.T) {
 	if err := realenv.ProbeSandbox(); err != nil {
-		t.Skipf("real terminal sessions need the sandbox: %v", err)
+		testkit.Missing(t, "the sandbox real terminal sessions need", err, "install bubblewrap and tmux (.ci/setup.d does)")
 	}
 	fake := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
 		return fakellm.Reply{Content: "<predicted_observation>root@sandbox:/app# ls\nroot@sandbox:/app#</predicted_observation>"}
@@ -98,7 +99,7 @@ func TestServeRealTasks(t *testing.T) {
 // /step.
 func TestServeRealTaskReward(t *testing.T) {
 	if err := realenv.ProbeSandbox(); err != nil {
-		t.Skipf("real terminal sessions need the sandbox: %v", err)
+		testkit.Missing(t, "the sandbox real terminal sessions need", err, "install bubblewrap and tmux (.ci/setup.d does)")
 	}
 	_, srv := startTestServe(t, func(f *simFlags) {
 		f.real.tasksDir = filepath.Join("..", "..", "examples", "tasks")

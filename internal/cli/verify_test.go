@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/realenv"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
@@ -77,7 +78,7 @@ func TestVerifyTeacherForced(t *testing.T) {
 
 func TestVerifyClosedLoop(t *testing.T) {
 	if err := realenv.ProbeSandbox(); err != nil {
-		t.Skipf("closed-loop verification needs the sandbox: %v", err)
+		testkit.Missing(t, "the sandbox closed-loop verification needs", err, "install bubblewrap and tmux (.ci/setup.d does)")
 	}
 	dir := t.TempDir()
 	task := filepath.Join("..", "..", "examples", "tasks", "hello-file")

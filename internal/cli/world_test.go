@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/store"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -94,7 +95,7 @@ facts:
 // TestWorldFromMCP imports the real npm memory server through the CLI.
 func TestWorldFromMCP(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skipf("node is not installed (%v); .ci/setup.d/40-mcp-npm.sh installs it", err)
+		testkit.Missing(t, "node", err, ".ci/setup.d/40-mcp-npm.sh installs it")
 	}
 	server, _ := filepath.Abs("../../tools/npm/node_modules/@modelcontextprotocol/server-memory/dist/index.js")
 	if _, err := os.Stat(server); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -46,7 +47,7 @@ func readRecords(t *testing.T, r []byte) []*trajectory.Record {
 // prompts, shorter lists and extra fields, and on rows in each layout
 // (json.dumps with and without ensure_ascii, compact).
 func TestBenchRoundTrip(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	files, err := filepath.Glob("../../examples/bench/*_test.jsonl")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("example dataset missing: %v", err)

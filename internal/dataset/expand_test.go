@@ -16,6 +16,7 @@ import (
 	"github.com/agentworld/agentworld/examples"
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 )
@@ -56,7 +57,7 @@ func samplesOf(t *testing.T, b []byte) []Sample {
 // TestExpandCounts: sft emits the sum of turns; rl exactly one sample per
 // trajectory; both are the same for 1 and 3 workers.
 func TestExpandCounts(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	trajs := loadTrajectories(t, "testdata/small.jsonl")
 	turns := 0
 	for _, tr := range trajs {
@@ -213,7 +214,7 @@ func TestTemplatesWeightedDraw(t *testing.T) {
 // TestExportParquetReadsBack writes RL prompts as Parquet and reads them
 // back with the expected columns and values.
 func TestExportParquetReadsBack(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	trajs := loadTrajectories(t, "testdata/small.jsonl")
 	path := filepath.Join(t.TempDir(), "rl.parquet")
 	f, err := os.Create(path)

@@ -7,35 +7,20 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
-)
 
-// checkNoLeak fails if goroutines started by the test outlive it.
-func checkNoLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		for i := 0; i < 50; i++ {
-			if runtime.NumGoroutine() <= before {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Errorf("goroutines: %d before, %d after", before, runtime.NumGoroutine())
-	})
-}
+	"github.com/agentworld/agentworld/internal/testkit"
+)
 
 // TestBadInputReported checks each kind of bad line is reported with
 // file:line and field, counted by reason, and skipped.
 func TestBadInputReported(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	var report bytes.Buffer
 	for _, workers := range []int{1, 3} {
 		report.Reset()
@@ -69,7 +54,7 @@ func TestBadInputReported(t *testing.T) {
 }
 
 func TestOnErrorFatalStops(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	var out bytes.Buffer
 	_, err := Mask(context.Background(), []string{"testdata/bad.jsonl"}, &out, nil, &Options{OnError: Fatal, Workers: 2})
 	var re *RecordError
@@ -87,7 +72,7 @@ func TestOnErrorFatalStops(t *testing.T) {
 
 // TestCompressedInput reads the same trajectories plain, gzip and zstd.
 func TestCompressedInput(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	plain, err := os.ReadFile("testdata/small.jsonl")
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,30 +15,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata")
-
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if d := cmp.Diff(string(want), string(got)); d != "" {
-		t.Errorf("%s (-want +got):\n%s", name, d)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name), got)
 }
 
 func TestStatsTableJSONPlot(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	st, sum, err := CollectStats(context.Background(), []string{"testdata/small.jsonl"}, nil, &Options{Workers: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -124,10 +110,7 @@ func TestSchemaMatchesGoTypes(t *testing.T) {
 // TestCPythonPeerAgrees runs the CPython peer of bench/ on the sample
 // corpus and requires byte-identical output.
 func TestCPythonPeerAgrees(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed")
-	}
+	py := testkit.LookPath(t, "python3", "install python3 (Debian: apt-get install python3)")
 	cfg, _ := LoadMaskingConfig("")
 	cfgJSON, _ := json.Marshal(cfg)
 	cfgPath := filepath.Join(t.TempDir(), "cfg.json")

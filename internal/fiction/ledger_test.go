@@ -2,7 +2,6 @@ package fiction
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -15,9 +14,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/ from the current output")
+	"github.com/agentworld/agentworld/internal/testkit"
+)
 
 // scenario is a deterministic mix of facts over a few sessions: new
 // entities, changed values, values re-asserted by another session, and
@@ -85,22 +84,7 @@ func TestStateTextGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path := filepath.Join("testdata", "statetext.golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), got.String()); diff != "" {
-		t.Errorf("state text differs from %s (-want +got):\n%s", path, diff)
-	}
+	testkit.Golden(t, filepath.Join("testdata", "statetext.golden"), []byte(got.String()))
 }
 
 // benchLedger is a world holding 1,000 facts over ~200 entities written by

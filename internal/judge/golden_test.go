@@ -1,37 +1,19 @@
 package judge
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/agentworld/agentworld/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/ from the current output")
 
 // checkGolden compares got with testdata file path, or rewrites it with
 // -update.
 func checkGolden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
-	}
+	testkit.Golden(t, path, got)
 }
 
 // inputs lists the *.txt cases of a testdata directory by name.

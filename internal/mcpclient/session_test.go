@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,26 +14,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-)
 
-// checkNoLeak fails the test when it ends with more goroutines than it
-// began with, after giving exiting ones a moment.
-func checkNoLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<16)
-				n := runtime.Stack(buf, true)
-				t.Errorf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:n])
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-}
+	"github.com/agentworld/agentworld/internal/testkit"
+)
 
 // alive reports whether pid is a running (not zombie) process.
 func alive(pid int) bool {
@@ -81,7 +63,7 @@ func startHelper(t *testing.T, mode string, edit func(*Options)) *Session {
 // child that holds the server's stderr open, and checks Close stops both
 // processes and every goroutine the session started.
 func TestSessionShutdownLeavesNothing(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	s := startHelper(t, "serve", nil)
 	if got, want := s.ServerName(), "helper 0.1"; got != want {
 		t.Errorf("ServerName = %q, want %q", got, want)
@@ -121,7 +103,7 @@ func TestSessionShutdownLeavesNothing(t *testing.T) {
 // TestCloseKillsStubbornServer: a server that ignores stdin closing and
 // SIGTERM is killed after two TerminateDurations.
 func TestCloseKillsStubbornServer(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	s := startHelper(t, "stubborn", nil)
 	if _, err := s.Tools(context.Background()); err != nil {
 		t.Fatal(err)
@@ -137,7 +119,7 @@ func TestCloseKillsStubbornServer(t *testing.T) {
 // (not a protocol error) that WithStderr explains with the server's stderr,
 // and closing the dead session is clean.
 func TestCrashQuotesStderr(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	var copied bytes.Buffer
 	w := &lockedBuffer{b: &copied}
 	s := startHelper(t, "serve", func(o *Options) { o.Stderr = w })
@@ -168,7 +150,7 @@ func TestCrashQuotesStderr(t *testing.T) {
 }
 
 func TestStartFailures(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	if _, err := Start(context.Background(), nil, nil); err == nil {
 		t.Error("no command accepted")
 	}

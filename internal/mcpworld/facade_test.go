@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/perturb"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -100,7 +100,7 @@ func connectInMemory(t *testing.T, f *Facade, w string) *mcp.ClientSession {
 }
 
 func TestFacadeToolsAndCalls(t *testing.T) {
-	before := runtime.NumGoroutine()
+	leaks := testkit.Leaks(t)
 	sim := &fakeSim{answer: fakeAnswers}
 	f, err := NewFacade(sim, []*world.Spec{trackerSpec}, nil)
 	if err != nil {
@@ -168,19 +168,7 @@ func TestFacadeToolsAndCalls(t *testing.T) {
 	if !cmp.Equal(sim.opened[0].Labels, map[string]string{"transport": "mcp"}) {
 		t.Errorf("labels %v", sim.opened[0].Labels)
 	}
-	waitGoroutines(t, before)
-}
-
-func waitGoroutines(t *testing.T, before int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before+2 {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	leaks.Goroutines(2)
 }
 
 func TestFacadeStreamableHTTPSessions(t *testing.T) {

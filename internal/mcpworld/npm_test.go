@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentworld/agentworld/internal/testkit"
 )
 
 // npmDir finds tools/npm (AGENTWORLD_NPM_TOOLS overrides it). Tests that
@@ -14,7 +16,7 @@ import (
 func npmDir(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skipf("node is not installed (%v): the npm MCP server tests need node; .ci/setup.d/40-mcp-npm.sh installs it", err)
+		testkit.Missing(t, "node (the npm MCP server tests need it)", err, ".ci/setup.d/40-mcp-npm.sh installs it")
 	}
 	dir := os.Getenv("AGENTWORLD_NPM_TOOLS")
 	if dir == "" {

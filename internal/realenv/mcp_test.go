@@ -18,6 +18,7 @@ import (
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/judge"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
@@ -53,10 +54,10 @@ func memoryServer(t *testing.T) []string {
 	}
 	script := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js")
 	if _, err := os.Stat(script); err != nil {
-		t.Skipf("npm MCP server not installed (%v); run `npm ci --prefix tools/npm` (.ci/setup.d does)", err)
+		testkit.Missing(t, "the npm MCP memory server", err, "run `npm ci --prefix tools/npm` (.ci/setup.d does)")
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skipf("node not on PATH: %v", err)
+		testkit.Missing(t, "node", err, ".ci/setup.d/40-mcp-npm.sh installs it")
 	}
 	return []string{"node", script}
 }
@@ -96,7 +97,7 @@ func mstep(t *testing.T, r *Recorded, action string) StepResult {
 }
 
 func TestMCPRecordExportAndCrash(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	recDir, outDir := t.TempDir(), t.TempDir()
 	env, r := startMemory(t, &RecordOptions{ID: "mem-1", Dir: recDir, Task: "memory-demo"})
 	tools := env.Tools()

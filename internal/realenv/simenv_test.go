@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -45,7 +46,7 @@ func simStep(t *testing.T, m *sim.Manager, id, action string) *sim.StepResult {
 // divergence, and the simulator is teacher-forced on the real history.
 func TestShadowSessionRecordsDivergence(t *testing.T) {
 	requireSandbox(t)
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	task, err := LoadTask(filepath.Join(repoRoot(t), "examples", "tasks", "hello-file"))
 	if err != nil {
 		t.Fatal(err)

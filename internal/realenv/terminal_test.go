@@ -7,13 +7,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentworld/agentworld/internal/testkit"
 )
 
 // requireSandbox skips only when a bubblewrap sandbox with tmux cannot start
@@ -21,26 +22,8 @@ import (
 func requireSandbox(t *testing.T) {
 	t.Helper()
 	if err := ProbeSandbox(); err != nil {
-		t.Skipf("real terminal tests need a working sandbox: %v", err)
+		testkit.Missing(t, "a working bubblewrap sandbox with tmux", err, "install bubblewrap and tmux (.ci/setup.d does)")
 	}
-}
-
-// checkNoLeak fails when goroutines started during the test outlive it.
-func checkNoLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<16)
-				n := runtime.Stack(buf, true)
-				t.Errorf("goroutines: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:n])
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
 }
 
 func startTerminal(t *testing.T, opts *TerminalOptions) (*Terminal, string) {
@@ -84,7 +67,7 @@ func keys(pairs ...any) string {
 
 func TestTerminalEpisode(t *testing.T) {
 	requireSandbox(t)
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	term, first := startTerminal(t, nil)
 	if first != "root@sandbox:/app#" {
 		t.Fatalf("first screen = %q", first)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -29,7 +30,7 @@ func (p *scriptedPredictor) Predict(_ context.Context, turn int, action string, 
 }
 
 func TestTeacherForced(t *testing.T) {
-	checkNoLeak(t)
+	testkit.NoLeaks(t)
 	tr := &trajectory.Trajectory{ID: "t1", Domain: "terminal", SystemPrompt: "s", Turns: []trajectory.Turn{
 		{Action: `[{"keystrokes":"ls\n","duration":1}]`, Observation: "root@sandbox:/app# ls\na.txt\nroot@sandbox:/app#"},
 		{Action: `[{"keystrokes":"cat b\n","duration":1}]`, Observation: "root@sandbox:/app# cat b\ncat: b: No such file or directory\nroot@sandbox:/app#"},

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentworld/agentworld/internal/testkit"
 )
 
 // TestTrainerShims runs the Python shims of examples/trainers against a
@@ -14,10 +16,7 @@ import (
 // packages themselves are not needed: verl and TRL call plain functions;
 // ms-swift's registry is stood in for by a two-line module).
 func TestTrainerShims(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed")
-	}
+	py := testkit.LookPath(t, "python3", "install python3 (Debian: apt-get install python3)")
 	srv, _ := newTestServer(t, nil, &HandlerOptions{APIKey: "secret"})
 	dir, _ := filepath.Abs(filepath.Join("..", "..", "examples", "trainers"))
 	stub := t.TempDir()

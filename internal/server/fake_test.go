@@ -1,84 +1,76 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/worldmodel"
+	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
-// fakeModel is an OpenAI-compatible chat endpoint that records every
-// request and answers with a predictable observation.
+// fakeModel is the world model of the server tests: the one fake
+// OpenAI-compatible server (fakellm) answering each request with a
+// predictable observation ("obs N for FIRST-LINE-OF-THE-LAST-MESSAGE"),
+// which can be taken down (503) or made to hold requests.
 type fakeModel struct {
+	*fakellm.Server
+
 	mu       sync.Mutex
-	requests [][]worldmodel.Message
+	requests [][]worldmodel.Message // answered requests, in order
 	down     bool
 	// gate, when set, holds each request until it is closed; arrived
 	// receives a value as each held request arrives.
 	gate    chan struct{}
 	arrived chan struct{}
-	srv     *httptest.Server
 }
 
 func newFakeModel(t testing.TB) *fakeModel {
 	f := &fakeModel{}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
+	f.Server = fakellm.New(f.answer)
+	t.Cleanup(f.Close)
 	return f
 }
 
-func (f *fakeModel) URL() string { return f.srv.URL + "/v1" }
-
-func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Model    string               `json:"model"`
-		Messages []worldmodel.Message `json:"messages"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		http.Error(w, err.Error(), 400)
-		return
-	}
+func (f *fakeModel) answer(r *fakellm.Request) fakellm.Reply {
 	f.mu.Lock()
 	gate, arrived := f.gate, f.arrived
 	f.mu.Unlock()
 	if gate != nil {
 		arrived <- struct{}{}
-		select {
-		case <-gate:
-		case <-r.Context().Done():
-			return
-		}
+		<-gate
 	}
 	f.mu.Lock()
-	down := f.down
-	if !down {
-		f.requests = append(f.requests, body.Messages)
+	defer f.mu.Unlock()
+	if f.down {
+		return fakellm.Reply{Status: http.StatusServiceUnavailable}
 	}
+	msgs := make([]worldmodel.Message, len(r.Messages))
+	for i, m := range r.Messages {
+		msgs[i] = worldmodel.Message{Role: m.Role, Content: m.Content}
+	}
+	f.requests = append(f.requests, msgs)
 	n := len(f.requests)
-	f.mu.Unlock()
-	if down {
-		http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)
-		return
+	first := strings.SplitN(r.Messages[len(r.Messages)-1].Content, "\n", 2)[0]
+	return fakellm.Reply{
+		Content:      fmt.Sprintf("<think>thinking %d</think><predicted_observation>obs %d for %s</predicted_observation>", n, n, first),
+		PromptTokens: 100 * n, CompletionTokens: 7,
 	}
-	last := body.Messages[len(body.Messages)-1].Content
-	first := strings.SplitN(last, "\n", 2)[0]
-	content := fmt.Sprintf("<think>thinking %d</think><predicted_observation>obs %d for %s</predicted_observation>", n, n, first)
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"id":"x","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":7,"total_tokens":%d}}`,
-		body.Model, content, 100*n, 100*n+7)
 }
 
+// URL is the base URL to give a client, ending in /v1.
+func (f *fakeModel) URL() string { return f.Server.URL }
+
+// Requests returns the messages of every answered request, in order.
 func (f *fakeModel) Requests() [][]worldmodel.Message {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([][]worldmodel.Message(nil), f.requests...)
 }
 
+// SetDown makes the model answer 503 (d) or answer again.
 func (f *fakeModel) SetDown(d bool) {
 	f.mu.Lock()
 	f.down = d

@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/store"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -278,25 +279,6 @@ func startLoadServer(t testing.TB, l load) (string, func()) {
 	}
 }
 
-// waitGoroutines waits for the goroutine count to come back to at most
-// want, and fails with a dump if it does not.
-func waitGoroutines(t testing.TB, want int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Fatalf("%d goroutines after the run, want <= %d:\n%s", n, want, buf)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestLoadSessionsSteps runs 1,000 sessions x 20 steps (64 at a time)
 // through a loopback server with the SQLite store: zero errors, and no
 // goroutine or heap growth once the server is shut down. Under -race or
@@ -310,12 +292,12 @@ func TestLoadSessionsSteps(t *testing.T) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	g0 := runtime.NumGoroutine()
+	leaks := testkit.Leaks(t)
 	lat := loadRun(t, load{sessions: sessions, steps: 20, concurrency: 64, model: &instantModel{}, dbPath: filepath.Join(t.TempDir(), "load.db")})
 	if len(lat) != sessions*20 {
 		t.Fatalf("%d steps, want %d", len(lat), sessions*20)
 	}
-	waitGoroutines(t, g0)
+	leaks.Goroutines(0)
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
@@ -328,9 +310,9 @@ func TestLoadSessionsSteps(t *testing.T) {
 
 func BenchmarkLoad1000x20(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		g0 := runtime.NumGoroutine()
+		leaks := testkit.Leaks(b)
 		lat := loadRun(b, load{sessions: 1000, steps: 20, concurrency: 64, model: &instantModel{}, dbPath: filepath.Join(b.TempDir(), "load.db")})
-		waitGoroutines(b, g0)
+		leaks.Goroutines(0)
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		b.ReportMetric(float64(len(lat)), "steps")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99_us")

@@ -7,12 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -21,7 +21,7 @@ import (
 // on the model: the step still completes and is answered, new connections
 // are refused, and Serve returns once drained without leaking goroutines.
 func TestGracefulShutdownDrainsInFlightSteps(t *testing.T) {
-	g0 := runtime.NumGoroutine()
+	leaks := testkit.Leaks(t)
 	model := newFakeModel(t)
 	spec, _ := world.Parse([]byte(termSpec), "term.yaml")
 	c := worldmodel.New(model.URL(), "wm", &worldmodel.Options{MaxRetries: -1})
@@ -83,6 +83,6 @@ func TestGracefulShutdownDrainsInFlightSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.CloseIdleConnections()
-	model.srv.CloseClientConnections()
-	waitGoroutines(t, g0+4) // the fake model's httptest server is still up
+	model.CloseClientConnections()
+	leaks.Goroutines(4) // the fake model's httptest server is still up
 }

@@ -18,6 +18,8 @@ type LeakCheck struct {
 	t          testing.TB
 	goroutines int
 	fds        int
+	// deadline is how long Check waits; 0 means 10 seconds.
+	deadline time.Duration
 }
 
 // Leaks snapshots the goroutine and file-descriptor counts now; [LeakCheck.Check]
@@ -34,10 +36,34 @@ func Leaks(t testing.TB) *LeakCheck {
 // httptest server still up); 0 is the strict check.
 func (c *LeakCheck) Check(slack int) {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	c.check(slack, true)
+}
+
+// Goroutines is Check without the file-descriptor count, for tests that
+// leave files open by design (a listener still serving).
+func (c *LeakCheck) Goroutines(slack int) {
+	c.t.Helper()
+	c.check(slack, false)
+}
+
+// NoLeaks checks, when t ends (after its other cleanups), that the
+// goroutines it started have ended.
+func NoLeaks(t testing.TB) {
+	t.Helper()
+	c := Leaks(t)
+	t.Cleanup(func() { c.Goroutines(0) })
+}
+
+func (c *LeakCheck) check(slack int, files bool) {
+	c.t.Helper()
+	wait := c.deadline
+	if wait == 0 {
+		wait = 10 * time.Second
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		g, fds := runtime.NumGoroutine(), openFDs()
-		if g <= c.goroutines+slack && fds <= c.fds {
+		if g <= c.goroutines+slack && (!files || fds <= c.fds) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -85,6 +85,10 @@ func (s *Server) Close() {
 	s.srv.Close()
 }
 
+// CloseClientConnections closes the connections clients hold open to the
+// server (keep-alive ones included), leaving it serving.
+func (s *Server) CloseClientConnections() { s.srv.CloseClientConnections() }
+
 // Requests returns every request received so far, in arrival order.
 func (s *Server) Requests() []*Request {
 	s.mu.Lock()
