@@ -20,14 +20,22 @@ type latencyJudge struct {
 
 func (j *latencyJudge) Complete(ctx context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
 	j.calls.Add(1)
-	t := time.NewTimer(j.d)
+	if err := sleepCtx(ctx, j.d); err != nil {
+		return nil, err
+	}
+	return verdictJudge{}.Complete(ctx, req)
+}
+
+// sleepCtx waits d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	return verdictJudge{}.Complete(ctx, req)
 }
 
 // BenchmarkJudgeThroughput scores batches with 64 judge calls in flight

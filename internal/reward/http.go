@@ -376,8 +376,10 @@ func (h *Handler) slime(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// promptText reads a prompt given as a string or as chat messages (the
-// last user message's text).
+// promptText reads a prompt given as a string or as a list of messages:
+// chat messages ({role, content}) or Responses API input items, whose
+// content is a string or a list of parts; the last user message's text
+// counts.
 func promptText(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
@@ -391,7 +393,7 @@ func promptText(raw json.RawMessage) (string, error) {
 		Content json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return "", errors.New("want a string or a list of chat messages")
+		return "", errors.New("want a string or a list of messages")
 	}
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == "user" {
@@ -445,7 +447,7 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	prompt, err := inputText(params.Input)
+	prompt, err := promptText(params.Input)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "field responses_create_params.input: "+err.Error())
 		return
@@ -494,31 +496,6 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 		put("reward_reason", res.Reason)
 	}
 	writeJSON(w, http.StatusOK, body)
-}
-
-// inputText reads a Responses API input: a string or a list of items, of
-// which the last user message counts.
-func inputText(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var items []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return "", errors.New("want a string or a list of input items")
-	}
-	for i := len(items) - 1; i >= 0; i-- {
-		if items[i].Role == "user" {
-			return contentText(items[i].Content), nil
-		}
-	}
-	return "", nil
 }
 
 // Serve serves h on ln until ctx ends, then drains: it stops accepting,

@@ -237,12 +237,8 @@ func (j *slowFlaky) Complete(ctx context.Context, req worldmodel.Request) (*worl
 			break
 		}
 	}
-	t := time.NewTimer(j.latency)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := sleepCtx(ctx, j.latency); err != nil {
+		return nil, err
 	}
 	if j.calls.Add(1)%10 == 0 {
 		return nil, fmt.Errorf("%w: 503", worldmodel.ErrUnavailable)
