@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -221,3 +222,53 @@ func TestHooksControlLabelsAndDirectFaults(t *testing.T) {
 		t.Fatalf("AfterStep saw %d steps", len(h.after))
 	}
 }
+
+// TestForkRefusedWhenHistoryCannotRebuild: a backend whose state its
+// history cannot rebuild (a real sandbox) refuses a fork at fork time, and
+// no child session is made; a fork of a backend that can is answered by the
+// environment the fork made.
+func TestForkRefusedWhenHistoryCannotRebuild(t *testing.T) {
+	model := &scriptedModel{replies: []worldmodel.Response{{Content: "<predicted_observation>a</predicted_observation>", FinishReason: "stop"}}}
+	sandbox := func(_ context.Context, s SessionInfo) (Environment, error) {
+		if len(s.History) > 0 {
+			return nil, fmt.Errorf("%w: real state", ErrNotResumable)
+		}
+		return fixedEnv{}, nil
+	}
+	m := New(&Options{Worlds: map[string]*world.Spec{"t": termWorld()},
+		Backends: map[string]BackendFactory{BackendModel: NewModelBackend(model, &ModelOptions{MaxTokens: 1000}), "real:test": sandbox}})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	ctx := context.Background()
+	for _, backend := range []string{"real:test", BackendModel} {
+		rep, err := m.Create(ctx, CreateRequest{WorldID: "t", Backend: backend})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Step(ctx, rep.SessionID, ls); err != nil {
+			t.Fatal(err)
+		}
+		before := m.Len()
+		fork, err := m.Fork(ctx, rep.SessionID, ForkRequest{})
+		if backend == "real:test" {
+			if !errors.Is(err, ErrNotResumable) || fork != nil || m.Len() != before {
+				t.Fatalf("fork of a real session: %v (%d sessions, were %d), want ErrNotResumable and no child", err, m.Len(), before)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("fork of a model session: %v", err)
+		}
+		if r, err := m.Step(ctx, fork.SessionID, ls); err != nil || r.Observation != "a" {
+			t.Fatalf("step of the fork: %v %+v", err, r)
+		}
+	}
+}
+
+// fixedEnv answers every step with "real".
+type fixedEnv struct{}
+
+func (fixedEnv) Reset(context.Context) (Observation, error) { return Observation{Text: "$ "}, nil }
+func (fixedEnv) Step(context.Context, StepInput) (Observation, error) {
+	return Observation{Text: "real"}, nil
+}
+func (fixedEnv) Close() error { return nil }

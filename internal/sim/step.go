@@ -367,8 +367,25 @@ func (m *Manager) Fork(ctx context.Context, id string, req ForkRequest) (*Reply,
 		maps.Copy(child.Labels, req.Labels)
 	}
 	ns := &session{sem: make(chan struct{}, 1), rec: child, spec: spec, turns: turns, lastUsed: m.opts.Now()}
+	// A backend that cannot rebuild its state from the history (a real
+	// sandbox, the real side of a shadow session) refuses now, before a
+	// child exists, not on the child's first step. The environment made to
+	// ask is the child's.
+	if status == StatusActive && len(turns) > 0 {
+		f, err := m.backend(child.Backend)
+		if err == nil {
+			ns.env, err = f(ctx, ns.infoLocked())
+		}
+		if err != nil {
+			m.unreserve()
+			return nil, fmt.Errorf("fork of %s: %w", id, err)
+		}
+	}
 	if err := m.store.CreateSession(context.WithoutCancel(ctx), child, turns); err != nil {
 		m.unreserve()
+		if ns.env != nil {
+			_ = ns.env.Close()
+		}
 		return nil, fmt.Errorf("store fork of %s: %w", id, err)
 	}
 	if status == StatusActive {
