@@ -54,13 +54,15 @@ func teacherKey(lastUser string, beam int) string { return fmt.Sprintf("%d\x00%s
 // and as the judge ("judge": every dimension the grade the prediction
 // carries), and counts the teacher requests by key.
 type sampleBackend struct {
-	delay  time.Duration
+	delay time.Duration
+	// judge is the judge's model name; "" means "judge".
+	judge  string
 	mu     sync.Mutex
 	counts map[string]int
 }
 
 func (sb *sampleBackend) handle(r *fakellm.Request) fakellm.Reply {
-	if r.Model == "judge" {
+	if r.Model == sb.judge || (sb.judge == "" && r.Model == "judge") {
 		g := 1
 		for _, m := range r.Messages {
 			if x := gradeRe.FindStringSubmatch(m.Content); x != nil {
@@ -458,4 +460,56 @@ func unionKeys(ms ...map[string]int) map[string]bool {
 		}
 	}
 	return out
+}
+
+// TestReadmeSampleQuickstart runs the README's rejection sampling commands
+// as written, with the endpoints pointed at the fake teacher and judge and
+// trajs.jsonl made from the bundled recordings.
+func TestReadmeSampleQuickstart(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- sample-quickstart -->\n```sh\n")
+	if !ok {
+		t.Fatal("README has no rejection sampling block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	dir := t.TempDir()
+	expandRecordings(t, dir)
+	sb := &sampleBackend{counts: map[string]int{}, judge: "gpt-5.4"}
+	srv := fakellm.New(sb.handle)
+	defer srv.Close()
+	paths := map[string]string{
+		"trajs.jsonl":              filepath.Join(dir, "trajectories.jsonl"),
+		"sft_samples.jsonl":        filepath.Join(dir, "readme_samples.jsonl"),
+		"sampled":                  filepath.Join(dir, "sampled"),
+		"http://localhost:8000/v1": srv.URL,
+		"http://localhost:8001/v1": srv.URL,
+	}
+	n := 0
+	for _, line := range strings.Split(strings.ReplaceAll(strings.TrimSpace(block), "\\\n", " "), "\n") {
+		args := strings.Fields(line)
+		if len(args) < 3 || args[0] != "agentworld" {
+			t.Fatalf("line %q is not an agentworld command", line)
+		}
+		args = args[1:]
+		for i, a := range args {
+			if p, ok := paths[a]; ok {
+				args[i] = p
+			}
+		}
+		if stdout, stderr, err := runBenchCLI(t, args...); err != nil {
+			t.Fatalf("%s: %v\n%s\n%s", line, err, stdout, stderr)
+		}
+		n++
+	}
+	if n != 2 {
+		t.Fatalf("%d commands, want expand and sample", n)
+	}
+	for _, f := range []string{rejection.SFTFile, rejection.CandidatesFile, rejection.PairsFile, rejection.SummaryFile} {
+		if st, err := os.Stat(filepath.Join(dir, "sampled", f)); err != nil || st.Size() == 0 {
+			t.Errorf("the README commands wrote no %s: %v", f, err)
+		}
+	}
 }
