@@ -370,3 +370,40 @@ func (f completerFunc) Complete(ctx context.Context, req worldmodel.Request) (*w
 	f(req)
 	return verdictJudge{}.Complete(ctx, req)
 }
+
+// TestServeDrains: cancelling Serve's context lets a batch whose judge
+// calls are in flight finish and be answered, then Serve returns.
+func TestServeDrains(t *testing.T) {
+	s, err := New(&Options{Judge: slowJudge{300 * time.Millisecond}, JudgeModel: "j"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- Serve(ctx, ln, NewHandler(s, nil), 10*time.Second, nil) }()
+	answered := make(chan int, 1)
+	go func() {
+		b, _ := json.Marshal(BatchRequest{Items: []Item{item("a", tag(screen), screen)}})
+		resp, err := http.Post("http://"+ln.Addr().String()+BatchPath, "application/json", bytes.NewReader(b))
+		if err != nil {
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	for s.Stats().InFlight == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if code := <-answered; code != http.StatusOK {
+		t.Errorf("the request in flight got %d, want 200", code)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
