@@ -80,15 +80,12 @@ func (c *Candidate) beam() Beam {
 	return Beam{Valid: true, Reward: *c.Reward.Score, RulePass: c.Reward.Components.Rule == reward.RuleScale}
 }
 
-// Message is an assistant or prompt message of an output line.
-// ReasoningContent is set only with [ThinkField]; Loss as dataset's chat
-// export sets it (false on history observations, true on the target
-// unless its weight is 0).
+// Message is a message of an output line: dataset's chat message (so
+// whatever the chat export writes per message travels along) with the
+// reasoning_content field, set only with [ThinkField].
 type Message struct {
-	Role             string `json:"role"`
-	Content          string `json:"content"`
+	dataset.ChatMessage
 	ReasoningContent string `json:"reasoning_content,omitempty"`
-	Loss             *bool  `json:"loss,omitempty"`
 }
 
 // assistant renders a beam as the assistant message that trains on it: the
@@ -96,7 +93,7 @@ type Message struct {
 // tag.
 func (c *Candidate) assistant(th Thinking) Message {
 	answer := conversation.Answer(c.Prediction)
-	m := Message{Role: "assistant", Content: answer}
+	m := Message{ChatMessage: dataset.ChatMessage{Role: "assistant", Content: answer}}
 	switch {
 	case c.Reasoning == "":
 	case th == ThinkField:
@@ -107,19 +104,15 @@ func (c *Candidate) assistant(th Thinking) Message {
 	return m
 }
 
-// SFTLine is one selected SFT sample in the chat "messages" layout of
-// dataset's chat export, its target replaced by the kept beam.
+// SFTLine is one selected SFT sample: dataset's chat export line of the
+// sample (every field it writes travels along) with its target replaced by
+// the kept beam, ID naming the beam, Sample the expanded sample.
 type SFTLine struct {
-	Messages   []Message `json:"messages"`
-	LossWeight float64   `json:"loss_weight"`
-	Category   string    `json:"category"`
-	// ID is the kept beam's id; Sample the expanded sample's.
-	ID       string  `json:"id"`
-	Sample   string  `json:"sample"`
-	Domain   string  `json:"domain"`
-	Turn     int     `json:"turn"`
-	Template string  `json:"template,omitempty"`
-	Reward   float64 `json:"reward"`
+	dataset.ChatLine
+	Messages []Message `json:"messages"`
+	ID       string    `json:"id"`
+	Sample   string    `json:"sample"`
+	Reward   float64   `json:"reward"`
 }
 
 // sftLine builds the SFT line of a kept beam.
@@ -127,13 +120,15 @@ func sftLine(s *dataset.Sample, c *Candidate, th Thinking) SFTLine {
 	cl := dataset.ChatLineOf(s)
 	msgs := make([]Message, len(cl.Messages))
 	for i, m := range cl.Messages {
-		msgs[i] = Message{Role: m.Role, Content: m.Content, Loss: m.Loss}
+		msgs[i] = Message{ChatMessage: m}
 	}
 	last := c.assistant(th)
-	last.Loss = msgs[len(msgs)-1].Loss
+	target := cl.Messages[len(cl.Messages)-1]
+	target.Content = last.Content
+	last.ChatMessage = target
 	msgs[len(msgs)-1] = last
-	return SFTLine{Messages: msgs, LossWeight: cl.LossWeight, Category: cl.Category, ID: c.ID, Sample: s.ID,
-		Domain: s.Domain, Turn: s.Turn, Template: s.Template, Reward: c.beam().Reward}
+	cl.Messages = nil
+	return SFTLine{ChatLine: cl, Messages: msgs, ID: c.ID, Sample: s.ID, Reward: c.beam().Reward}
 }
 
 // PairLine is one preference pair. prompt, chosen and rejected are the
