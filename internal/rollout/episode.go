@@ -1,0 +1,210 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/world"
+)
+
+// PromptVersion names the agent prompt this package builds (system
+// message, first user message, observation messages); it changes when
+// their wording does, so trainers can tell rollouts apart.
+const PromptVersion = "rollout-agent-v1"
+
+// Stop reasons of an episode.
+const (
+	// StopTerminated: the environment ended the episode (a final answer,
+	// an end action, a real check).
+	StopTerminated = "terminated"
+	// StopTruncated: the simulator truncated the episode (its turn limit).
+	StopTruncated = "truncated"
+	// StopMaxTurns: the agent used its turns without ending the episode.
+	StopMaxTurns = "max_turns"
+)
+
+// Row is one trajectory in the output.
+type Row struct {
+	GroupID          string             `json:"group_id"`
+	SampleIdx        int                `json:"sample_idx"`
+	TaskID           string             `json:"task_id"`
+	Messages         []Message          `json:"messages"`
+	Reward           float64            `json:"reward"`
+	RewardComponents map[string]float64 `json:"reward_components"`
+	Terminated       bool               `json:"terminated"`
+	Truncated        bool               `json:"truncated"`
+	StopReason       string             `json:"stop_reason"`
+	NumTurns         int                `json:"num_turns"`
+	EnvSessionID     string             `json:"env_session_id"`
+	ForkParent       string             `json:"fork_parent"`
+	LWMModel         string             `json:"lwm_model"`
+	PromptVersion    string             `json:"prompt_version"`
+	Turns            []Turn             `json:"turns"`
+}
+
+// toolDomain reports a domain whose actions are tool calls.
+func toolDomain(d domain.Domain) bool {
+	return d == domain.MCP || d == domain.Search || d == domain.SWE
+}
+
+// agentTools turns a world's action space into OpenAI tool definitions.
+func agentTools(s *world.Spec) []tool {
+	if !toolDomain(s.Domain) {
+		return nil
+	}
+	out := make([]tool, 0, len(s.ActionSpace.Tools))
+	for _, t := range s.ActionSpace.Tools {
+		params := t.InputSchema
+		if len(params) == 0 {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		out = append(out, tool{Type: "function", Function: toolFunction{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	return out
+}
+
+// firstMessages are the system and first user message of every episode of
+// a task: the same bytes for every member of a group.
+func firstMessages(s *world.Spec, t Task, initial string) []Message {
+	var sys strings.Builder
+	sys.WriteString("You are an agent acting in a computer environment.\n\n")
+	sys.WriteString(strings.TrimSpace(s.TaskDescription))
+	if toolDomain(s.Domain) {
+		sys.WriteString("\n\nAct by calling the tools. When the task is done, answer in plain text without a tool call; that ends the episode.")
+	} else {
+		fmt.Fprintf(&sys, "\n\nAnswer each observation with exactly one action in the %s action format", s.Domain)
+		if d := strings.TrimSpace(s.ActionSpace.Description); d != "" {
+			sys.WriteString(": ")
+			sys.WriteString(d)
+		} else {
+			sys.WriteString(".")
+		}
+	}
+	var user strings.Builder
+	if t.Instruction != "" {
+		user.WriteString("Task: ")
+		user.WriteString(t.Instruction)
+		user.WriteString("\n\n")
+	}
+	user.WriteString("Observation:\n")
+	user.WriteString(initial)
+	return []Message{{Role: "system", Content: sys.String()}, {Role: "user", Content: user.String()}}
+}
+
+// episode runs one agent episode on a session already forked from the
+// group's root; msgs are the group's first messages (copied, not shared).
+type episode struct {
+	sim      Simulator
+	policy   *Policy
+	spec     *world.Spec
+	tools    []tool
+	maxTurns int
+	row      Row
+	turn     int // simulator steps taken
+}
+
+func (e *episode) addReward(res *sim.StepResult) {
+	e.row.Reward += res.Reward
+	for k, v := range res.Info.RewardComponents {
+		e.row.RewardComponents[k] += v
+	}
+	if e.row.LWMModel == "" && res.Info.Model != "" {
+		e.row.LWMModel = res.Info.Model
+	}
+}
+
+// step sends one action; a malformed action is answered by the parser's
+// error without a simulator step, so the agent can correct itself.
+func (e *episode) step(ctx context.Context, raw json.RawMessage) (obs string, over bool, err error) {
+	if _, perr := conversation.ParseAction(e.spec.Domain, raw); perr != nil {
+		return "invalid action: " + perr.Error(), false, nil
+	}
+	e.turn++
+	res, err := e.sim.Step(ctx, e.row.EnvSessionID, sim.StepRequest{Action: raw, Turn: e.turn})
+	if err != nil {
+		return "", false, err
+	}
+	e.addReward(res)
+	e.row.Terminated, e.row.Truncated = res.Terminated, res.Truncated
+	switch {
+	case res.Terminated:
+		e.row.StopReason = StopTerminated
+	case res.Truncated:
+		e.row.StopReason = StopTruncated
+	}
+	return res.Observation, res.Terminated || res.Truncated, nil
+}
+
+func (e *episode) run(ctx context.Context) error {
+	for e.row.NumTurns < e.maxTurns {
+		rep, err := e.policy.Complete(ctx, e.row.EnvSessionID, e.row.Messages, e.tools)
+		if err != nil {
+			return err
+		}
+		e.row.NumTurns++
+		e.row.Turns = append(e.row.Turns, rep.Turn)
+		msg := rep.Message
+		if !toolDomain(e.spec.Domain) {
+			msg.ToolCalls = nil
+		}
+		e.row.Messages = append(e.row.Messages, msg)
+		if len(msg.ToolCalls) > 0 {
+			for _, tc := range msg.ToolCalls {
+				args := strings.TrimSpace(tc.Function.Arguments)
+				if args == "" {
+					args = "{}"
+				}
+				var obs string
+				over := false
+				if !json.Valid([]byte(args)) {
+					obs = "invalid action: the arguments of " + tc.Function.Name + " are not JSON"
+				} else {
+					raw, _ := json.Marshal(map[string]any{"name": tc.Function.Name, "arguments": json.RawMessage(args)})
+					if obs, over, err = e.step(ctx, raw); err != nil {
+						return err
+					}
+				}
+				e.row.Messages = append(e.row.Messages, Message{Role: "tool", ToolCallID: tc.ID, Content: obs})
+				if over {
+					return nil
+				}
+			}
+			continue
+		}
+		// A text answer: the domain's action text, or in a tool domain the
+		// final answer (which ends the episode by that domain's rule).
+		text := strings.TrimSpace(conversation.StripThinking(msg.Content))
+		if text == "" {
+			text = msg.Content
+		}
+		raw, _ := json.Marshal(text)
+		obs, over, err := e.step(ctx, raw)
+		if err != nil {
+			return err
+		}
+		if over {
+			return nil
+		}
+		e.row.Messages = append(e.row.Messages, Message{Role: "user", Content: "Observation:\n" + obs})
+	}
+	e.row.StopReason = StopMaxTurns
+	e.row.Truncated = true
+	return nil
+}
+
+// newRow starts an episode's row.
+func newRow(groupID string, idx int, t Task, first []Message, fork *sim.Reply, parent, lwm string) Row {
+	return Row{
+		GroupID: groupID, SampleIdx: idx, TaskID: t.ID,
+		Messages:         append([]Message(nil), first...),
+		RewardComponents: map[string]float64{},
+		EnvSessionID:     fork.SessionID, ForkParent: parent,
+		LWMModel: lwm, PromptVersion: PromptVersion,
+		Turns: []Turn{},
+	}
+}

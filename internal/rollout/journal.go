@@ -1,0 +1,60 @@
+package rollout
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
+)
+
+// journal appends rows to a JSONL file. Each row is one write(2) of a
+// whole line to a file opened with O_APPEND, made when the episode ends,
+// so a process killed at any instant leaves only complete lines (a torn
+// last line, after a power loss, is cut on the next open and its episode
+// run again).
+type journal struct {
+	mu   sync.Mutex
+	f    *os.File
+	path string
+	err  error
+}
+
+func openJournal(path string) (*journal, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if err := trajectory.CutTornTail(path); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &journal{f: f, path: path}, nil
+}
+
+func (j *journal) append(v any) error {
+	b, err := trajectory.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return j.err
+	}
+	if _, err := j.f.Write(b); err != nil {
+		j.err = fmt.Errorf("append %s: %w", j.path, err)
+	}
+	return j.err
+}
+
+func (j *journal) close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return errors.Join(j.err, j.f.Sync(), j.f.Close())
+}

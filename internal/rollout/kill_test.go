@@ -1,0 +1,145 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const killDirEnv = "AGENTWORLD_ROLLOUT_KILL_DIR"
+
+// killTasks are 64 tasks, each naming the issue its agent reads.
+func killTasks() []Task {
+	tasks := make([]Task, 64)
+	for i := range tasks {
+		tasks[i] = Task{ID: fmt.Sprintf("task-%02d", i), World: "tracker", Instruction: fmt.Sprintf("Check WS-%d.", i)}
+	}
+	return tasks
+}
+
+// runKillTasks rolls out killTasks × G=8 into dir with fresh fakes; delay
+// slows each policy answer.
+func runKillTasks(t testing.TB, dir string, delay time.Duration) (*Result, error) {
+	m, _ := fakeWorld(t)
+	pol := newFakePolicy(t, func(msgs []Message) string {
+		time.Sleep(delay)
+		return byInstruction(msgs)
+	})
+	return Run(context.Background(), Embedded{M: m}, killTasks(), dir, &Options{
+		Policy: &Policy{URL: pol.srv.URL + "/v1", Model: "pol"}, GroupSize: 8, MaxInFlight: 4,
+	})
+}
+
+// TestKillChild is the process TestKillNineResume kills; it does nothing
+// in a normal test run.
+func TestKillChild(t *testing.T) {
+	dir := os.Getenv(killDirEnv)
+	if dir == "" {
+		t.Skip("run by TestKillNineResume")
+	}
+	if _, err := runKillTasks(t, dir, 3*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKillNineResume: 64 tasks × G=8, killed with SIGKILL mid-run and
+// rerun, give every episode exactly once and the same rows as a run never
+// interrupted (session ids aside, which a new simulator assigns afresh).
+func TestKillNineResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), killDirEnv+"="+dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	path := filepath.Join(dir, EpisodesFile)
+	deadline := time.After(2 * time.Minute)
+	for killed := false; !killed; {
+		select {
+		case err := <-exited:
+			t.Fatalf("child ended before the kill: %v", err)
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatal("child wrote too few rows in 2 minutes")
+		case <-time.After(2 * time.Millisecond):
+		}
+		b, _ := os.ReadFile(path)
+		if n := bytes.Count(b, []byte("\n")); n >= 64 {
+			if n >= 512 {
+				t.Fatalf("child finished (%d rows) before the kill", n)
+			}
+			if err := cmd.Process.Signal(os.Kill); err != nil {
+				t.Fatal(err)
+			}
+			<-exited
+			killed = true
+		}
+	}
+	before, err := readRows(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := runKillTasks(t, dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Resumed != len(before) || res.Resumed+res.Done != 512 {
+		t.Fatalf("killed after %d rows; rerun resumed %d, did %d", len(before), res.Resumed, res.Done)
+	}
+	got, err := readRows(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[key]bool{}
+	for _, r := range got {
+		k := key{r.GroupID, r.SampleIdx}
+		if seen[k] {
+			t.Errorf("episode %v repeated", k)
+		}
+		seen[k] = true
+	}
+	ref := t.TempDir()
+	if _, err := runKillTasks(t, ref, 0); err != nil {
+		t.Fatal(err)
+	}
+	want, err := readRows(filepath.Join(ref, EpisodesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(normalize(want), normalize(got)); diff != "" {
+		t.Errorf("resumed run differs from an uninterrupted one (-want +got):\n%s", diff)
+	}
+	wantSum, _ := os.ReadFile(filepath.Join(ref, SummaryFile))
+	gotSum, _ := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if diff := cmp.Diff(string(wantSum), string(gotSum)); diff != "" {
+		t.Errorf("summary differs (-want +got):\n%s", diff)
+	}
+}
+
+// normalize orders rows by episode and blanks the session ids.
+func normalize(rows []Row) []Row {
+	out := append([]Row(nil), rows...)
+	for i := range out {
+		out[i].EnvSessionID, out[i].ForkParent = "", ""
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].GroupID != out[j].GroupID {
+			return out[i].GroupID < out[j].GroupID
+		}
+		return out[i].SampleIdx < out[j].SampleIdx
+	})
+	return out
+}

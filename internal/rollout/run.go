@@ -1,0 +1,347 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/atomicfile"
+	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/world"
+)
+
+// Output files in a run directory.
+const (
+	// EpisodesFile holds one [Row] per finished episode; it is also the
+	// run's journal.
+	EpisodesFile = "episodes.jsonl"
+	// SummaryFile holds the [Summary], rewritten at the end of each run.
+	SummaryFile = "summary.json"
+)
+
+// Options configures [Run]. The zero value of each field is a usable
+// default except Policy, which is required.
+type Options struct {
+	// Policy is the agent; required.
+	Policy *Policy
+	// GroupSize is the number of forks of each task's root session (G); 0
+	// means 8.
+	GroupSize int
+	// MaxTurns caps the agent's turns per episode when a task sets none; 0
+	// means 30.
+	MaxTurns int
+	// MaxInFlight bounds the episodes run at once; 0 means 16.
+	MaxInFlight int
+	// LWMModel names the world model in rows whose steps report none; ""
+	// leaves it empty.
+	LWMModel string
+	// Progress receives a progress line every ProgressEvery and a last one
+	// at the end; nil writes none.
+	Progress io.Writer
+	// ProgressEvery is the progress interval; 0 means 2s.
+	ProgressEvery time.Duration
+	// Logger receives episode failures; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.GroupSize <= 0 {
+		o.GroupSize = 8
+	}
+	if o.MaxTurns <= 0 {
+		o.MaxTurns = 30
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 16
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// key identifies an episode within a run.
+type key struct {
+	Group  string `json:"group_id"`
+	Sample int    `json:"sample_idx"`
+}
+
+// Result counts what one [Run] call did.
+type Result struct {
+	// Resumed episodes were already in the journal and not run again.
+	Resumed int
+	// Done episodes finished in this call.
+	Done int
+	// Failed episodes stopped on a policy or simulator error; they are not
+	// written, so a rerun computes them.
+	Failed int
+	// Summary covers every episode in the journal.
+	Summary *Summary
+}
+
+// Run rolls out every task in groups into dir: for each task one reset
+// (the root session), then GroupSize forks of that root, each driven by
+// the policy until the episode ends or its turns run out. Finished
+// episodes are appended to dir/episodes.jsonl as they end, and a rerun
+// skips them, so a run killed at any moment resumes without repeating
+// one. Failed episodes are logged, counted and left for a rerun; Run
+// returns an error when any failed.
+func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Options) (*Result, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.defaults()
+	if o.Policy == nil {
+		return nil, errors.New("rollout: no policy")
+	}
+	path := filepath.Join(dir, EpisodesFile)
+	done, err := readDone(path)
+	if err != nil {
+		return nil, err
+	}
+	j, err := openJournal(path)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	total := len(tasks) * o.GroupSize
+	for _, t := range tasks {
+		for i := range o.GroupSize {
+			if done[key{t.ID, i}] {
+				res.Resumed++
+			}
+		}
+	}
+
+	var (
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, o.MaxInFlight)
+		nDone    atomic.Int64
+		nFailed  atomic.Int64
+		inFlight atomic.Int64
+		mu       sync.Mutex
+		sum      float64
+		firstErr error
+	)
+	fail := func(err error) {
+		nFailed.Add(1)
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
+	progress := func() {
+		if o.Progress == nil {
+			return
+		}
+		d := nDone.Load()
+		mu.Lock()
+		mean := 0.0
+		if d > 0 {
+			mean = sum / float64(d)
+		}
+		mu.Unlock()
+		fmt.Fprintf(o.Progress, "rollout: %d/%d episodes (%d resumed, %d failed), %d in flight, mean reward %.3f\n",
+			int64(res.Resumed)+d, total, res.Resumed, nFailed.Load(), inFlight.Load(), mean)
+	}
+	stop := make(chan struct{})
+	var tick sync.WaitGroup
+	tick.Go(func() {
+		t := time.NewTicker(o.ProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				progress()
+			}
+		}
+	})
+
+	for _, t := range tasks {
+		if ctx.Err() != nil {
+			break
+		}
+		var todo []int
+		for i := range o.GroupSize {
+			if !done[key{t.ID, i}] {
+				todo = append(todo, i)
+			}
+		}
+		if len(todo) == 0 {
+			continue
+		}
+		forks, first, spec, err := openGroup(ctx, s, t, todo)
+		if err != nil {
+			o.Logger.Error("rollout: group failed", "task", t.ID, "err", err)
+			for range todo {
+				fail(fmt.Errorf("task %s: %w", t.ID, err))
+			}
+			continue
+		}
+		maxTurns := o.MaxTurns
+		if t.MaxTurns > 0 {
+			maxTurns = t.MaxTurns
+		}
+		tools := agentTools(spec)
+		for n, i := range todo {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				// Close the forks no episode will use.
+				for _, f := range forks[n:] {
+					_ = s.Delete(context.WithoutCancel(ctx), f.SessionID)
+				}
+				break
+			}
+			e := &episode{sim: s, policy: o.Policy, spec: spec, tools: tools, maxTurns: maxTurns,
+				row: newRow(t.ID, i, t, first, forks[n], forks[n].Info.Parent, o.LWMModel)}
+			inFlight.Add(1)
+			wg.Go(func() {
+				defer func() { <-sem; inFlight.Add(-1) }()
+				err := e.run(ctx)
+				_ = s.Delete(context.WithoutCancel(ctx), e.row.EnvSessionID)
+				if err == nil {
+					err = j.append(e.row)
+				}
+				if err != nil {
+					o.Logger.Error("rollout: episode failed", "task", t.ID, "sample", i, "err", err)
+					fail(fmt.Errorf("task %s sample %d: %w", t.ID, i, err))
+					return
+				}
+				mu.Lock()
+				sum += e.row.Reward
+				mu.Unlock()
+				nDone.Add(1)
+			})
+		}
+	}
+	wg.Wait()
+	close(stop)
+	tick.Wait()
+	progress()
+	cerr := j.close()
+	res.Done, res.Failed = int(nDone.Load()), int(nFailed.Load())
+	rows, rerr := readRows(path)
+	if rerr == nil {
+		res.Summary = Summarize(rows, o.GroupSize)
+		if b, err := json.MarshalIndent(res.Summary, "", "  "); err == nil {
+			rerr = atomicfile.WriteFile(filepath.Join(dir, SummaryFile), append(b, '\n'), nil)
+		}
+	}
+	if err := errors.Join(cerr, rerr, ctx.Err()); err != nil {
+		return res, err
+	}
+	if firstErr != nil {
+		return res, fmt.Errorf("rollout: %d episodes failed (rerun to retry them), first: %w", res.Failed, firstErr)
+	}
+	return res, nil
+}
+
+// openGroup resets the task's world once (the root session) and forks the
+// root for each sample to run, so every member starts from the same state
+// and the same prompt; the root is closed once forked.
+func openGroup(ctx context.Context, s Simulator, t Task, todo []int) ([]*sim.Reply, []Message, *world.Spec, error) {
+	spec, err := s.World(ctx, t.World)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	root, err := s.Create(ctx, sim.CreateRequest{WorldID: t.World, Seed: t.Seed, Labels: map[string]string{"rollout_task": t.ID}})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer s.Delete(context.WithoutCancel(ctx), root.SessionID)
+	forks := make([]*sim.Reply, 0, len(todo))
+	for _, i := range todo {
+		f, err := s.Fork(ctx, root.SessionID, sim.ForkRequest{Labels: map[string]string{"rollout_sample": fmt.Sprint(i)}})
+		if err != nil {
+			for _, g := range forks {
+				_ = s.Delete(context.WithoutCancel(ctx), g.SessionID)
+			}
+			return nil, nil, nil, err
+		}
+		if f.Info.Parent == "" {
+			f.Info.Parent = root.SessionID
+		}
+		forks = append(forks, f)
+	}
+	return forks, firstMessages(spec, t, root.Observation), spec, nil
+}
+
+// readDone returns the episodes a journal holds.
+func readDone(path string) (map[key]bool, error) {
+	done := map[key]bool{}
+	err := scan(path, func(raw []byte, where string) error {
+		var k key
+		if err := json.Unmarshal(raw, &k); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		done[k] = true
+		return nil
+	})
+	return done, err
+}
+
+// readRows decodes every row of a journal.
+func readRows(path string) ([]Row, error) {
+	var rows []Row
+	err := scan(path, func(raw []byte, where string) error {
+		var r Row
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		rows = append(rows, r)
+		return nil
+	})
+	return rows, err
+}
+
+// scan calls fn with each complete line of a JSONL file; a missing file
+// has none, and a torn last line (a crash mid-write) is skipped.
+func scan(path string, fn func(raw []byte, where string) error) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	if n := len(b); n > 0 && b[n-1] != '\n' {
+		b = b[:bytes.LastIndexByte(b, '\n')+1]
+	}
+	lr := trajectory.NewLineReader(bytes.NewReader(b), path, 0)
+	for {
+		line, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(line, fmt.Sprintf("%s:%d", path, n)); err != nil {
+			return err
+		}
+	}
+}
