@@ -28,6 +28,7 @@ var readmeSkips = []struct{ match, why string }{
 	{"--model http://gpu1:8000/v1", "needs the vLLM/SGLang replicas started above"},
 	{"--model-url http://localhost:8000/v1", "needs a served world model"},
 	{"bench compare runs/aw35b", "compares the run made with the served world model above"},
+	{"--teacher-url http://localhost:8000/v1", "needs a teacher world-model server and a judge"},
 	// Serve started with flags given in prose, not in a block, and a shadow
 	// session that steps a world model; internal/cli's real-environment
 	// serve tests drive both.
