@@ -43,8 +43,12 @@ func TestMissingFailsInCI(t *testing.T) {
 func TestLeaksSeesAGoroutine(t *testing.T) {
 	var rec recorder
 	c := Leaks(&rec)
+	// Several goroutines, so one of an earlier test still exiting cannot
+	// hide them.
 	stop := make(chan struct{})
-	go func() { <-stop }()
+	for range 5 {
+		go func() { <-stop }()
+	}
 	func() {
 		defer func() { _ = recover() }()
 		c.deadline = 100e6 // 100ms: the test need not wait the full 10 s
@@ -70,3 +74,26 @@ func (r *recorder) Errorf(string, ...any) { r.failed = true }
 func (r *recorder) Fatal(...any)          { r.failed, r.fatal = true, true; panic(r) }
 func (r *recorder) Fatalf(string, ...any) { r.failed, r.fatal = true, true; panic(r) }
 func (r *recorder) Skipf(string, ...any)  { r.skipped = true; panic(r) }
+
+func TestTxtarRoundTrip(t *testing.T) {
+	in := "comment line\n-- a.request --\nGET /x\n-- b --\n{\"k\":1}\n\n"
+	a := ParseTxtar([]byte(in))
+	if string(a.Comment) != "comment line\n" || len(a.Files) != 2 || a.Files[0].Name != "a.request" || string(a.Files[1].Data) != "{\"k\":1}\n\n" {
+		t.Fatalf("parsed %+v", a)
+	}
+	if got := string(a.Format()); got != in {
+		t.Errorf("Format = %q, want %q", got, in)
+	}
+}
+
+func FuzzParseTxtar(f *testing.F) {
+	f.Add("c\n-- x --\ndata\n")
+	f.Add("-- --\n-- a --")
+	f.Fuzz(func(t *testing.T, s string) {
+		a := ParseTxtar([]byte(s))
+		b := ParseTxtar(a.Format())
+		if len(a.Files) != len(b.Files) || string(a.Comment) != string(b.Comment) {
+			t.Fatalf("reformatted archive differs: %+v vs %+v", a, b)
+		}
+	})
+}
