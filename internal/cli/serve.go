@@ -37,6 +37,7 @@ func (f *simFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.cfg.ModelName, "model-name", "", "model name sent to the world-model server")
 	fl.DurationVar(&f.cfg.ModelTimeout, "model-timeout", worldmodel.DefaultTimeout, "timeout of one request attempt to the world model (reading the answer included); a timed-out attempt is retried")
 	fl.Int64Var(&f.cfg.ModelMaxResponseBytes, "model-max-response-bytes", worldmodel.DefaultMaxResponseBytes, "largest world-model answer read, in bytes; a larger one fails the step (503) unread")
+	fl.BoolVar(&f.cfg.ReplayStrict, "replay-strict", false, "with replay (no --model, or replay:DIR): refuse an action not recorded after its history (400 naming the nearest recorded action) instead of answering that nearest transition")
 	fl.StringArrayVar(&f.cfg.Replicas, "replica", nil, "another base URL serving the same model (repeatable); sessions stick to one replica")
 	fl.StringVar(&f.cfg.CacheDir, "cache", "", "transition cache directory in front of the world model (exact-match replay; new transitions are recorded there)")
 	fl.IntVar(&f.cfg.ContextBudget, "context-budget", 0, "model context in tokens; history beyond it is truncated in chunks (0: the server's max_model_len with --count-tokens server, else 131072)")

@@ -62,6 +62,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -95,12 +96,19 @@ type Library struct {
 	buf   bytes.Buffer
 
 	log *slog.Logger
+	// strict is Options.Strict.
+	strict bool
 }
 
 // Options tunes a Library.
 type Options struct {
 	// Logger reports skipped torn lines; nil discards.
 	Logger *slog.Logger
+	// Strict makes the replay backend refuse a step whose action was not
+	// recorded after that history (a bad request naming the action, the
+	// nearest recorded action given as a hint) instead of answering with
+	// the nearest recorded transition; false answers, marked approximate.
+	Strict bool
 }
 
 // syncWriter is what Record appends to: an *os.File, or a test double.
@@ -133,7 +141,11 @@ func New(o *Options) *Library {
 	if o != nil && o.Logger != nil {
 		log = o.Logger
 	}
-	return &Library{exact: map[Key][]*transition{}, byDomain: map[string][]*transition{}, after: map[Key]string{}, log: log}
+	l := &Library{exact: map[Key][]*transition{}, byDomain: map[string][]*transition{}, after: map[Key]string{}, log: log}
+	if o != nil {
+		l.strict = o.Strict
+	}
+	return l
 }
 
 // Len is the number of transitions held.
@@ -330,6 +342,10 @@ type Match struct {
 	Observation string
 	// Approximate is true for a nearest-neighbour answer.
 	Approximate bool
+	// Action and World are the recorded action the observation answered,
+	// and its world: for an approximate match, another action than the
+	// one asked about, which the answer must say.
+	Action, World string
 	// Score is the similarity of a nearest-neighbour match (1 for exact).
 	Score float64
 }
@@ -347,7 +363,7 @@ func (l *Library) Lookup(a At, action string) (Match, bool) {
 				break
 			}
 		}
-		return Match{Observation: best.observation, Score: 1}, true
+		return Match{Observation: best.observation, Action: best.action, World: best.world, Score: 1}, true
 	}
 	all := l.byDomain[a.Domain]
 	if len(all) == 0 {
@@ -366,7 +382,7 @@ func (l *Library) Lookup(a At, action string) (Match, bool) {
 			best, bestScore = t, s
 		}
 	}
-	return Match{Observation: best.observation, Approximate: true, Score: bestScore}, true
+	return Match{Observation: best.observation, Approximate: true, Action: best.action, World: best.world, Score: bestScore}, true
 }
 
 // cached is the exact answer to action at a recorded for a's own world and
@@ -499,8 +515,37 @@ func (e *replayEnv) Step(ctx context.Context, in sim.StepInput) (sim.Observation
 		info.Error = fmt.Sprintf("no recorded %s transitions to replay; configure a world model or add recordings", e.s.Spec.Domain)
 		return sim.Observation{Text: "[replay: no recording for this domain]", Info: info}, nil
 	}
+	if m.Approximate {
+		if e.lib.strict {
+			return sim.Observation{}, fielderr.New(sim.ErrBadRequest, "action",
+				"no recorded transition answers this action after this history (strict replay); the nearest recorded action is %.200q", m.Action)
+		}
+		// The answer is about another action: say which, so nobody reads
+		// it as the answer to the action sent.
+		b, err := json.Marshal(Nearest{Action: m.Action, World: m.World, Similarity: m.Score})
+		if err != nil {
+			return sim.Observation{}, err
+		}
+		info.Extra = map[string]json.RawMessage{ExtraNearest: b}
+	}
 	info.LatencyMS = time.Since(start).Milliseconds()
 	return sim.Observation{Text: m.Observation, Info: info}, nil
+}
+
+// ExtraNearest is the info.extra key of an approximate answer's Nearest.
+const ExtraNearest = "replay_nearest"
+
+// Nearest says which recorded transition an approximate replay answer
+// comes from.
+type Nearest struct {
+	// Action is the recorded action the observation answered (not the
+	// action of the step).
+	Action string `json:"recorded_action"`
+	// World is the world it was recorded in ("" for recordings of none).
+	World string `json:"recorded_world,omitempty"`
+	// Similarity is the match score: 0.7 × word overlap of the actions +
+	// 0.3 × word overlap of the previous observations (+0.1 same world).
+	Similarity float64 `json:"similarity"`
 }
 
 // Cache returns a BackendFactory that answers exact hits recorded for the

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -49,10 +50,62 @@ func TestBundledRecordingsReplayExactlyAndApproximately(t *testing.T) {
 	if err != nil || r.Info.Approximate || !strings.Contains(r.Observation, "1 failed, 4 passed") {
 		t.Fatalf("second exact step: %+v %v", r, err)
 	}
-	// An unrecorded action gets the nearest transition, marked approximate.
+	// An unrecorded action gets the nearest transition, marked approximate
+	// and naming the recorded action it answers.
 	r, err = m.Step(ctx, rep.SessionID, sim.StepRequest{Action: json.RawMessage(`[{"keystrokes":"python -m pytest -q tests\n","duration":5}]`)})
 	if err != nil || !r.Info.Approximate || !strings.Contains(r.Observation, "pytest") {
 		t.Fatalf("approximate step: %+v %v", r, err)
+	}
+	var near Nearest
+	if err := json.Unmarshal(r.Info.Extra[ExtraNearest], &near); err != nil {
+		t.Fatalf("approximate step without info.extra.%s: %v (%s)", ExtraNearest, err, r.Info.Extra[ExtraNearest])
+	}
+	if !strings.Contains(near.Action, "pytest") || strings.Contains(near.Action, "tests\\n") || near.World != "python-terminal" || !(near.Similarity > 0 && near.Similarity < 1.2) {
+		t.Fatalf("nearest %+v: want the recorded pytest action of python-terminal", near)
+	}
+	if _, ok := rExact(t, m, ctx); ok {
+		t.Fatal("an exact answer carries no nearest-transition note")
+	}
+}
+
+// rExact steps a fresh python-terminal session with its recorded first
+// action and reports whether the answer names a nearest transition.
+func rExact(t *testing.T, m *sim.Manager, ctx context.Context) (json.RawMessage, bool) {
+	t.Helper()
+	rep, err := m.Create(ctx, sim.CreateRequest{WorldID: "python-terminal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Step(ctx, rep.SessionID, sim.StepRequest{Action: json.RawMessage(`[{"keystrokes":"ls\n","duration":0.5}]`)})
+	if err != nil || r.Info.Approximate {
+		t.Fatalf("exact step: %+v %v", r, err)
+	}
+	raw, ok := r.Info.Extra[ExtraNearest]
+	return raw, ok
+}
+
+// TestStrictReplayRefusesApproximateAnswers: with Strict, an action that
+// was not recorded after its history is refused as a bad request naming
+// the action and the nearest recorded one, and nothing is recorded; an
+// exact match is answered as ever.
+func TestStrictReplayRefusesApproximateAnswers(t *testing.T) {
+	lib := New(&Options{Strict: true})
+	if err := lib.LoadFS(examples.FS, "recordings"); err != nil {
+		t.Fatal(err)
+	}
+	m := manager(t, map[string]sim.BackendFactory{BackendReplay: Backend(lib)}, BackendReplay)
+	ctx := context.Background()
+	rExact(t, m, ctx)
+	rep, err := m.Create(ctx, sim.CreateRequest{WorldID: "python-terminal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Step(ctx, rep.SessionID, sim.StepRequest{Action: json.RawMessage(`[{"keystrokes":"cat /etc/hostname\n","duration":1}]`)})
+	if !errors.Is(err, sim.ErrBadRequest) || !strings.Contains(err.Error(), "strict replay") || !strings.Contains(err.Error(), "nearest recorded action") {
+		t.Fatalf("unrecorded action under strict replay: %v, want a bad request", err)
+	}
+	if tr, err := m.Trajectory(ctx, rep.SessionID); err != nil || len(tr.Turns) != 0 {
+		t.Fatalf("a refused step was recorded: %v %+v", err, tr)
 	}
 }
 
