@@ -228,17 +228,21 @@ func newDataExpandCmd() *cobra.Command {
 
 func newDataExportCmd() *cobra.Command {
 	var ef expandFlags
-	var split, style string
+	var split, style, trainer string
 	cmd := &cobra.Command{
 		Use:   "export FILES...",
-		Short: "Export training files: --mode sft → chat JSONL (ms-swift, LLaMA-Factory); --mode rl → verl Parquet",
+		Short: "Export training files: --mode sft → JSONL for --trainer (ms-swift, LLaMA-Factory, TRL); --mode rl → verl Parquet",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts, xo, err := ef.options(cmd)
 			if err != nil {
 				return err
 			}
-			eo := &dataset.ExportOptions{Format: dataset.FormatChat, KeepDuplicates: ef.keepDup, Split: split, RewardStyle: style}
+			tr, err := dataset.ParseTrainer(trainer)
+			if err != nil {
+				return flagErr("trainer", err)
+			}
+			eo := &dataset.ExportOptions{Format: tr.Format(), KeepDuplicates: ef.keepDup, Split: split, RewardStyle: style}
 			if xo.Mode == dataset.RL {
 				eo.Format = dataset.FormatVerl
 				if ef.out == "" || ef.out == "-" {
@@ -253,6 +257,7 @@ func newDataExportCmd() *cobra.Command {
 	ef.add(cmd, "output file (default stdout; required for rl Parquet)")
 	cmd.Flags().StringVar(&split, "split", "train", "extra_info.split of rl rows")
 	cmd.Flags().StringVar(&style, "reward-style", "model", "reward_model.style of rl rows")
+	cmd.Flags().StringVar(&trainer, "trainer", "swift", "sft layout: swift or llamafactory (one sample per trajectory, exact per-turn weights); llamafactory-v0 or trl (per-turn samples, weights approximated by seeded sampling); chat (per-turn, weights not applied)")
 	return cmd
 }
 

@@ -44,6 +44,15 @@ func TestDataCommands(t *testing.T) {
 	if _, _, err := runData(t, "export", "--progress=false", "--mode", "rl", trajs); err == nil {
 		t.Fatal("rl export to stdout accepted")
 	}
+	for trainer, field := range map[string]string{"swift": `"loss_scale":`, "llamafactory": `"loss_weight":`, "trl": `"completion":`} {
+		out, _, err := runData(t, "export", "--progress=false", "--trainer", trainer, trajs)
+		if err != nil || !strings.Contains(out, field) {
+			t.Fatalf("export --trainer %s: %v\n%s", trainer, err, out)
+		}
+	}
+	if _, _, err := runData(t, "export", "--progress=false", "--trainer", "axolotl", trajs); err == nil {
+		t.Fatal("unknown --trainer accepted")
+	}
 	if _, _, err := runData(t, "mask", "--progress=false", "--on-error", "bogus", trajs); err == nil {
 		t.Fatal("bad --on-error accepted")
 	}

@@ -22,6 +22,16 @@ const (
 	FormatChat
 	// FormatVerl writes RL prompts as Parquet in verl's layout; see RLRow.
 	FormatVerl
+	// FormatSwift writes one SwiftLine per trajectory (TrainerSwift).
+	FormatSwift
+	// FormatLlamaFactory writes one LFLine per trajectory
+	// (TrainerLlamaFactory).
+	FormatLlamaFactory
+	// FormatChatSampled writes ChatLines, each turn as many times as
+	// sampledCopies draws for its weight (TrainerLlamaFactoryV0).
+	FormatChatSampled
+	// FormatTRL writes TRLLines sampled the same way (TrainerTRL).
+	FormatTRL
 )
 
 // ChatMessage is a message of a ChatLine. Loss is set on assistant
@@ -146,6 +156,10 @@ type outItem struct {
 	hash [16]byte
 	line []byte
 	row  *RLRow
+	// copies is how many times line is written; 0 means once. Sampled
+	// formats set it (an item drawn zero times is not produced at all), and
+	// dedup applies before it, so a repeated turn is not a duplicate.
+	copies int
 }
 
 // Export streams trajectories from files through expansion (and masking)
@@ -167,6 +181,9 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 	}
 	if e.RowGroupBytes <= 0 {
 		e.RowGroupBytes = 64 << 20
+	}
+	if e.Format.perTrajectory() && xo != nil && xo.Mode != SFT {
+		return nil, fmt.Errorf("a per-trajectory SFT layout needs every turn: expand with mode sft, not rl")
 	}
 	o := opts.norm()
 	exps := make([]*Expander, o.Workers)
@@ -194,21 +211,42 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 				errs = append(errs, es...)
 				continue
 			}
+			var traj []*Sample
 			err := exps[w].Expand(t, func(s *Sample) error {
+				if e.Format.perTrajectory() {
+					traj = append(traj, s)
+					return nil
+				}
 				it := outItem{hash: s.ContentHash()}
+				if e.Format.sampled() {
+					if it.copies = sampledCopies(s.Weight, exps[w].rng(t, "sft-sample", s.Turn).Float64()); it.copies == 0 {
+						return nil
+					}
+				}
 				var err error
 				switch e.Format {
 				case FormatVerl:
 					row := RLRowOf(s, e.Split, e.RewardStyle)
 					it.row = &row
-				case FormatChat:
+				case FormatChat, FormatChatSampled:
 					it.line, err = trajectory.Marshal(ChatLineOf(s))
+				case FormatTRL:
+					it.line, err = trajectory.Marshal(TRLLineOf(s))
 				default:
 					it.line, err = trajectory.Marshal(s)
 				}
 				items = append(items, it)
 				return err
 			})
+			if err == nil && len(traj) > 0 {
+				it := outItem{hash: trajectoryHash(traj)}
+				if e.Format == FormatLlamaFactory {
+					it.line, err = trajectory.Marshal(LFLineOf(traj))
+				} else {
+					it.line, err = trajectory.Marshal(SwiftLineOf(traj))
+				}
+				items = append(items, it)
+			}
 			if err != nil {
 				return nil, nil, 0, fmt.Errorf("%s:%d: %w", l.file, l.n, err)
 			}
@@ -240,12 +278,16 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 					}
 					pending, pendingBytes = 0, 0
 				}
-			} else {
-				if _, err := out.Write(append(it.line, '\n')); err != nil {
+				sum.Written++
+				continue
+			}
+			it.line = append(it.line, '\n')
+			for range max(it.copies, 1) {
+				if _, err := out.Write(it.line); err != nil {
 					return err
 				}
+				sum.Written++
 			}
-			sum.Written++
 		}
 		return nil
 	})
