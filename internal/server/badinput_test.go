@@ -44,6 +44,8 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"oversized body", "POST", "/v1/sessions/" + id + "/step", big, 413, "body"},
 		{"malformed JSON", "POST", "/v1/sessions", `{"world_id": `, 400, "body"},
 		{"openenv step without reset", "POST", "/step", `{"action": {"action": "[]"}}`, 400, "session_id"},
+		{"openenv episode_id unusable as a session id", "POST", "/reset", `{"episode_id": "a/../b"}`, 400, "session_id"},
+		{"openenv extra field of the wrong kind of body", "POST", "/reset", `[1]`, 400, "body"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -83,6 +83,7 @@ var errorKinds = []struct {
 	{err: sim.ErrBadRequest, status: http.StatusBadRequest, code: "bad_request"},
 	{err: world.ErrInvalid, status: http.StatusBadRequest, code: "bad_request"},
 	{err: sim.ErrTurnConflict, status: http.StatusConflict, code: "turn_conflict"},
+	{err: sim.ErrSessionExists, status: http.StatusConflict, code: "session_exists"},
 	{err: sim.ErrEpisodeOver, status: http.StatusConflict, code: "episode_over"},
 	{err: sim.ErrNotResumable, status: http.StatusConflict, code: "not_resumable"},
 	{err: sim.ErrSessionClosed, status: http.StatusGone, code: "session_closed"},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"time"
 
@@ -26,8 +28,10 @@ func (s *Server) defaultWorld() string {
 	return ""
 }
 
-// resetCreate turns an OpenEnv reset into a session creation.
-func (s *Server) resetCreate(ctx context.Context, req OpenEnvResetRequest) (*sim.Reply, error) {
+// resetCreate turns an OpenEnv reset into a session creation. An
+// episode_id becomes the session's id (so the client can step it by the
+// name it chose) and stays a label; extra fields are labels too.
+func (s *Server) resetCreate(ctx context.Context, req OpenEnvResetRequest, extra map[string]string) (*sim.Reply, error) {
 	c, err := toCreate(s.m, CreateSessionRequest{World: req.World, WorldID: req.WorldID, Seed: req.Seed, Model: req.Model, Backend: req.Backend})
 	if err != nil {
 		return nil, err
@@ -38,11 +42,24 @@ func (s *Server) resetCreate(ctx context.Context, req OpenEnvResetRequest) (*sim
 			return nil, badRequest("world_id", "missing and the server has no worlds loaded")
 		}
 	}
+	if len(extra) > 0 {
+		c.Labels = maps.Clone(extra)
+	}
 	if req.EpisodeID != "" {
-		c.Labels = map[string]string{"episode_id": req.EpisodeID}
+		if c.Labels == nil {
+			c.Labels = map[string]string{}
+		}
+		c.Labels["episode_id"] = req.EpisodeID
+		c.ID = req.EpisodeID
 	}
 	return s.m.Create(ctx, c)
 }
+
+// sessionCookie names the cookie an HTTP /reset answers with: the single-
+// client convenience of stepping without a session_id. It is the client's
+// own cookie, so two clients (two cookie jars, or clients that keep none
+// and send session_id) never step each other's sessions.
+const sessionCookie = "openenv_session"
 
 func (s *Server) openEnvReset(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r)
@@ -51,7 +68,8 @@ func (s *Server) openEnvReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req OpenEnvResetRequest
-	if err := decodeStrict(body, &req, true); err != nil {
+	extra, err := openEnvDecode(body, &req, true)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -59,30 +77,30 @@ func (s *Server) openEnvReset(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badRequest("session_id", "HTTP /reset always starts a new session; step an existing one with /step {session_id}"))
 		return
 	}
-	rep, err := s.resetCreate(r.Context(), req)
+	rep, err := s.resetCreate(r.Context(), req, extra)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.mu.Lock()
-	s.current = rep.SessionID
-	s.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: rep.SessionID, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	writeJSON(w, http.StatusOK, openEnvReply(rep))
 }
 
-func (s *Server) sessionOr(id, episode string) (string, error) {
+// openEnvSession picks the session of an HTTP /step or /state: session_id,
+// else episode_id, else the openenv_session cookie of the client's own
+// latest /reset. Nothing else: a request naming none is refused rather
+// than given some other client's session.
+func (s *Server) openEnvSession(r *http.Request, id, episode string) (string, error) {
 	if id == "" {
 		id = episode
 	}
 	if id != "" {
 		return id, nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.current == "" {
-		return "", badRequest("session_id", "missing and no /reset has started a session yet")
+	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
+		return c.Value, nil
 	}
-	return s.current, nil
+	return "", badRequest("session_id", "missing: send the session_id (or episode_id) of your /reset's observation, or keep the %s cookie /reset sets", sessionCookie)
 }
 
 func (s *Server) openEnvStep(w http.ResponseWriter, r *http.Request) {
@@ -92,11 +110,12 @@ func (s *Server) openEnvStep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req OpenEnvStepRequest
-	if err := decodeStrict(body, &req, false); err != nil {
+	extra, err := openEnvDecode(body, &req, false)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	id, err := s.sessionOr(req.SessionID, req.EpisodeID)
+	id, err := s.openEnvSession(r, req.SessionID, req.EpisodeID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -106,13 +125,19 @@ func (s *Server) openEnvStep(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if req.RequestID != "" {
+		if extra == nil {
+			extra = map[string]string{}
+		}
+		extra["request_id"] = req.RequestID
+	}
 	ctx := r.Context()
 	if req.TimeoutS != nil && *req.TimeoutS > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(*req.TimeoutS*float64(time.Second)))
 		defer cancel()
 	}
-	res, err := s.m.Step(ctx, id, sim.StepRequest{Action: act, Turn: req.Turn})
+	res, err := s.m.Step(ctx, id, sim.StepRequest{Action: act, Turn: req.Turn, Labels: extra})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -121,7 +146,7 @@ func (s *Server) openEnvStep(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) openEnvState(w http.ResponseWriter, r *http.Request) {
-	id, err := s.sessionOr(r.URL.Query().Get("session_id"), r.URL.Query().Get("episode_id"))
+	id, err := s.openEnvSession(r, r.URL.Query().Get("session_id"), r.URL.Query().Get("episode_id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -192,21 +217,24 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 	defer close(done)
 	go func() {
 		for {
-			var msg OpenEnvWSMessage
 			rctx, cancel := context.WithTimeout(context.Background(), s.edge.WebSocketIdle)
-			err := wsjson.Read(rctx, c, &msg)
+			_, frame, err := c.Read(rctx)
 			cancel()
-			var se *json.SyntaxError
-			bad := errors.As(err, &se) // the frame was read; the connection stays
-			if err != nil && !bad {
+			var msg OpenEnvWSMessage
+			if err != nil {
 				leave()
+			} else {
+				// A frame that is not a message is answered, and the
+				// connection (with its session) stays, as OpenEnv's
+				// server does.
+				err = decodeWS(frame, &msg)
 			}
 			select {
 			case in <- wsIn{msg, err}:
 			case <-done:
 				return
 			}
-			if err != nil && !bad {
+			if _, bad := errors.AsType[*wsBadFrame](err); err != nil && !bad {
 				return
 			}
 		}
@@ -255,13 +283,12 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 		msg := got.msg
 		if err := got.err; err != nil {
 			var ce websocket.CloseError
-			var se *json.SyntaxError
-			switch {
-			case errors.As(err, &ce):
-			case errors.As(err, &se):
-				if sendErr(badRequest("body", "invalid JSON: %v", err)) == nil {
+			switch bf, bad := errors.AsType[*wsBadFrame](err); {
+			case bad:
+				if send("error", map[string]any{"message": bf.msg, "code": bf.code}) == nil {
 					continue
 				}
+			case errors.As(err, &ce):
 			case errors.Is(err, context.DeadlineExceeded):
 				c.Close(websocket.StatusPolicyViolation, "idle too long")
 			default:
@@ -273,11 +300,10 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 		switch msg.Type {
 		case "reset":
 			var req OpenEnvResetRequest
-			if len(msg.Data) > 0 {
-				if derr := decodeStrict(msg.Data, &req, true); derr != nil {
-					err = sendErr(derr)
-					break
-				}
+			extra, derr := openEnvDecode(msg.Data, &req, true)
+			if derr != nil {
+				err = sendErr(derr)
+				break
 			}
 			if req.SessionID != "" { // attach to an existing session
 				st, serr := s.m.State(stepCtx, req.SessionID)
@@ -293,7 +319,7 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 				})
 				break
 			}
-			rep, cerr := s.resetCreate(stepCtx, req)
+			rep, cerr := s.resetCreate(stepCtx, req, extra)
 			if cerr != nil {
 				err = sendErr(cerr)
 				break
@@ -332,12 +358,34 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 			c.Close(websocket.StatusNormalClosure, "")
 			return
 		default:
-			err = sendErr(badRequest("type", "unknown message type %q (want reset, step, state or close)", msg.Type))
+			err = send("error", map[string]any{"message": fmt.Sprintf("unknown message type %q (want reset, step, state or close)", msg.Type), "code": "UNKNOWN_TYPE"})
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// wsBadFrame is a WebSocket frame that is not a message: answered with
+// an error of OpenEnv's code, after which the connection reads on.
+type wsBadFrame struct{ code, msg string }
+
+func (e *wsBadFrame) Error() string { return e.msg }
+
+// decodeWS reads one client frame. OpenEnv's server answers a frame that
+// is not JSON with INVALID_JSON; one that is JSON but not a {type, data}
+// message gets VALIDATION_ERROR here (OpenEnv validates each type's
+// message separately, with the same code).
+func decodeWS(frame []byte, msg *OpenEnvWSMessage) error {
+	if !json.Valid(frame) {
+		var v any
+		err := json.Unmarshal(frame, &v)
+		return &wsBadFrame{code: "INVALID_JSON", msg: fmt.Sprintf("Invalid JSON: %v", err)}
+	}
+	if err := json.Unmarshal(frame, msg); err != nil {
+		return &wsBadFrame{code: "VALIDATION_ERROR", msg: fmt.Sprintf("not a {type, data} message: %v", err)}
+	}
+	return nil
 }
 
 func wsCode(e *Error) string {

@@ -72,9 +72,6 @@ type Server struct {
 	edge    Edge
 	hosts   *hostPolicy
 
-	mu      sync.Mutex
-	current string // session of the latest OpenEnv HTTP /reset
-
 	wsMu    sync.Mutex
 	wsStop  chan struct{}
 	wsConns sync.WaitGroup

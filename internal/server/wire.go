@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/sim"
@@ -127,9 +128,11 @@ func parseInlineSpec(m *sim.Manager, raw []byte) (*world.Spec, error) {
 	return m.ParseInlineSpec(raw)
 }
 
-// OpenEnv wire types. They match meta-pytorch/OpenEnv's HTTP server
-// (src/openenv/core/env_server/http_server.py and types.py, as of commit
-// 16602b4d of http_server.py): POST /reset {seed?, episode_id?, …extra} →
+// OpenEnv wire types. They match huggingface/OpenEnv's HTTP server
+// (formerly meta-pytorch/OpenEnv; src/openenv/core/env_server/
+// http_server.py and types.py, checked again at commit 385de5eb; the
+// messages its clients send are pinned in testdata/openenv):
+// POST /reset {seed?, episode_id?, …extra} →
 // {observation, reward, done, metadata?}; POST /step {action: {…},
 // timeout_s?, request_id?, …extra} → the same shape; GET /state →
 // {episode_id, step_count, …}; GET /health → {status: "healthy"}; GET
@@ -153,8 +156,9 @@ type OpenEnvResetRequest struct {
 }
 
 // OpenEnvStepRequest is POST /step's body. SessionID (or EpisodeID)
-// selects the session; without it the session of the latest /reset is
-// stepped, which is what OpenEnv's single-environment HTTP clients expect.
+// selects the session; without either, the session named by the
+// openenv_session cookie the client's /reset was answered with (see
+// [Server.openEnvSession]).
 type OpenEnvStepRequest struct {
 	Action    json.RawMessage `json:"action"`
 	TimeoutS  *float64        `json:"timeout_s,omitempty"`
@@ -185,6 +189,64 @@ type OpenEnvObservation struct {
 type OpenEnvWSMessage struct {
 	Type string          `json:"type"`
 	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// openEnvDecode decodes an OpenEnv request body into v, a pointer to one
+// of the request structs above, and returns the top-level fields v has no
+// place for as labels. OpenEnv's ResetRequest and StepRequest models allow
+// extra fields (its own examples send "render": true, and reset(difficulty=
+// …) sends difficulty), so a client may send them; they are kept with the
+// session (reset) or the step rather than refused. A string value is kept
+// as its text, any other value as its JSON.
+func openEnvDecode(body []byte, v any, allowEmpty bool) (map[string]string, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		if allowEmpty {
+			return nil, nil
+		}
+		return nil, badRequest("body", "empty; expected a JSON object")
+	}
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&fields); err != nil {
+		return nil, jsonFieldError(err)
+	}
+	if dec.More() {
+		return nil, badRequest("body", "trailing data after the JSON object")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return nil, jsonFieldError(err)
+	}
+	known := jsonFields(reflect.TypeOf(v).Elem())
+	var extra map[string]string
+	for k, raw := range fields {
+		if known[k] {
+			continue
+		}
+		if extra == nil {
+			extra = map[string]string{}
+		}
+		var str string
+		if json.Unmarshal(raw, &str) == nil {
+			extra[k] = str
+		} else {
+			extra[k] = string(raw)
+		}
+	}
+	return extra, nil
+}
+
+// jsonFields is the set of JSON names of a struct type's fields.
+func jsonFields(t reflect.Type) map[string]bool {
+	known := make(map[string]bool, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		known[name] = true
+	}
+	return known
 }
 
 // openEnvAction turns an OpenEnv action object into our action value:
@@ -275,7 +337,7 @@ func openEnvSchema() map[string]any {
 					"description": "The agent's action in the world's domain: Terminal a JSON array of {keystrokes, duration}; MCP/Search/SWE a tool call {name, arguments} (or plain text to finish); Web a browser command string; Android an action; OS Python code.",
 					"anyOf":       []any{map[string]any{"type": "string"}, map[string]any{"type": "array"}, map[string]any{"type": "object"}},
 				},
-				"session_id": map[string]any{"type": "string", "description": "Session to step; defaults to the latest /reset."},
+				"session_id": map[string]any{"type": "string", "description": "Session to step (or episode_id); defaults to the one named by the openenv_session cookie /reset set."},
 			},
 			"required": []any{"action"},
 		},

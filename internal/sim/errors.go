@@ -32,6 +32,9 @@ var (
 	// ErrTurnConflict: a step names a turn that is neither the next one nor
 	// a recorded one with the same action (409).
 	ErrTurnConflict = errors.New("turn conflict")
+	// ErrSessionExists: a create names a session id that is taken, by an
+	// open session or one in the store (409).
+	ErrSessionExists = errors.New("session id in use")
 	// ErrNotResumable: the backend cannot rebuild the session's environment
 	// from its history (after a restart or for a fork) (409).
 	ErrNotResumable = errors.New("environment cannot be resumed from history")

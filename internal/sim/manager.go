@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -102,6 +103,7 @@ type Manager struct {
 	worlds   map[string]*world.Spec
 	backends map[string]BackendFactory
 	sessions map[string]*session
+	claimed  map[string]bool // ids named by creates in progress
 	reserved int
 	closing  bool
 	inflight sync.WaitGroup
@@ -234,6 +236,11 @@ type CreateRequest struct {
 	Backend string
 	Params  map[string]json.RawMessage
 	Labels  map[string]string
+	// ID, when not empty, is the new session's id instead of a random
+	// s_… one (OpenEnv clients name their episode_id): 1 to 128 letters,
+	// digits, '.', '_' or '-'. An id taken by an open session or by one in
+	// the store is ErrSessionExists.
+	ID string
 }
 
 // Reply answers a create or a fork.
@@ -256,6 +263,53 @@ type ReplyInfo struct {
 	Parent     string `json:"parent,omitempty"`
 	Terminated bool   `json:"terminated,omitempty"`
 	Truncated  bool   `json:"truncated,omitempty"`
+}
+
+// validID reports whether a client-chosen session id is usable in a URL
+// path and a log line as it is.
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// claim reserves a client-chosen session id until release, so two creates
+// naming it cannot both pass the check against open and stored sessions.
+func (m *Manager) claim(ctx context.Context, id string) (release func(), err error) {
+	if !validID(id) {
+		return nil, badField("session_id", "%q is not a usable session id (1 to 128 letters, digits, '.', '_' or '-')", id)
+	}
+	m.mu.Lock()
+	if m.sessions[id] != nil || m.claimed[id] {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s is open", ErrSessionExists, id)
+	}
+	if m.claimed == nil {
+		m.claimed = map[string]bool{}
+	}
+	m.claimed[id] = true
+	m.mu.Unlock()
+	release = func() {
+		m.mu.Lock()
+		delete(m.claimed, id)
+		m.mu.Unlock()
+	}
+	switch _, _, err := m.store.LoadSession(ctx, id); {
+	case err == nil:
+		release()
+		return nil, fmt.Errorf("%w: %s is in the store", ErrSessionExists, id)
+	case !errors.Is(err, ErrNotFound):
+		release()
+		return nil, fmt.Errorf("check session id %s: %w", id, err)
+	}
+	return release, nil
 }
 
 func newID() string {
@@ -302,8 +356,17 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 	if err := m.reserve(); err != nil {
 		return nil, err
 	}
-	now := m.opts.Now().UTC()
 	id := newID()
+	if req.ID != "" {
+		release, err := m.claim(ctx, req.ID)
+		if err != nil {
+			m.unreserve()
+			return nil, err
+		}
+		defer release()
+		id = req.ID
+	}
+	now := m.opts.Now().UTC()
 	rec := SessionRecord{
 		ID: id, Root: id, World: spec.Name, Domain: string(spec.Domain), Backend: backend,
 		Model: req.Model, Seed: req.Seed, Spec: specJSON, Inline: inlineDigest(req, specJSON), SystemPrompt: sys,
