@@ -58,8 +58,9 @@ const serveAddr = "127.0.0.1:8080"
 // trailing & or not), probed at /health until it answers, and stopped
 // (SIGTERM, then SIGKILL) before the next one starts and at the end; the
 // commands that talk to it run while it is up. HOME and the user cache dir
-// are fresh, so sessions start from an empty database; GOFLAGS=-trimpath
-// lets the copy's builds reuse the build cache across runs.
+// are fresh, so sessions start from an empty database; GOFLAGS=-race
+// builds the binary with the flags of `go test -race`, so CI compiles the
+// dependencies once for both.
 func TestREADMECommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary for every README command; skipped under -short")
@@ -233,7 +234,7 @@ func readmeEnv(t *testing.T, work string) []string {
 	return append(env,
 		"GOBIN="+bin, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"GOCACHE="+goenv("GOCACHE"), "GOMODCACHE="+goenv("GOMODCACHE"), "GOPATH="+goenv("GOPATH"),
-		"GOFLAGS=-trimpath", "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+		"GOFLAGS=-race", "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
 }
 
 // copyTracked copies the repository's tracked files into dst, and links the
