@@ -39,6 +39,7 @@ var readmeSkips = []struct{ match, why string }{
 	{"go test -run '^$' -bench", "benchmarks: minutes of full load, run by hand"},
 	// RL trainers: their packages, GPUs and a policy model.
 	{"verl.trainer.main_ppo", "starts verl training (verl, GPUs, a policy model)"},
+	{"--policy-url http://localhost:8001/v1", "needs the policy server started above (a GPU and a policy model)"},
 	{"openrlhf.cli.train_ppo_ray", "starts OpenRLHF training (OpenRLHF, Ray, GPUs, a policy model)"},
 }
 

@@ -47,6 +47,7 @@ func New() *cobra.Command {
 		newRewardCmd(),
 		newServeCmd(),
 		newPlayCmd(),
+		newRolloutCmd(),
 	)
 	return root
 }

@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentworld/agentworld/internal/envconfig"
+	"github.com/agentworld/agentworld/internal/rollout"
+)
+
+func newRolloutCmd() *cobra.Command {
+	var (
+		f                 simFlags
+		tasksPath, out    string
+		remote, remoteKey string
+		pol               rollout.Policy
+		polTemp           float64
+		opts              rollout.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "rollout --tasks FILE|DIR --policy-url URL --policy-model M --out DIR",
+		Short: "Drive an agent policy through simulated worlds in groups of forks (Sim RL rollouts)",
+		Long: `For each task, reset its world once (the root session) and fork the
+root --group-size times, so the members of a group share their initial
+state and prompt; drive each fork with the policy (an OpenAI-compatible
+server) until the episode ends or --episode-turns run out. MCP, search and
+SWE worlds give the policy their tools; the other domains expect the
+domain's text action. Rows go to DIR/episodes.jsonl (one per trajectory,
+token ids and logprobs as the policy server returned them), group
+statistics to DIR/summary.json. A rerun with the same --out resumes: no
+finished episode runs again.
+
+Tasks are JSONL rows {"id", "world", "instruction", "max_turns", "seed"}
+(a directory: every *.jsonl in it). Without --sim the simulator runs
+in-process with serve's flags (by default the embedded replay over the
+bundled worlds); with --sim it uses a running serve's session API.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tasksPath == "" {
+				return flagErr("tasks", errors.New("required"))
+			}
+			if out == "" {
+				return flagErr("out", errors.New("required"))
+			}
+			if pol.URL == "" {
+				return flagErr("policy-url", errors.New("required"))
+			}
+			if pol.Model == "" {
+				return flagErr("policy-model", errors.New("required"))
+			}
+			tasks, err := rollout.LoadTasks(tasksPath)
+			if err != nil {
+				return flagErr("tasks", err)
+			}
+			if cmd.Flags().Changed("policy-temperature") {
+				pol.Temperature = &polTemp
+			}
+			opts.Policy = &pol
+			opts.Progress = cmd.ErrOrStderr()
+			opts.Logger = logger(cmd)
+			var s rollout.Simulator
+			if remote != "" {
+				if remoteKey == "" {
+					remoteKey = envconfig.APIKey.Value()
+				}
+				s = &rollout.Remote{BaseURL: remote, APIKey: remoteKey}
+			} else {
+				if !cmd.Flags().Changed("db") {
+					f.noDB = true
+				}
+				a, err := f.app(cmd)
+				if err != nil {
+					return err
+				}
+				defer closeApp(a)
+				s = rollout.Embedded{M: a.Manager}
+				opts.LWMModel = lwmName(f.cfg.Model, f.cfg.ModelName)
+			}
+			res, err := rollout.Run(cmd.Context(), s, tasks, out, &opts)
+			if res != nil && res.Summary != nil {
+				sum := res.Summary
+				fmt.Fprintf(cmd.OutOrStdout(), "%d episodes in %d groups: reward mean %.3f, pass@1 %.3f, pass@%d %.3f (%s)\n",
+					sum.Episodes, len(sum.Groups), sum.RewardMean, sum.PassAt1, sum.K, sum.PassAtK, out)
+			}
+			return err
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&tasksPath, "tasks", "", "tasks: a JSONL file or a directory of them")
+	fl.StringVar(&out, "out", "", "run directory: episodes.jsonl and summary.json (a rerun resumes)")
+	fl.StringVar(&pol.URL, "policy-url", "", "policy server base URL (http://host:8000/v1); {session_id} is replaced by the episode's session id")
+	fl.StringVar(&pol.Model, "policy-model", "", "policy model name")
+	fl.StringVar(&pol.APIKey, "policy-api-key", "", "bearer token sent to the policy server")
+	fl.Float64Var(&polTemp, "policy-temperature", 1, "policy sampling temperature (sent only when given)")
+	fl.IntVar(&pol.MaxTokens, "policy-max-tokens", 0, "policy generation budget per turn (0: the server's default)")
+	fl.IntVar(&opts.GroupSize, "group-size", 8, "forks of each task's root session (G)")
+	fl.IntVar(&opts.MaxTurns, "episode-turns", 30, "policy turns per episode when a task sets no max_turns")
+	fl.IntVar(&opts.MaxInFlight, "concurrency", 16, "episodes in flight at once")
+	fl.StringVar(&remote, "sim", "", "use a running `agentworld serve` at this URL instead of the in-process simulator")
+	fl.StringVar(&remoteKey, "sim-api-key", "", "bearer token for --sim (default: "+envconfig.APIKey.Name+")")
+	usesEnv(cmd, envconfig.APIKey)
+	return cmd
+}
+
+// lwmName names the world model in rows whose steps report none.
+func lwmName(model, name string) string {
+	switch {
+	case model == "":
+		return "replay:embedded"
+	case strings.HasPrefix(model, "replay:"):
+		return "replay"
+	case name != "":
+		return name
+	}
+	return model
+}

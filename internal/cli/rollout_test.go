@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentworld/agentworld/internal/app"
+	"github.com/agentworld/agentworld/internal/rollout"
+	"github.com/agentworld/agentworld/internal/server"
+	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
+)
+
+// textPolicy acts once in the domain's text format, then ends the
+// episode: a keystroke list and [] on the terminal, a JSON tool call and a
+// final answer in MCP worlds.
+func textPolicy(t *testing.T) *fakellm.Server {
+	p := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		acted := false
+		for _, m := range r.Messages {
+			acted = acted || m.Role == "assistant"
+		}
+		terminal := strings.Contains(r.Messages[0].Content, "terminal action format")
+		switch {
+		case terminal && !acted:
+			return fakellm.Reply{Content: `[{"keystrokes": "python3 --version\n", "duration": 0.5}]`}
+		case terminal:
+			return fakellm.Reply{Content: `[]`}
+		case !acted:
+			return fakellm.Reply{Content: `{"name": "list_issues", "arguments": {"project": "WS", "status": "open"}}`}
+		}
+		return fakellm.Reply{Content: "WS-31 duplicates WS-29."}
+	})
+	t.Cleanup(p.Close)
+	return p
+}
+
+func readRolloutRows(t *testing.T, dir string) []rollout.Row {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, rollout.EpisodesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []rollout.Row
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r rollout.Row
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		r.EnvSessionID, r.ForkParent = "", ""
+		rows = append(rows, r)
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		return rows[i].GroupID+string(rune('0'+rows[i].SampleIdx)) < rows[j].GroupID+string(rune('0'+rows[j].SampleIdx))
+	})
+	return rows
+}
+
+// TestRolloutExamples runs the README's rollout of the example tasks on the
+// embedded replay, reruns it (everything resumed), and runs it again
+// against a serve over the native session API: same rows.
+func TestRolloutExamples(t *testing.T) {
+	pol := textPolicy(t)
+	tasks := filepath.Join("..", "..", "examples", "rollout", "tasks.jsonl")
+	dir := t.TempDir()
+	args := []string{"rollout", "--tasks", tasks, "--policy-url", pol.URL, "--policy-model", "agent", "--group-size", "2", "--out", dir}
+	stdout, stderr, err := runBenchCLI(t, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.HasPrefix(stdout, "4 episodes in 2 groups:") || !strings.Contains(stderr, "rollout: 4/4 episodes (0 resumed, 0 failed)") {
+		t.Errorf("stdout %q stderr %q", stdout, stderr)
+	}
+	rows := readRolloutRows(t, dir)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for _, r := range rows {
+		if r.StopReason != rollout.StopTerminated || r.NumTurns != 2 || r.LWMModel == "" {
+			t.Errorf("%s/%d: stop %q turns %d lwm %q", r.GroupID, r.SampleIdx, r.StopReason, r.NumTurns, r.LWMModel)
+		}
+	}
+	_, stderr, err = runBenchCLI(t, args...)
+	if err != nil || !strings.Contains(stderr, "rollout: 4/4 episodes (4 resumed, 0 failed)") {
+		t.Errorf("rerun: %v %q", err, stderr)
+	}
+
+	a, err := app.New(context.Background(), app.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	srv := httptest.NewServer(server.New(a.Manager, nil).Handler())
+	t.Cleanup(srv.Close)
+	remote := t.TempDir()
+	args = []string{"rollout", "--tasks", tasks, "--policy-url", pol.URL, "--policy-model", "agent", "--group-size", "2", "--out", remote, "--sim", srv.URL}
+	if _, stderr, err := runBenchCLI(t, args...); err != nil {
+		t.Fatalf("--sim: %v\n%s", err, stderr)
+	}
+	got := readRolloutRows(t, remote)
+	for i := range got {
+		got[i].LWMModel = rows[i].LWMModel // the remote run cannot know the server's flags
+	}
+	if diff := cmp.Diff(rows, got); diff != "" {
+		t.Errorf("--sim rows differ from in-process ones (-in-process +remote):\n%s", diff)
+	}
+}
+
+func TestRolloutFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rollout", "--out", "x", "--policy-url", "u", "--policy-model", "m"}, "--tasks"},
+		{[]string{"rollout", "--tasks", "nope.jsonl", "--out", "x", "--policy-url", "u", "--policy-model", "m"}, "--tasks"},
+		{[]string{"rollout", "--tasks", "t", "--out", "x", "--policy-model", "m"}, "--policy-url"},
+	} {
+		_, _, err := runBenchCLI(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want it to name %s", c.args, err, c.want)
+		}
+	}
+}
