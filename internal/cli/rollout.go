@@ -100,6 +100,7 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 	fl.IntVar(&opts.GroupSize, "group-size", 8, "forks of each task's root session (G)")
 	fl.IntVar(&opts.MaxTurns, "episode-turns", 30, "policy turns per episode when a task sets no max_turns")
 	fl.IntVar(&opts.MaxInFlight, "concurrency", 16, "episodes in flight at once")
+	fl.IntVar(&opts.BranchAt, "branch-at", 0, "tree groups: run one episode K policy turns from the root, then fork it --group-size times (0: fork at the root)")
 	fl.StringVar(&remote, "sim", "", "use a running `agentworld serve` at this URL instead of the in-process simulator")
 	fl.StringVar(&remoteKey, "sim-api-key", "", "bearer token for --sim (default: "+envconfig.APIKey.Name+")")
 	usesEnv(cmd, envconfig.APIKey)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/conversation"
@@ -140,8 +142,15 @@ func (e *episode) step(ctx context.Context, raw json.RawMessage) (obs string, ov
 	return res.Observation, res.Terminated || res.Truncated, nil
 }
 
-func (e *episode) run(ctx context.Context) error {
-	for e.row.NumTurns < e.maxTurns {
+// run drives the episode until it ends or has made limit policy turns in
+// all (its max turns when limit is 0 or beyond them); only running out of
+// the max turns ends it with [StopMaxTurns]. An episode stopped earlier has
+// no stop reason yet and may be forked and continued.
+func (e *episode) run(ctx context.Context, limit int) error {
+	if limit <= 0 || limit > e.maxTurns {
+		limit = e.maxTurns
+	}
+	for e.row.NumTurns < limit {
 		rep, err := e.policy.Complete(ctx, e.row.EnvSessionID, e.row.Messages, e.tools)
 		if err != nil {
 			return err
@@ -192,9 +201,26 @@ func (e *episode) run(ctx context.Context) error {
 		}
 		e.row.Messages = append(e.row.Messages, Message{Role: "user", Content: "Observation:\n" + obs})
 	}
-	e.row.StopReason = StopMaxTurns
-	e.row.Truncated = true
+	if e.row.NumTurns >= e.maxTurns {
+		e.row.StopReason = StopMaxTurns
+		e.row.Truncated = true
+	}
 	return nil
+}
+
+// ended reports an episode that has its stop reason.
+func (e *episode) ended() bool { return e.row.StopReason != "" }
+
+// branch continues a paused episode in a fork of its session: the same
+// messages, turns and rewards so far, owned by the copy.
+func (e *episode) branch(idx int, fork *sim.Reply) *episode {
+	c := *e
+	c.row.SampleIdx = idx
+	c.row.EnvSessionID, c.row.ForkParent = fork.SessionID, e.row.EnvSessionID
+	c.row.Messages = slices.Clone(e.row.Messages)
+	c.row.Turns = slices.Clone(e.row.Turns)
+	c.row.RewardComponents = maps.Clone(e.row.RewardComponents)
+	return &c
 }
 
 // newRow starts an episode's row.

@@ -36,12 +36,16 @@ func openJournal(path string) (*journal, error) {
 	return &journal{f: f, path: path}, nil
 }
 
-func (j *journal) append(v any) error {
-	b, err := trajectory.Marshal(v)
-	if err != nil {
-		return err
+// append writes rows in one write, so a kill leaves all of them or none.
+func (j *journal) append(rows ...Row) error {
+	var b []byte
+	for _, r := range rows {
+		line, err := trajectory.Marshal(r)
+		if err != nil {
+			return err
+		}
+		b = append(append(b, line...), '\n')
 	}
-	b = append(b, '\n')
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err != nil {

@@ -42,6 +42,13 @@ type Options struct {
 	MaxTurns int
 	// MaxInFlight bounds the episodes run at once; 0 means 16.
 	MaxInFlight int
+	// BranchAt > 0 makes tree groups: one episode (the trunk) runs from
+	// the root for BranchAt policy turns, then its session is forked
+	// GroupSize times and each fork continues it, so the members share
+	// their history up to that turn. A group's rows are written together,
+	// so a rerun after a kill runs the whole group again or not at all. 0
+	// forks at the root.
+	BranchAt int
 	// LWMModel names the world model in rows whose steps report none; ""
 	// leaves it empty.
 	LWMModel string
@@ -186,6 +193,45 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 		if len(todo) == 0 {
 			continue
 		}
+		acquire := func() bool {
+			select {
+			case sem <- struct{}{}:
+				inFlight.Add(1)
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		release := func() { <-sem; inFlight.Add(-1) }
+		// written counts rows that reached the journal.
+		written := func(rows ...Row) {
+			mu.Lock()
+			for _, r := range rows {
+				sum += r.Reward
+			}
+			mu.Unlock()
+			nDone.Add(int64(len(rows)))
+		}
+		if o.BranchAt > 0 {
+			if !acquire() {
+				break
+			}
+			wg.Go(func() {
+				rows, err := runTree(ctx, s, t, todo, &o, acquire, release, &wg)
+				if err == nil {
+					err = j.append(rows...)
+				}
+				if err != nil {
+					o.Logger.Error("rollout: group failed", "task", t.ID, "err", err)
+					for range todo {
+						fail(fmt.Errorf("task %s: %w", t.ID, err))
+					}
+					return
+				}
+				written(rows...)
+			})
+			continue
+		}
 		forks, first, spec, err := openGroup(ctx, s, t, todo)
 		if err != nil {
 			o.Logger.Error("rollout: group failed", "task", t.ID, "err", err)
@@ -200,11 +246,7 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 		}
 		tools := agentTools(spec)
 		for n, i := range todo {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-			}
-			if ctx.Err() != nil {
+			if !acquire() {
 				// Close the forks no episode will use.
 				for _, f := range forks[n:] {
 					_ = s.Delete(context.WithoutCancel(ctx), f.SessionID)
@@ -213,10 +255,9 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 			}
 			e := &episode{sim: s, policy: o.Policy, spec: spec, tools: tools, maxTurns: maxTurns,
 				row: newRow(t.ID, i, t, first, forks[n], forks[n].Info.Parent, o.LWMModel)}
-			inFlight.Add(1)
 			wg.Go(func() {
-				defer func() { <-sem; inFlight.Add(-1) }()
-				err := e.run(ctx)
+				defer release()
+				err := e.run(ctx, 0)
 				_ = s.Delete(context.WithoutCancel(ctx), e.row.EnvSessionID)
 				if err == nil {
 					err = j.append(e.row)
@@ -226,10 +267,7 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 					fail(fmt.Errorf("task %s sample %d: %w", t.ID, i, err))
 					return
 				}
-				mu.Lock()
-				sum += e.row.Reward
-				mu.Unlock()
-				nDone.Add(1)
+				written(e.row)
 			})
 		}
 	}

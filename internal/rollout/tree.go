@@ -1,0 +1,87 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/agentworld/agentworld/internal/sim"
+)
+
+// runTree runs one tree group: a trunk episode from a fork of the root for
+// o.BranchAt policy turns, then one fork of the trunk's session per member
+// in todo, each continuing the trunk. It is called holding one episode
+// slot (for the trunk), which it gives back before the members take
+// theirs. It returns the members' rows, or an error when any failed. A
+// trunk that ends before BranchAt is every member's whole episode: the
+// members are its copies, on its session.
+func runTree(ctx context.Context, s Simulator, t Task, todo []int, o *Options, acquire func() bool, release func(), wg *sync.WaitGroup) ([]Row, error) {
+	trunk, err := func() (*episode, error) {
+		defer release()
+		forks, first, spec, err := openGroup(ctx, s, t, []int{-1})
+		if err != nil {
+			return nil, err
+		}
+		maxTurns := o.MaxTurns
+		if t.MaxTurns > 0 {
+			maxTurns = t.MaxTurns
+		}
+		e := &episode{sim: s, policy: o.Policy, spec: spec, tools: agentTools(spec), maxTurns: maxTurns,
+			row: newRow(t.ID, -1, t, first, forks[0], forks[0].Info.Parent, o.LWMModel)}
+		if err := e.run(ctx, o.BranchAt); err != nil {
+			_ = s.Delete(context.WithoutCancel(ctx), e.row.EnvSessionID)
+			return nil, err
+		}
+		return e, nil
+	}()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Delete(context.WithoutCancel(ctx), trunk.row.EnvSessionID)
+	rows := make([]Row, len(todo))
+	if trunk.ended() {
+		for n, i := range todo {
+			rows[n] = trunk.branch(i, &sim.Reply{SessionID: trunk.row.EnvSessionID}).row
+			rows[n].ForkParent = trunk.row.ForkParent
+		}
+		return rows, nil
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		mine sync.WaitGroup
+	)
+	for n, i := range todo {
+		f, err := s.Fork(ctx, trunk.row.EnvSessionID, sim.ForkRequest{})
+		if err == nil && !acquire() {
+			_ = s.Delete(context.WithoutCancel(ctx), f.SessionID)
+			err = ctx.Err()
+		}
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+			break
+		}
+		e := trunk.branch(i, f)
+		mine.Add(1)
+		wg.Go(func() {
+			defer mine.Done()
+			defer release()
+			err := e.run(ctx, 0)
+			_ = s.Delete(context.WithoutCancel(ctx), e.row.EnvSessionID)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			rows[n] = e.row
+		})
+	}
+	mine.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
