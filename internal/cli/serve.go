@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/fielderr"
@@ -208,7 +209,7 @@ python-terminal"); with --server it plays against a running server.`,
 				if key == "" {
 					key = envconfig.APIKey.Value()
 				}
-				p = &server.Client{BaseURL: remote, APIKey: key}
+				p = &api.Client{BaseURL: remote, APIKey: key}
 			} else {
 				if !cmd.Flags().Changed("db") {
 					f.noDB = true

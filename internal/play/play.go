@@ -19,7 +19,7 @@ import (
 )
 
 // Player is what a person plays against: an in-process Manager ([Manager])
-// or a remote server (server.Client).
+// or a remote server (api.Client).
 type Player interface {
 	Create(ctx context.Context, req sim.CreateRequest) (*sim.Reply, error)
 	Step(ctx context.Context, id string, req sim.StepRequest) (*sim.StepResult, error)

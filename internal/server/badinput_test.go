@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -49,7 +50,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var e errorBody
+			var e api.ErrorBody
 			st := h.do(c.method, c.path, c.body, &e)
 			if st != c.status || e.Error.Field != c.field {
 				t.Fatalf("status %d field %q (%s), want %d %q", st, e.Error.Field, e.Error.Message, c.status, c.field)

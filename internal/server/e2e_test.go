@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/store"
@@ -172,7 +173,7 @@ func TestEndToEndNativeOpenEnvWebSocketAndFork(t *testing.T) {
 	}
 
 	// OpenEnv HTTP step on the same session.
-	var oe OpenEnvResult
+	var oe api.OpenEnvResult
 	if st := h.do("POST", "/step", map[string]any{"session_id": id, "action": map[string]any{"action": `[{"keystrokes":"pwd\n"}]`}}, &oe); st != 200 {
 		t.Fatalf("openenv step: status %d", st)
 	}
@@ -191,7 +192,7 @@ func TestEndToEndNativeOpenEnvWebSocketAndFork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wsCall := func(typ string, data any) OpenEnvWSMessage {
+	wsCall := func(typ string, data any) api.OpenEnvWSMessage {
 		t.Helper()
 		m := map[string]any{"type": typ}
 		if data != nil {
@@ -200,20 +201,20 @@ func TestEndToEndNativeOpenEnvWebSocketAndFork(t *testing.T) {
 		if err := wsjson.Write(ctx, c, m); err != nil {
 			t.Fatal(err)
 		}
-		var out OpenEnvWSMessage
+		var out api.OpenEnvWSMessage
 		if err := wsjson.Read(ctx, c, &out); err != nil {
 			t.Fatal(err)
 		}
 		return out
 	}
 	att := wsCall("reset", map[string]any{"session_id": id})
-	var attRes OpenEnvResult
+	var attRes api.OpenEnvResult
 	_ = json.Unmarshal(att.Data, &attRes)
 	if att.Type != "observation" || attRes.Observation.Text != "obs 2 for ### Turn 2" || attRes.Observation.Turn != 2 {
 		t.Fatalf("ws attach: %s %s", att.Type, att.Data)
 	}
 	stepMsg := wsCall("step", map[string]any{"action": []any{map[string]any{"keystrokes": "cat setup.py\n", "duration": 0.5}}})
-	var wsRes OpenEnvResult
+	var wsRes api.OpenEnvResult
 	_ = json.Unmarshal(stepMsg.Data, &wsRes)
 	if stepMsg.Type != "observation" || wsRes.Observation.Text != "obs 3 for ### Turn 3" {
 		t.Fatalf("ws step: %s %s", stepMsg.Type, stepMsg.Data)

@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket/wsjson"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/sim"
 )
@@ -94,7 +95,7 @@ func edgeDo(t *testing.T, base, method, path, body string, hdr map[string]string
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	var e errorBody
+	var e api.ErrorBody
 	_ = json.Unmarshal(raw, &e)
 	return edgeReply{status: resp.StatusCode, field: e.Error.Field, closed: resp.Close}
 }
@@ -439,14 +440,14 @@ func TestHostPolicy(t *testing.T) {
 
 func wsSend(t *testing.T, ctx context.Context, c *websocket.Conn, typ, data string) {
 	t.Helper()
-	if err := wsjson.Write(ctx, c, OpenEnvWSMessage{Type: typ, Data: json.RawMessage(data)}); err != nil {
+	if err := wsjson.Write(ctx, c, api.OpenEnvWSMessage{Type: typ, Data: json.RawMessage(data)}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func wsRecv(t *testing.T, ctx context.Context, c *websocket.Conn) (string, json.RawMessage) {
 	t.Helper()
-	var m OpenEnvWSMessage
+	var m api.OpenEnvWSMessage
 	if err := wsjson.Read(ctx, c, &m); err != nil {
 		t.Fatal(err)
 	}

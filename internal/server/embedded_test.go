@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentworld/agentworld/examples"
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/play"
@@ -68,7 +69,7 @@ func TestEmbeddedDefaultServesEveryExampleWorld(t *testing.T) {
 		}
 	}
 	// OpenEnv /reset with no world uses the default world.
-	var oe OpenEnvResult
+	var oe api.OpenEnvResult
 	if st := h.do("POST", "/reset", `{}`, &oe); st != 200 || oe.Observation.SessionID == "" {
 		t.Fatalf("openenv reset: %d %+v", st, oe)
 	}
@@ -106,7 +107,7 @@ func newAppServer(t testing.TB, cfg app.Config, opts *Options) (*app.App, *Serve
 func TestPlayAgainstServer(t *testing.T) {
 	h := newHarness(t, "", &Options{APIKey: "k"})
 	var out strings.Builder
-	cl := &Client{BaseURL: h.srv.URL, APIKey: "k"}
+	cl := &api.Client{BaseURL: h.srv.URL, APIKey: "k"}
 	if err := play.Play(context.Background(), cl, "term", strings.NewReader("ls\n^C\n:q\n"), &out); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestPlayAgainstServer(t *testing.T) {
 	if len(reqs) != 2 || !strings.Contains(reqs[1][len(reqs[1])-1].Content, `"keystrokes":"C-c"`) {
 		t.Fatalf("typed lines became the wrong actions: %v", reqs)
 	}
-	if err := play.Play(context.Background(), &Client{BaseURL: h.srv.URL}, "term", strings.NewReader(""), &out); err == nil || !strings.Contains(err.Error(), "401") {
+	if err := play.Play(context.Background(), &api.Client{BaseURL: h.srv.URL}, "term", strings.NewReader(""), &out); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("missing key: %v", err)
 	}
 }

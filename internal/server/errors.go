@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
@@ -39,18 +40,6 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Cause }
-
-// errorBody is the JSON shape of every error response.
-type errorBody struct {
-	Error struct {
-		Message string `json:"message"`
-		Field   string `json:"field,omitempty"`
-		Code    string `json:"code"`
-		// Retryable says the same request may succeed later (see the
-		// Retry-After header).
-		Retryable bool `json:"retryable,omitempty"`
-	} `json:"error"`
-}
 
 // badRequest makes a 400 naming a field.
 func badRequest(field, format string, args ...any) *Error {
@@ -138,7 +127,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
-	var b errorBody
+	var b api.ErrorBody
 	b.Error.Message, b.Error.Field, b.Error.Code, b.Error.Retryable = e.Public, e.Field, e.Code, e.RetryAfter > 0
 	writeJSON(w, e.Status, b)
 }

@@ -3,6 +3,8 @@ package server
 import (
 	"strings"
 	"testing"
+
+	"github.com/agentworld/agentworld/internal/api"
 )
 
 // TestLargeInlineSpecIsRefused posts a 4.5 MB inline world spec (under the
@@ -11,7 +13,7 @@ import (
 func TestLargeInlineSpecIsRefused(t *testing.T) {
 	h := newHarness(t, "", nil)
 	big := `{"world": {"domain": "terminal", "task_description": "` + strings.Repeat("t", 4_500_000) + `", "action_space": "keys"}}`
-	var e errorBody
+	var e api.ErrorBody
 	if st := h.do("POST", "/v1/sessions", big, &e); st != 413 || e.Error.Field != "world" || !strings.Contains(e.Error.Message, "--max-inline-spec-bytes") {
 		t.Fatalf("4.5 MB inline spec: status %d field %q (%s), want 413 on world naming the flag", st, e.Error.Field, e.Error.Message)
 	}
@@ -42,7 +44,7 @@ func TestClientExtraBodyAndModelAreRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var e errorBody
+			var e api.ErrorBody
 			if st := h.do("POST", "/v1/sessions", c.body, &e); st != 400 || e.Error.Field != c.field {
 				t.Fatalf("status %d field %q (%s), want 400 on %s", st, e.Error.Field, e.Error.Message, c.field)
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/store"
 	"github.com/agentworld/agentworld/internal/testkit"
@@ -180,20 +181,20 @@ type wsAgent struct {
 	turn int
 }
 
-func (a *wsAgent) call(typ string, data any) (*OpenEnvResult, error) {
+func (a *wsAgent) call(typ string, data any) (*api.OpenEnvResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := wsjson.Write(ctx, a.c, map[string]any{"type": typ, "data": data}); err != nil {
 		return nil, err
 	}
-	var msg OpenEnvWSMessage
+	var msg api.OpenEnvWSMessage
 	if err := wsjson.Read(ctx, a.c, &msg); err != nil {
 		return nil, err
 	}
 	if msg.Type != "observation" {
 		return nil, fmt.Errorf("websocket %s: %s %s", typ, msg.Type, msg.Data)
 	}
-	var r OpenEnvResult
+	var r api.OpenEnvResult
 	return &r, json.Unmarshal(msg.Data, &r)
 }
 

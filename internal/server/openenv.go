@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/sim"
 )
 
@@ -31,8 +32,8 @@ func (s *Server) defaultWorld() string {
 // resetCreate turns an OpenEnv reset into a session creation. An
 // episode_id becomes the session's id (so the client can step it by the
 // name it chose) and stays a label; extra fields are labels too.
-func (s *Server) resetCreate(ctx context.Context, req OpenEnvResetRequest, extra map[string]string) (*sim.Reply, error) {
-	c, err := toCreate(s.m, CreateSessionRequest{World: req.World, WorldID: req.WorldID, Seed: req.Seed, Model: req.Model, Backend: req.Backend})
+func (s *Server) resetCreate(ctx context.Context, req api.OpenEnvResetRequest, extra map[string]string) (*sim.Reply, error) {
+	c, err := toCreate(s.m, api.CreateSessionRequest{World: req.World, WorldID: req.WorldID, Seed: req.Seed, Model: req.Model, Backend: req.Backend})
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +68,7 @@ func (s *Server) openEnvReset(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	var req OpenEnvResetRequest
+	var req api.OpenEnvResetRequest
 	extra, err := openEnvDecode(body, &req, true)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -109,7 +110,7 @@ func (s *Server) openEnvStep(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	var req OpenEnvStepRequest
+	var req api.OpenEnvStepRequest
 	extra, err := openEnvDecode(body, &req, false)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -178,7 +179,7 @@ func (s *Server) openEnvMetadata(w http.ResponseWriter, r *http.Request) {
 // wsIn is one read of a WebSocket connection: a message or the error
 // that ended reading.
 type wsIn struct {
-	msg OpenEnvWSMessage
+	msg api.OpenEnvWSMessage
 	err error
 }
 
@@ -220,7 +221,7 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 			rctx, cancel := context.WithTimeout(context.Background(), s.edge.WebSocketIdle)
 			_, frame, err := c.Read(rctx)
 			cancel()
-			var msg OpenEnvWSMessage
+			var msg api.OpenEnvWSMessage
 			if err != nil {
 				leave()
 			} else {
@@ -256,7 +257,7 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 		}
 		wctx, cancel := context.WithTimeout(stepCtx, s.edge.WriteTimeout)
 		defer cancel()
-		return wsjson.Write(wctx, c, OpenEnvWSMessage{Type: typ, Data: b})
+		return wsjson.Write(wctx, c, api.OpenEnvWSMessage{Type: typ, Data: b})
 	}
 	sendErr := func(err error) error {
 		e := toError(err)
@@ -299,7 +300,7 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 		var err error
 		switch msg.Type {
 		case "reset":
-			var req OpenEnvResetRequest
+			var req api.OpenEnvResetRequest
 			extra, derr := openEnvDecode(msg.Data, &req, true)
 			if derr != nil {
 				err = sendErr(derr)
@@ -312,8 +313,8 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 					break
 				}
 				current = req.SessionID
-				err = send("observation", OpenEnvResult{
-					Observation: OpenEnvObservation{Text: st.LastObservation, Turn: st.StepCount, SessionID: st.EpisodeID, Truncated: st.Status == sim.StatusTruncated},
+				err = send("observation", api.OpenEnvResult{
+					Observation: api.OpenEnvObservation{Text: st.LastObservation, Turn: st.StepCount, SessionID: st.EpisodeID, Truncated: st.Status == sim.StatusTruncated},
 					Done:        st.Status == sim.StatusTerminated || st.Status == sim.StatusTruncated,
 					Metadata:    map[string]any{"attached": true, "world": st.World, "domain": st.Domain, "backend": st.Backend},
 				})
@@ -376,7 +377,7 @@ func (e *wsBadFrame) Error() string { return e.msg }
 // is not JSON with INVALID_JSON; one that is JSON but not a {type, data}
 // message gets VALIDATION_ERROR here (OpenEnv validates each type's
 // message separately, with the same code).
-func decodeWS(frame []byte, msg *OpenEnvWSMessage) error {
+func decodeWS(frame []byte, msg *api.OpenEnvWSMessage) error {
 	if !json.Valid(frame) {
 		var v any
 		err := json.Unmarshal(frame, &v)

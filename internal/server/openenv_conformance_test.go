@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/store"
 )
 
@@ -135,7 +136,7 @@ func TestOpenEnvHTTPClientFixture(t *testing.T) {
 			t.Fatalf("exchange %d (%s): status %d, want %d: %s", i, x.Note, resp.StatusCode, x.Status, raw)
 		}
 		checkReply(t, i, x, raw)
-		var r OpenEnvResult
+		var r api.OpenEnvResult
 		if x.Path == "/reset" && resp.StatusCode == 200 && json.Unmarshal(raw, &r) == nil {
 			lastReset = r.Observation.SessionID
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -111,7 +112,7 @@ func TestTranscriptIsPaged(t *testing.T) {
 		t.Errorf("default page: %d %+v", st, p.Page)
 	}
 	for _, q := range []string{"from_turn=0", "from_turn=x", "limit=0", "limit=1001", "limit=-3"} {
-		var e errorBody
+		var e api.ErrorBody
 		field := strings.Split(q, "=")[0]
 		if st := h.do("GET", "/v1/sessions/"+created.SessionID+"?"+q, nil, &e); st != 400 || e.Error.Field != field {
 			t.Errorf("%s: %d %+v, want 400 naming %s", q, st, e, field)

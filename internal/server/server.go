@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/mcpworld"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -268,7 +269,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	var req CreateSessionRequest
+	var req api.CreateSessionRequest
 	if err := decodeStrict(body, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -369,7 +370,7 @@ func (s *Server) stepSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	var req StepSessionRequest
+	var req api.StepSessionRequest
 	if err := decodeStrict(body, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -390,7 +391,7 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	var req ForkSessionRequest
+	var req api.ForkSessionRequest
 	if err := decodeStrict(body, &req, true); err != nil {
 		s.writeError(w, r, err)
 		return

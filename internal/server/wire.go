@@ -7,47 +7,10 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
 )
-
-// Native session API wire types.
-
-// CreateSessionRequest is the body of POST /v1/sessions.
-type CreateSessionRequest struct {
-	// World is an inline world spec (an object in the world-spec schema).
-	World json.RawMessage `json:"world,omitempty"`
-	// WorldID names a loaded world.
-	WorldID string `json:"world_id,omitempty"`
-	Seed    *int64 `json:"seed,omitempty"`
-	Model   string `json:"model,omitempty"`
-	Backend string `json:"backend,omitempty"`
-	// Shadow asks a backend that supports it to run a second environment
-	// beside the first (e.g. "real"); stored in params["shadow"].
-	Shadow string                     `json:"shadow,omitempty"`
-	Params map[string]json.RawMessage `json:"params,omitempty"`
-	Labels map[string]string          `json:"labels,omitempty"`
-}
-
-// StepSessionRequest is the body of POST /v1/sessions/{id}/step.
-type StepSessionRequest struct {
-	// Action is the agent's action: a string, or JSON (a keystroke list, a
-	// tool call object).
-	Action json.RawMessage `json:"action"`
-	// Turn makes the step idempotent (see sim.StepRequest).
-	Turn int `json:"turn,omitempty"`
-	// Control is extra simulation instruction for this step only.
-	Control    string            `json:"control,omitempty"`
-	WorldState string            `json:"world_state,omitempty"`
-	Labels     map[string]string `json:"labels,omitempty"`
-}
-
-// ForkSessionRequest is the body of POST /v1/sessions/{id}/fork (optional).
-type ForkSessionRequest struct {
-	AtTurn int               `json:"at_turn,omitempty"`
-	Seed   *int64            `json:"seed,omitempty"`
-	Labels map[string]string `json:"labels,omitempty"`
-}
 
 // decodeStrict decodes one JSON object, rejecting unknown fields and
 // trailing data, with errors naming the field.
@@ -90,7 +53,7 @@ func jsonFieldError(err error) *Error {
 // toCreate converts the wire request; the inline spec is parsed and
 // validated within m's bounds (sim.Manager.ParseInlineSpec), with errors
 // naming world.<field>.
-func toCreate(m *sim.Manager, r CreateSessionRequest) (sim.CreateRequest, error) {
+func toCreate(m *sim.Manager, r api.CreateSessionRequest) (sim.CreateRequest, error) {
 	c := sim.CreateRequest{WorldID: r.WorldID, Seed: r.Seed, Model: r.Model, Backend: r.Backend, Params: r.Params, Labels: r.Labels}
 	raw := bytes.TrimSpace(r.World)
 	if len(raw) > 0 && string(raw) != "null" {
@@ -128,71 +91,8 @@ func parseInlineSpec(m *sim.Manager, raw []byte) (*world.Spec, error) {
 	return m.ParseInlineSpec(raw)
 }
 
-// OpenEnv wire types. They match huggingface/OpenEnv's HTTP server
-// (formerly meta-pytorch/OpenEnv; src/openenv/core/env_server/
-// http_server.py and types.py, checked again at commit 385de5eb; the
-// messages its clients send are pinned in testdata/openenv):
-// POST /reset {seed?, episode_id?, …extra} →
-// {observation, reward, done, metadata?}; POST /step {action: {…},
-// timeout_s?, request_id?, …extra} → the same shape; GET /state →
-// {episode_id, step_count, …}; GET /health → {status: "healthy"}; GET
-// /schema → {action, observation, state} JSON schemas; WebSocket /ws with
-// client messages {type: "reset"|"step"|"state"|"close", data} and server
-// messages {type: "observation"|"state"|"error", data}. Observations carry
-// reward and done beside the observation object and metadata with our step
-// info.
-
-// OpenEnvResetRequest is POST /reset's body and a WebSocket reset's data.
-// Beyond OpenEnv's seed and episode_id it accepts the world to run and,
-// on a WebSocket, session_id to attach to an existing session.
-type OpenEnvResetRequest struct {
-	Seed      *int64          `json:"seed,omitempty"`
-	EpisodeID string          `json:"episode_id,omitempty"`
-	WorldID   string          `json:"world_id,omitempty"`
-	World     json.RawMessage `json:"world,omitempty"`
-	Model     string          `json:"model,omitempty"`
-	Backend   string          `json:"backend,omitempty"`
-	SessionID string          `json:"session_id,omitempty"`
-}
-
-// OpenEnvStepRequest is POST /step's body. SessionID (or EpisodeID)
-// selects the session; without either, the session named by the
-// openenv_session cookie the client's /reset was answered with (see
-// [Server.openEnvSession]).
-type OpenEnvStepRequest struct {
-	Action    json.RawMessage `json:"action"`
-	TimeoutS  *float64        `json:"timeout_s,omitempty"`
-	RequestID string          `json:"request_id,omitempty"`
-	SessionID string          `json:"session_id,omitempty"`
-	EpisodeID string          `json:"episode_id,omitempty"`
-	Turn      int             `json:"turn,omitempty"`
-}
-
-// OpenEnvResult is the body of /reset and /step replies and the data of a
-// WebSocket observation message.
-type OpenEnvResult struct {
-	Observation OpenEnvObservation `json:"observation"`
-	Reward      *float64           `json:"reward"`
-	Done        bool               `json:"done"`
-	Metadata    map[string]any     `json:"metadata,omitempty"`
-}
-
-// OpenEnvObservation is the observation object of our environments.
-type OpenEnvObservation struct {
-	Text      string `json:"text"`
-	Turn      int    `json:"turn"`
-	SessionID string `json:"session_id"`
-	Truncated bool   `json:"truncated"`
-}
-
-// OpenEnvWSMessage is one WebSocket frame in either direction.
-type OpenEnvWSMessage struct {
-	Type string          `json:"type"`
-	Data json.RawMessage `json:"data,omitempty"`
-}
-
 // openEnvDecode decodes an OpenEnv request body into v, a pointer to one
-// of the request structs above, and returns the top-level fields v has no
+// of the OpenEnv request structs of package api, and returns the top-level fields v has no
 // place for as labels. OpenEnv's ResetRequest and StepRequest models allow
 // extra fields (its own examples send "render": true, and reset(difficulty=
 // …) sends difficulty), so a client may send them; they are kept with the
@@ -295,10 +195,10 @@ func mustRaw(s string) json.RawMessage {
 }
 
 // openEnvResult converts a step result.
-func openEnvResult(id string, r *sim.StepResult) OpenEnvResult {
+func openEnvResult(id string, r *sim.StepResult) api.OpenEnvResult {
 	reward := r.Reward
-	return OpenEnvResult{
-		Observation: OpenEnvObservation{Text: r.Observation, Turn: r.Info.Turn, SessionID: id, Truncated: r.Truncated},
+	return api.OpenEnvResult{
+		Observation: api.OpenEnvObservation{Text: r.Observation, Turn: r.Info.Turn, SessionID: id, Truncated: r.Truncated},
 		Reward:      &reward,
 		Done:        r.Terminated || r.Truncated,
 		Metadata:    infoMap(r.Info),
@@ -306,9 +206,9 @@ func openEnvResult(id string, r *sim.StepResult) OpenEnvResult {
 }
 
 // openEnvReply converts a create/fork reply.
-func openEnvReply(r *sim.Reply) OpenEnvResult {
-	return OpenEnvResult{
-		Observation: OpenEnvObservation{Text: r.Observation, Turn: r.Info.Turn, SessionID: r.SessionID, Truncated: r.Info.Truncated},
+func openEnvReply(r *sim.Reply) api.OpenEnvResult {
+	return api.OpenEnvResult{
+		Observation: api.OpenEnvObservation{Text: r.Observation, Turn: r.Info.Turn, SessionID: r.SessionID, Truncated: r.Info.Truncated},
 		Done:        r.Info.Terminated || r.Info.Truncated,
 		Metadata:    infoMap(r.Info),
 	}

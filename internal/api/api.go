@@ -1,0 +1,195 @@
+// Package api is the wire format of agentworld's HTTP server and a small
+// Go client of it: the request and reply types of the native session API
+// ([CreateSessionRequest], [StepSessionRequest], [ForkSessionRequest],
+// [ErrorBody]; replies are [sim.Reply] and [sim.StepResult]) and of
+// OpenEnv over HTTP and WebSocket ([OpenEnvResetRequest],
+// [OpenEnvStepRequest], [OpenEnvResult], [OpenEnvWSMessage]). The server
+// decodes and encodes these types; [Client] (what `agentworld play
+// --server` and the end-to-end tests use) sends them.
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentworld/agentworld/internal/sim"
+)
+
+// Native session API wire types.
+
+// CreateSessionRequest is the body of POST /v1/sessions.
+type CreateSessionRequest struct {
+	// World is an inline world spec (an object in the world-spec schema).
+	World json.RawMessage `json:"world,omitempty"`
+	// WorldID names a loaded world.
+	WorldID string `json:"world_id,omitempty"`
+	Seed    *int64 `json:"seed,omitempty"`
+	Model   string `json:"model,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	// Shadow asks a backend that supports it to run a second environment
+	// beside the first (e.g. "real"); stored in params["shadow"].
+	Shadow string                     `json:"shadow,omitempty"`
+	Params map[string]json.RawMessage `json:"params,omitempty"`
+	Labels map[string]string          `json:"labels,omitempty"`
+}
+
+// StepSessionRequest is the body of POST /v1/sessions/{id}/step.
+type StepSessionRequest struct {
+	// Action is the agent's action: a string, or JSON (a keystroke list, a
+	// tool call object).
+	Action json.RawMessage `json:"action"`
+	// Turn makes the step idempotent (see sim.StepRequest).
+	Turn int `json:"turn,omitempty"`
+	// Control is extra simulation instruction for this step only.
+	Control    string            `json:"control,omitempty"`
+	WorldState string            `json:"world_state,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+}
+
+// ForkSessionRequest is the body of POST /v1/sessions/{id}/fork (optional).
+type ForkSessionRequest struct {
+	AtTurn int               `json:"at_turn,omitempty"`
+	Seed   *int64            `json:"seed,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// OpenEnv wire types. They match huggingface/OpenEnv's HTTP server
+// (formerly meta-pytorch/OpenEnv; src/openenv/core/env_server/
+// http_server.py and types.py, checked again at commit 385de5eb; the
+// messages its clients send are pinned in testdata/openenv):
+// POST /reset {seed?, episode_id?, …extra} →
+// {observation, reward, done, metadata?}; POST /step {action: {…},
+// timeout_s?, request_id?, …extra} → the same shape; GET /state →
+// {episode_id, step_count, …}; GET /health → {status: "healthy"}; GET
+// /schema → {action, observation, state} JSON schemas; WebSocket /ws with
+// client messages {type: "reset"|"step"|"state"|"close", data} and server
+// messages {type: "observation"|"state"|"error", data}. Observations carry
+// reward and done beside the observation object and metadata with our step
+// info.
+
+// OpenEnvResetRequest is POST /reset's body and a WebSocket reset's data.
+// Beyond OpenEnv's seed and episode_id it accepts the world to run and,
+// on a WebSocket, session_id to attach to an existing session.
+type OpenEnvResetRequest struct {
+	Seed      *int64          `json:"seed,omitempty"`
+	EpisodeID string          `json:"episode_id,omitempty"`
+	WorldID   string          `json:"world_id,omitempty"`
+	World     json.RawMessage `json:"world,omitempty"`
+	Model     string          `json:"model,omitempty"`
+	Backend   string          `json:"backend,omitempty"`
+	SessionID string          `json:"session_id,omitempty"`
+}
+
+// OpenEnvStepRequest is POST /step's body. SessionID (or EpisodeID)
+// selects the session; without either, the session named by the
+// openenv_session cookie the client's /reset was answered with.
+type OpenEnvStepRequest struct {
+	Action    json.RawMessage `json:"action"`
+	TimeoutS  *float64        `json:"timeout_s,omitempty"`
+	RequestID string          `json:"request_id,omitempty"`
+	SessionID string          `json:"session_id,omitempty"`
+	EpisodeID string          `json:"episode_id,omitempty"`
+	Turn      int             `json:"turn,omitempty"`
+}
+
+// OpenEnvResult is the body of /reset and /step replies and the data of a
+// WebSocket observation message.
+type OpenEnvResult struct {
+	Observation OpenEnvObservation `json:"observation"`
+	Reward      *float64           `json:"reward"`
+	Done        bool               `json:"done"`
+	Metadata    map[string]any     `json:"metadata,omitempty"`
+}
+
+// OpenEnvObservation is the observation object of our environments.
+type OpenEnvObservation struct {
+	Text      string `json:"text"`
+	Turn      int    `json:"turn"`
+	SessionID string `json:"session_id"`
+	Truncated bool   `json:"truncated"`
+}
+
+// OpenEnvWSMessage is one WebSocket frame in either direction.
+type OpenEnvWSMessage struct {
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// ErrorBody is the JSON shape of every error reply.
+type ErrorBody struct {
+	Error struct {
+		Message string `json:"message"`
+		Field   string `json:"field,omitempty"`
+		Code    string `json:"code"`
+		// Retryable says the same request may succeed later (see the
+		// Retry-After header).
+		Retryable bool `json:"retryable,omitempty"`
+	} `json:"error"`
+}
+
+// Client opens and steps sessions over a running server's native API
+// (a play.Player).
+type Client struct {
+	BaseURL string
+	APIKey  string
+	HTTP    *http.Client
+}
+
+func (c *Client) post(ctx context.Context, path string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e ErrorBody
+		if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
+			return fmt.Errorf("%s: %s", resp.Status, e.Error.Message)
+		}
+		return fmt.Errorf("%s: %s", resp.Status, raw)
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// Create implements Player.
+func (c *Client) Create(ctx context.Context, req sim.CreateRequest) (*sim.Reply, error) {
+	var rep sim.Reply
+	if err := c.post(ctx, "/v1/sessions", CreateSessionRequest{WorldID: req.WorldID, Seed: req.Seed, Model: req.Model, Backend: req.Backend}, &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// Step implements Player.
+func (c *Client) Step(ctx context.Context, id string, req sim.StepRequest) (*sim.StepResult, error) {
+	var res sim.StepResult
+	if err := c.post(ctx, "/v1/sessions/"+id+"/step", StepSessionRequest{Action: req.Action, Turn: req.Turn}, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
