@@ -98,7 +98,8 @@ func newDataValidateCmd() *cobra.Command {
 
 func newDataMaskCmd() *cobra.Command {
 	var pf pipelineFlags
-	var out, config, printConfig string
+	var out, config, printConfig, calibrate string
+	var minTurns int
 	cmd := &cobra.Command{
 		Use:   "mask FILES...",
 		Short: "Write each turn's statistics (OL, Nov, Jac, R), masking category and loss weight as JSONL",
@@ -117,6 +118,9 @@ func newDataMaskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if calibrate != "" {
+				return runCalibrate(cmd, args, cfg, calibrate, minTurns, opts)
+			}
 			return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
 				return dataset.Mask(ctx, args, w, cfg, opts)
 			})
@@ -126,7 +130,34 @@ func newDataMaskCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout)")
 	cmd.Flags().StringVar(&config, "config", "", "masking config YAML (default: the built-in seven categories)")
 	cmd.Flags().StringVar(&printConfig, "print-config", "", "print the masking config as yaml or json and exit")
+	cmd.Flags().StringVar(&calibrate, "calibrate", "", "instead of rows, write to FILE.yaml a config with per-domain bounds from corpus quantiles and print category shares under both")
+	cmd.Flags().IntVar(&minTurns, "min-turns", 200, "--calibrate: fewest turns a domain needs for its own bounds")
 	return cmd
+}
+
+// runCalibrate writes the calibrated masking config and prints the shares.
+func runCalibrate(cmd *cobra.Command, files []string, base *dataset.MaskingConfig, path string, minTurns int, opts *dataset.Options) error {
+	c, sum, err := dataset.Calibrate(cmd.Context(), files, base, &dataset.CalibrateOptions{MinTurns: minTurns}, opts)
+	printSummary(cmd, sum)
+	if err != nil {
+		return err
+	}
+	w, err := dataset.CreateOutput(path, cmd.OutOrStdout())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "# Masking config calibrated by `agentworld data mask --calibrate` on %d turn(s):\n"+
+		"# the top-level categories are the base config's; each domain under\n"+
+		"# domains moves every ol/nov/jac/r bound to its own value at the bound's\n"+
+		"# rank in the whole corpus (docs/masking.md, Calibration).\n", c.All.Turns)
+	if err := c.Config.Encode(w, "yaml"); err != nil {
+		w.Abort()
+		return err
+	}
+	if err := w.Commit(); err != nil {
+		return err
+	}
+	return c.WriteTable(cmd.OutOrStdout())
 }
 
 // writeConfig prints the effective masking config; the shipped defaults

@@ -53,6 +53,14 @@ func TestDataCommands(t *testing.T) {
 	if _, _, err := runData(t, "export", "--progress=false", "--trainer", "axolotl", trajs); err == nil {
 		t.Fatal("unknown --trainer accepted")
 	}
+	calibrated := filepath.Join(dir, "calibrated.yaml")
+	out, _, err = runData(t, "mask", "--progress=false", "--calibrate", calibrated, "--min-turns", "1", "../dataset/testdata/small.jsonl")
+	if err != nil || !strings.Contains(out, "→") {
+		t.Fatalf("mask --calibrate: %v\n%s", err, out)
+	}
+	if out, _, err := runData(t, "mask", "--progress=false", "--config", calibrated, trajs); err != nil || strings.Count(out, "\n") != 4 {
+		t.Fatalf("mask --config calibrated: %v\n%s", err, out)
+	}
 	if _, _, err := runData(t, "mask", "--progress=false", "--on-error", "bogus", trajs); err == nil {
 		t.Fatal("bad --on-error accepted")
 	}

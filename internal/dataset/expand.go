@@ -374,8 +374,9 @@ func (e *Expander) chooseTurn(t *trajectory.Trajectory) int {
 	if e.opts.Policy == Weighted {
 		e.weights = e.weights[:0]
 		total := 0.0
+		mc := e.opts.Masking.For(t.Domain)
 		for i := range e.stats {
-			w := e.opts.Masking.Categories[e.opts.Masking.Classify(&e.stats[i])].Weight
+			w := mc.Categories[mc.Classify(&e.stats[i])].Weight
 			e.weights = append(e.weights, w)
 			total += w
 		}
@@ -399,7 +400,8 @@ func (e *Expander) chooseTurn(t *trajectory.Trajectory) int {
 
 func (e *Expander) emit(t *trajectory.Trajectory, k int, emit func(*Sample) error) error {
 	st := e.stats[k]
-	cat := &e.opts.Masking.Categories[e.opts.Masking.Classify(&st)]
+	mc := e.opts.Masking.For(t.Domain)
+	cat := &mc.Categories[mc.Classify(&st)]
 	s := &Sample{
 		ID:           fmt.Sprintf("%s#%d", t.ID, k+1),
 		TrajectoryID: t.ID,

@@ -4,8 +4,10 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"slices"
 
 	"github.com/goccy/go-yaml"
 )
@@ -62,9 +64,24 @@ type Category struct {
 }
 
 // MaskingConfig is an ordered list of categories; a turn takes the first
-// whose conditions hold.
+// whose conditions hold. Domains optionally gives a domain its own bounds
+// (`agentworld data mask --calibrate` writes them from corpus quantiles):
+// the same category names in the same order, so every domain reports the
+// same categories; a domain not listed uses Categories.
 type MaskingConfig struct {
-	Categories []Category `yaml:"categories" json:"categories"`
+	Categories []Category            `yaml:"categories" json:"categories"`
+	Domains    map[string][]Category `yaml:"domains,omitempty" json:"domains,omitempty"`
+	// byDomain holds the per-domain configs, built by Validate.
+	byDomain map[string]*MaskingConfig
+}
+
+// For returns the categories a turn of domain uses: the domain's own when
+// the (validated) config has them, else c itself.
+func (c *MaskingConfig) For(domain string) *MaskingConfig {
+	if dc, ok := c.byDomain[domain]; ok {
+		return dc
+	}
+	return c
 }
 
 // LoadMaskingConfig reads a YAML (or JSON) config; an empty path gives the
@@ -95,13 +112,38 @@ func ParseMaskingConfig(data []byte, name string) (*MaskingConfig, error) {
 }
 
 // Validate checks that names are unique, weights are finite and
-// non-negative, bounds are ordered and the last category catches all.
+// non-negative, bounds are ordered and the last category catches all, in
+// the top-level list and in every domain's, and that each domain lists the
+// top-level category names in order. It also prepares For.
 func (c *MaskingConfig) Validate() error {
-	if len(c.Categories) == 0 {
+	if err := validateCategories(c.Categories); err != nil {
+		return err
+	}
+	c.byDomain = nil
+	names := c.Names()
+	for _, d := range slices.Sorted(maps.Keys(c.Domains)) {
+		cats := c.Domains[d]
+		if err := validateCategories(cats); err != nil {
+			return fmt.Errorf("domains.%s: %w", d, err)
+		}
+		sub := &MaskingConfig{Categories: cats}
+		if got := sub.Names(); !slices.Equal(got, names) {
+			return fmt.Errorf("%w: domains.%s lists categories %v, want the top-level %v", ErrBadConfig, d, got, names)
+		}
+		if c.byDomain == nil {
+			c.byDomain = map[string]*MaskingConfig{}
+		}
+		c.byDomain[d] = sub
+	}
+	return nil
+}
+
+func validateCategories(cats []Category) error {
+	if len(cats) == 0 {
 		return fmt.Errorf("%w: no categories", ErrBadConfig)
 	}
 	seen := map[string]bool{}
-	for i, cat := range c.Categories {
+	for i, cat := range cats {
 		field := fmt.Sprintf("categories[%d]", i)
 		switch {
 		case cat.Name == "":
@@ -118,7 +160,7 @@ func (c *MaskingConfig) Validate() error {
 			}
 		}
 	}
-	if last := c.Categories[len(c.Categories)-1]; !last.When.empty() {
+	if last := cats[len(cats)-1]; !last.When.empty() {
 		return fmt.Errorf("%w: the last category (%s) must have no conditions so every turn is classified", ErrBadConfig, last.Name)
 	}
 	return nil

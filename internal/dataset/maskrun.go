@@ -105,9 +105,16 @@ func Mask(ctx context.Context, files []string, out io.Writer, cfg *MaskingConfig
 				} else {
 					id = canonLiteral(id)
 				}
+				dc := cfg
+				if len(cfg.byDomain) > 0 {
+					var name string
+					if err := jsonUnmarshalString(dom, &name); err == nil {
+						dc = cfg.For(name)
+					}
+				}
 				for i, t := range st.rt.turns {
 					s := st.sc.ScoreJSON(t.action, t.observation)
-					buf = appendMaskRow(buf, id, dom, i+1, &s, &cfg.Categories[cfg.Classify(&s)])
+					buf = appendMaskRow(buf, id, dom, i+1, &s, &dc.Categories[dc.Classify(&s)])
 				}
 				ok++
 				continue
@@ -119,9 +126,10 @@ func Mask(ctx context.Context, files []string, out io.Writer, cfg *MaskingConfig
 			}
 			id, _ := trajectory.Marshal(t.ID)
 			dom, _ := trajectory.Marshal(t.Domain)
+			dc := cfg.For(t.Domain)
 			for i, tu := range t.Turns {
 				s := st.sc.Score(tu.Action, tu.Observation)
-				buf = appendMaskRow(buf, id, dom, i+1, &s, &cfg.Categories[cfg.Classify(&s)])
+				buf = appendMaskRow(buf, id, dom, i+1, &s, &dc.Categories[dc.Classify(&s)])
 			}
 			ok++
 		}

@@ -171,6 +171,7 @@ func CollectStats(ctx context.Context, files []string, cfg *MaskingConfig, opts 
 			d := part.domain(t.Domain)
 			d.Trajectories++
 			d.Turns.add(float64(len(t.Turns)))
+			dc := cfg.For(t.Domain)
 			for _, tu := range t.Turns {
 				st := scorers[w].Score(tu.Action, tu.Observation)
 				d.ActionChars.add(float64(utf8.RuneCountInString(tu.Action)))
@@ -179,7 +180,7 @@ func CollectStats(ctx context.Context, files []string, cfg *MaskingConfig, opts 
 				d.Nov.add(st.Nov)
 				d.Jac.add(st.Jac)
 				d.R.add(st.R)
-				d.Categories[cfg.Categories[cfg.Classify(&st)].Name]++
+				d.Categories[dc.Categories[dc.Classify(&st)].Name]++
 			}
 		}
 		return part, errs, ok, nil
