@@ -8,10 +8,12 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // BenchmarkStepOverhead compares a group of 8 episodes of 20 steps run by
@@ -98,5 +100,44 @@ func directEpisode(b *testing.B, ctx context.Context, m *sim.Manager, url string
 			b.Fatal(err)
 		}
 		msgs = append(msgs, c.Choices[0].Message, Message{Role: "tool", ToolCallID: tc.ID, Content: res.Observation})
+	}
+}
+
+// BenchmarkInFlight512 runs 64 and then 128 tasks × G=8 with 512 episodes
+// in flight at once against fakes (the policy answers after 50 ms, so the
+// episodes overlap): no episode may fail; each size reports the most
+// policy requests seen at once and how far the heap rose above its start,
+// which should not grow with the number of tasks.
+func BenchmarkInFlight512(b *testing.B) {
+	for _, tasks := range []int{64, 128} {
+		b.Run(fmt.Sprintf("tasks=%d", tasks), func(b *testing.B) {
+			m, _ := fakeWorld(b)
+			var cur, peak atomic.Int64
+			pol := newFakePolicy(b, func(msgs []Message) string {
+				n := cur.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				time.Sleep(50 * time.Millisecond)
+				cur.Add(-1)
+				return byInstruction(msgs)
+			})
+			root := b.TempDir()
+			var heap uint64
+			i := 0
+			for b.Loop() {
+				i++
+				dir := filepath.Join(root, fmt.Sprint(i))
+				heap = max(heap, fakellm.HeapGrowth(func() {
+					res, err := Run(context.Background(), Embedded{M: m}, issueTasks(tasks), dir, &Options{
+						Policy: &Policy{URL: pol.srv.URL + "/v1", Model: "pol"}, GroupSize: 8, MaxInFlight: 512,
+					})
+					if err != nil || res.Done != tasks*8 || res.Failed != 0 {
+						b.Fatalf("run: %v %+v", err, res)
+					}
+				}))
+			}
+			b.ReportMetric(float64(peak.Load()), "peak_policy_requests")
+			b.ReportMetric(float64(heap)/(1<<20), "heap_growth_MB")
+		})
 	}
 }

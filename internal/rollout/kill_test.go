@@ -17,8 +17,11 @@ import (
 const killDirEnv = "AGENTWORLD_ROLLOUT_KILL_DIR"
 
 // killTasks are 64 tasks, each naming the issue its agent reads.
-func killTasks() []Task {
-	tasks := make([]Task, 64)
+func killTasks() []Task { return issueTasks(64) }
+
+// issueTasks are n tasks, each naming the issue its agent reads.
+func issueTasks(n int) []Task {
+	tasks := make([]Task, n)
 	for i := range tasks {
 		tasks[i] = Task{ID: fmt.Sprintf("task-%02d", i), World: "tracker", Instruction: fmt.Sprintf("Check WS-%d.", i)}
 	}

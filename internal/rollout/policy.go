@@ -55,9 +55,18 @@ type Policy struct {
 	Temperature *float64
 	// MaxTokens is sent when > 0.
 	MaxTokens int
-	// HTTP is the client; nil means http.DefaultClient.
+	// HTTP is the client; nil means one that keeps up to 1024 idle
+	// connections to the policy server, so hundreds of episodes in flight
+	// reuse their connections.
 	HTTP *http.Client
 }
+
+// policyClient is the default policy client.
+var policyClient = &http.Client{Transport: func() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 1024, 1024
+	return t
+}()}
 
 // tool is an OpenAI tool definition.
 type tool struct {
@@ -140,7 +149,7 @@ func (p *Policy) Complete(ctx context.Context, sessionID string, msgs []Message,
 	}
 	hc := p.HTTP
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = policyClient
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

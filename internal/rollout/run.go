@@ -277,9 +277,9 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 	progress()
 	cerr := j.close()
 	res.Done, res.Failed = int(nDone.Load()), int(nFailed.Load())
-	rows, rerr := readRows(path)
+	sum2, rerr := summarizeFile(path, o.GroupSize)
 	if rerr == nil {
-		res.Summary = Summarize(rows, o.GroupSize)
+		res.Summary = sum2
 		if b, err := json.MarshalIndent(res.Summary, "", "  "); err == nil {
 			rerr = atomicfile.WriteFile(filepath.Join(dir, SummaryFile), append(b, '\n'), nil)
 		}
@@ -335,6 +335,33 @@ func readDone(path string) (map[key]bool, error) {
 		return nil
 	})
 	return done, err
+}
+
+// summarizeFile summarizes a journal reading only what the statistics
+// need of each row, so a long run's summary does not hold its messages.
+func summarizeFile(path string, k int) (*Summary, error) {
+	var rows []Row
+	err := scan(path, func(raw []byte, where string) error {
+		var r struct {
+			GroupID          string             `json:"group_id"`
+			TaskID           string             `json:"task_id"`
+			Reward           float64            `json:"reward"`
+			RewardComponents map[string]float64 `json:"reward_components"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		row := Row{GroupID: r.GroupID, TaskID: r.TaskID, Reward: r.Reward}
+		if v, ok := r.RewardComponents["success"]; ok {
+			row.RewardComponents = map[string]float64{"success": v}
+		}
+		rows = append(rows, row)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return Summarize(rows, k), nil
 }
 
 // readRows decodes every row of a journal.
