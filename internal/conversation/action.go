@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/domain"
@@ -433,11 +434,32 @@ func parseWeb(text string, isJSONValue bool) (Action, error) {
 	if !webCall.MatchString(first) {
 		return Action{}, badField("action", "a Web action must be a browser command such as click(\"12\") or goto(\"https://…\"), got %q", clip(first, 60))
 	}
+	if name := first[:strings.IndexByte(first, '(')]; !slices.Contains(webActions, name) {
+		return Action{}, badField("action", "%q is not a browser command; want one of %s", clip(name, 60), strings.Join(webActions, ", "))
+	}
 	a := Action{Text: text}
 	if strings.Contains(text, "send_msg_to_user(") || strings.Contains(text, "report_infeasible(") {
 		a.End, a.EndReason = true, "the agent sent its answer to the user"
 	}
 	return a, nil
+}
+
+// webActions are BrowserGym's high-level browser commands (its full action
+// set: bid-based, coordinate-based, tab and navigation, and chat), the
+// commands a Web action may start with.
+var webActions = []string{
+	"noop", "scroll", "fill", "select_option", "click", "dblclick", "hover", "press", "focus", "clear",
+	"drag_and_drop", "upload_file", "goto", "go_back", "go_forward", "new_tab", "tab_close", "tab_focus",
+	"send_msg_to_user", "report_infeasible",
+	"mouse_move", "mouse_up", "mouse_down", "mouse_click", "mouse_dblclick", "mouse_drag_and_drop", "mouse_upload_file",
+	"keyboard_down", "keyboard_up", "keyboard_press", "keyboard_type", "keyboard_insert_text",
+}
+
+// androidActionTypes are AndroidWorld's JSON action types, the values an
+// Android action object's action_type may take.
+var androidActionTypes = []string{
+	"click", "double_tap", "long_press", "scroll", "swipe", "input_text", "keyboard_enter",
+	"navigate_home", "navigate_back", "open_app", "wait", "status", "answer",
 }
 
 func parseAndroid(text string) (Action, error) {
@@ -453,8 +475,12 @@ func parseAndroid(text string) (Action, error) {
 	if !ok {
 		return Action{}, badField("action", "an Android action in JSON must be an object")
 	}
+	at, _ := obj["action_type"].(string)
+	if !slices.Contains(androidActionTypes, at) {
+		return Action{}, badField("action.action_type", "want one of %s, got %s", strings.Join(androidActionTypes, ", "), clip(Canonical(obj["action_type"]), 60))
+	}
 	a := Action{Text: Canonical(obj)}
-	if at, _ := obj["action_type"].(string); at == "status" {
+	if at == "status" {
 		a.End, a.EndReason = true, "the agent reported the task status"
 	}
 	return a, nil
