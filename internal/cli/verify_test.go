@@ -24,6 +24,16 @@ func writeTrajectory(t *testing.T, dir string, tr trajectory.Trajectory) string 
 	return p
 }
 
+// writeShellSpec writes a minimal terminal world spec into dir.
+func writeShellSpec(t *testing.T, dir string) string {
+	t.Helper()
+	spec := filepath.Join(dir, "shell.yaml")
+	if err := os.WriteFile(spec, []byte("name: shell\ndomain: terminal\ntask_description: a bash shell\naction_space: JSON keystrokes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
 func runVerifyCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	root := New()
@@ -37,10 +47,7 @@ func runVerifyCLI(t *testing.T, args ...string) (string, error) {
 
 func TestVerifyTeacherForced(t *testing.T) {
 	dir := t.TempDir()
-	spec := filepath.Join(dir, "shell.yaml")
-	if err := os.WriteFile(spec, []byte("name: shell\ndomain: terminal\ntask_description: a bash shell\naction_space: JSON keystrokes\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	spec := writeShellSpec(t, dir)
 	screen1 := "root@sandbox:/app# ls\na.txt\nroot@sandbox:/app#"
 	traj := writeTrajectory(t, dir, trajectory.Trajectory{ID: "real-1", Domain: "terminal", SystemPrompt: "s", Turns: []trajectory.Turn{
 		{Action: `[{"keystrokes":"ls\n","duration":1}]`, Observation: screen1},
@@ -102,10 +109,7 @@ func TestVerifyClosedLoop(t *testing.T) {
 // exits with an error rather than a report of nothing.
 func TestVerifyBaselineAndAllFailed(t *testing.T) {
 	dir := t.TempDir()
-	spec := filepath.Join(dir, "shell.yaml")
-	if err := os.WriteFile(spec, []byte("name: shell\ndomain: terminal\ntask_description: a bash shell\naction_space: JSON keystrokes\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	spec := writeShellSpec(t, dir)
 	screen := "root@sandbox:/app# pwd\n/app\nroot@sandbox:/app#"
 	traj := writeTrajectory(t, dir, trajectory.Trajectory{ID: "real-2", Domain: "terminal", SystemPrompt: "s", Turns: []trajectory.Turn{
 		{Action: `[{"keystrokes":"pwd\n","duration":1}]`, Observation: screen},
