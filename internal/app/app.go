@@ -29,6 +29,7 @@ import (
 	"github.com/agentworld/agentworld/examples"
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/fielderr"
+	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/mcpworld"
 	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/replay"
@@ -119,6 +120,10 @@ type Config struct {
 	// PerturbLimits caps the latency perturbation rules inject, per step
 	// and per session; the zero value means perturb's defaults.
 	PerturbLimits perturb.Limits
+	// SuccessJudge decides judged episode-success criteria
+	// (reward.success.judge in a world spec); nil means none, and a world
+	// declaring one is refused at startup.
+	SuccessJudge *judge.SuccessJudge
 	// Hooks and Backends extend the manager (perturbations, real
 	// environments); nil adds none.
 	Hooks    []sim.StepHook
@@ -263,7 +268,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Store: st, Worlds: worlds, Backends: backends, DefaultBackend: defaultBackend,
 		MaxSessions: cfg.MaxSessions, IdleTTL: cfg.IdleTTL, MaxTurns: cfg.MaxTurns,
 		MaxInlineSpecBytes: cfg.MaxInlineSpecBytes, MaxInlineTools: cfg.MaxInlineTools,
-		Models: servedModels(cfg), ExtraBodyKeys: cfg.AllowExtraBody, MaxSessionBytes: cfg.MaxSessionBytes,
+		Models: servedModels(cfg), ExtraBodyKeys: cfg.AllowExtraBody, MaxSessionBytes: cfg.MaxSessionBytes, SuccessJudge: cfg.SuccessJudge,
 		Hooks: append(worldControlHooks(a.Ledger, cfg.PerturbLimits, log), cfg.Hooks...), Observer: cfg.Observer, Logger: log,
 	})
 	a.opened("manager", a.Manager.Close)
@@ -303,6 +308,13 @@ func loadWorlds(cfg Config) (map[string]*world.Spec, error) {
 			return nil, fielderr.Wrap(ErrConfig, "WorldsDir", err)
 		}
 		maps.Copy(worlds, more)
+	}
+	if cfg.SuccessJudge == nil {
+		for _, name := range slices.Sorted(maps.Keys(worlds)) {
+			if worlds[name].Reward.Judged() {
+				return nil, fielderr.New(ErrConfig, "SuccessJudge", "world %q declares reward.success.judge, and no success judge is configured", name)
+			}
+		}
 	}
 	return worlds, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -133,10 +134,23 @@ func TestConfigErrorsNameTheirField(t *testing.T) {
 		{"CacheDir", Config{CacheDir: t.TempDir()}},
 		{"CountTokens", Config{Model: "http://127.0.0.1:1/v1", ModelName: "wm", CountTokens: "guess"}},
 		{"AllowExtraBody", Config{AllowExtraBody: []string{"top_k", "messages"}}},
+		{"SuccessJudge", Config{WorldsDir: judgedWorldsDir(t)}},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			_, err := New(ctx, tc.cfg)
 			wantConfigField(t, err, tc.field)
 		})
 	}
+}
+
+// judgedWorldsDir holds a world whose success a model judges, which needs
+// Config.SuccessJudge.
+func judgedWorldsDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	spec := "domain: terminal\ntask_description: t\naction_space: keys\nreward: {success: {judge: {criterion: done}}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "judged.yaml"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/fielderr"
+	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/play"
 	"github.com/agentworld/agentworld/internal/server"
@@ -29,6 +30,8 @@ type simFlags struct {
 	temperature float64
 	noDB        bool
 	real        realFlags
+	// successJudge is the model judging reward.success.judge criteria.
+	successJudge transportFlags
 }
 
 func (f *simFlags) register(cmd *cobra.Command) {
@@ -52,7 +55,22 @@ func (f *simFlags) register(cmd *cobra.Command) {
 	usesEnv(cmd, envconfig.ModelAPIKey)
 	fl.DurationVar(&f.cfg.PerturbLimits.MaxStepLatency, "max-step-latency", perturb.DefaultMaxStepLatency, "cap on the latency perturbation rules inject into one step (a world spec may only lower it)")
 	fl.DurationVar(&f.cfg.PerturbLimits.MaxSessionLatency, "max-session-latency", perturb.DefaultMaxSessionLatency, "cap on the latency perturbation rules inject over a session's steps (a world spec may only lower it)")
+	f.successJudge.register(cmd, "success-judge-", "success judge", envconfig.JudgeAPIKey, envconfig.OpenAIAPIKey)
+	fl.StringVar(&f.successJudge.model, "success-judge-model", "", "model name of the success judge (with --success-judge-url): decides world specs' reward.success.judge criteria when an episode ends")
 	f.real.register(cmd)
+}
+
+// applySuccessJudge makes the success judge of the flags, when given.
+func (f *simFlags) applySuccessJudge(cmd *cobra.Command) error {
+	j := &f.successJudge
+	if j.url == "" && j.model == "" {
+		return nil
+	}
+	if err := need(map[string]string{"--success-judge-url": j.url, "--success-judge-model": j.model}); err != nil {
+		return err
+	}
+	f.cfg.SuccessJudge = judge.NewSuccessJudge(j.client(cmd), j.model, nil)
+	return nil
 }
 
 // configFlags maps the app.Config fields to the flags that set them, so a
@@ -60,6 +78,7 @@ func (f *simFlags) register(cmd *cobra.Command) {
 var configFlags = map[string]string{
 	"WorldsDir": "worlds", "Model": "model", "ModelName": "model-name", "Replicas": "replica",
 	"CacheDir": "cache", "CountTokens": "count-tokens", "DBPath": "db", "AllowExtraBody": "allow-extra-body",
+	"SuccessJudge": "success-judge-url",
 }
 
 // configErr names the flag of the app.Config field err is about.
@@ -115,6 +134,9 @@ func (f *simFlags) app(cmd *cobra.Command) (*app.App, error) {
 		f.cfg.ModelAPIKey = envconfig.ModelAPIKey.Value()
 	}
 	f.cfg.Logger = logger(cmd)
+	if err := f.applySuccessJudge(cmd); err != nil {
+		return nil, err
+	}
 	realWorlds, err := f.real.apply(cmd, &f.cfg)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/fielderr"
+	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -66,6 +67,10 @@ type Options struct {
 	// whatever this says. Specs the server loaded are the operator's and
 	// not limited by it.
 	ExtraBodyKeys []string
+	// SuccessJudge decides the episode success of worlds whose reward
+	// declares a judged criterion (reward.success.judge); nil means none,
+	// and an inline spec declaring one is refused.
+	SuccessJudge *judge.SuccessJudge
 	// Hooks run around every step, in order.
 	Hooks []StepHook
 	// Observer receives every step's outcome (metrics); nil means none.
@@ -418,6 +423,9 @@ func (m *Manager) resolveWorld(req CreateRequest) (*world.Spec, error) {
 		}
 		if err := req.World.Validate(); err != nil {
 			return nil, fielderr.Under(ErrBadRequest, "world", err)
+		}
+		if req.World.Reward.Judged() && m.opts.SuccessJudge == nil {
+			return nil, fielderr.New(ErrBadRequest, "world.reward.success.judge", "%v", errNoSuccessJudge)
 		}
 		return req.World, nil
 	case req.WorldID != "":

@@ -1,9 +1,14 @@
 package sim
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"maps"
+	"strings"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -12,8 +17,11 @@ import (
 // criterion once the episode ends, judged on the final observation the
 // agent saw (this step's, or the last turn's when an end action such as []
 // was answered without one). Each rule that fires is named in
-// info.reward_components beside what the environment reported.
-func applyWorldReward(info SessionInfo, act conversation.Action, obs *Observation) {
+// info.reward_components beside what the environment reported. A judged
+// criterion asks the success judge; its verdict is in
+// info.extra.success_judge, and a judge that gives none leaves "success"
+// out of the components and says why there and in info.error.
+func (m *Manager) applyWorldReward(ctx context.Context, info SessionInfo, act conversation.Action, obs *Observation) {
 	if info.Spec == nil || info.Spec.Reward == nil {
 		return
 	}
@@ -35,7 +43,55 @@ func applyWorldReward(info SessionInfo, act conversation.Action, obs *Observatio
 		if final == "" && len(info.History) > 0 {
 			final = info.History[len(info.History)-1].Observation
 		}
-		_, v := r.Success.Succeeded(final)
-		add("success", v)
+		if r.Success.Judge == nil {
+			_, v := r.Success.Succeeded(final)
+			add("success", v)
+			return
+		}
+		v, err := m.judgeSuccess(ctx, info, act, obs, final)
+		extra := struct {
+			judge.SuccessVerdict
+			Error string `json:"error,omitempty"`
+		}{SuccessVerdict: v}
+		if err != nil {
+			extra.Error = err.Error()
+			obs.Info.Error = strings.TrimPrefix(obs.Info.Error+"; success judge: "+err.Error(), "; ")
+		} else if v.Success {
+			add("success", r.Success.Earned())
+		} else {
+			add("success", 0)
+		}
+		raw, _ := json.Marshal(extra) // plain fields: never fails
+		x := maps.Clone(obs.Info.Extra)
+		if x == nil {
+			x = map[string]json.RawMessage{}
+		}
+		x["success_judge"] = raw
+		obs.Info.Extra = x
 	}
 }
+
+// judgeSuccess puts the ended episode to the success judge: the world's
+// criterion and task, and the transcript (this step included when it was
+// answered) or only the final observation, as the criterion asks.
+func (m *Manager) judgeSuccess(ctx context.Context, info SessionInfo, act conversation.Action, obs *Observation, final string) (judge.SuccessVerdict, error) {
+	j := m.opts.SuccessJudge
+	if j == nil { // refused when the world was loaded; a spec built in code may still get here
+		return judge.SuccessVerdict{}, errNoSuccessJudge
+	}
+	rule := info.Spec.Reward.Success.Judge
+	c := judge.SuccessCase{Criterion: rule.Criterion, Task: info.Spec.TaskDescription, Final: final}
+	if rule.Sees != world.JudgeSeesFinalObservation {
+		c.Turns = make([]judge.SuccessTurn, 0, len(info.History)+1)
+		for _, h := range info.History {
+			c.Turns = append(c.Turns, judge.SuccessTurn{Action: h.Action, Observation: h.Observation})
+		}
+		if !act.End {
+			c.Turns = append(c.Turns, judge.SuccessTurn{Action: act.Text, Observation: obs.Text})
+		}
+	}
+	return j.Judge(ctx, c)
+}
+
+// errNoSuccessJudge is why a judged criterion cannot be decided here.
+var errNoSuccessJudge = errors.New("this server has no success judge (serve --success-judge-url and --success-judge-model)")

@@ -246,7 +246,7 @@ func (m *Manager) step(ctx context.Context, s *session, env Environment, info Se
 	if obs.Message == "" {
 		obs.Message = conversation.UserMessage(turn, act.Text, in.WorldState, in.Control)
 	}
-	applyWorldReward(info, act, &obs)
+	m.applyWorldReward(ctx, info, act, &obs)
 	res := StepResult{Observation: obs.Text, Reward: obs.Reward, Terminated: obs.Terminated, Info: obs.Info}
 	res.Info.Turn = turn
 	if len(in.Labels) > 0 || len(obs.Info.Labels) > 0 {

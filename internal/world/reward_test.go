@@ -23,11 +23,24 @@ func TestRewardSection(t *testing.T) {
 	for _, tt := range []struct{ yaml, field string }{
 		{"reward:\n  success:\n    final_observation: '('\n", "reward.success.final_observation"},
 		{"reward:\n  success:\n    reward: 1\n", "reward.success.final_observation"},
+		{"reward:\n  success:\n    judge: {sees: transcript}\n", "reward.success.judge.criterion"},
+		{"reward:\n  success:\n    judge: {criterion: done, sees: everything}\n", "reward.success.judge.sees"},
+		{"reward:\n  success:\n    final_observation: ok\n    judge: {criterion: done}\n", "reward.success"},
 	} {
 		_, err := Parse([]byte(base+tt.yaml), "w")
 		if err == nil || !strings.Contains(err.Error(), tt.field) {
 			t.Errorf("%q: error %v, want one naming %s", tt.yaml, err, tt.field)
 		}
+	}
+	j, err := Parse([]byte(base+"reward:\n  success:\n    judge:\n      criterion: the issue is closed\n      sees: final_observation\n"), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !j.Reward.Judged() || j.Reward.Success.Judge.Criterion != "the issue is closed" || j.Reward.Success.Earned() != 1 {
+		t.Errorf("judged rule %+v", j.Reward.Success)
+	}
+	if ok, _ := j.Reward.Success.Succeeded("anything"); ok || s.Reward.Judged() {
+		t.Error("a judged rule is met by the regular expression path, or a regex rule reports judged")
 	}
 	for obs, want := range map[string]bool{
 		`{"content": [], "isError": true}`: true, `{"error": {"code": -32602}}`: true,
