@@ -125,38 +125,12 @@ func TestServeRealTaskReward(t *testing.T) {
 		} `json:"info"`
 		Metadata map[string]json.RawMessage `json:"metadata"`
 	}
-	native := func(actions []string) stepReply {
-		var created struct {
-			SessionID string `json:"session_id"`
-		}
-		if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": "hello-file"}, &created); code/100 != 2 {
-			t.Fatalf("create: %d", code)
-		}
-		var last stepReply
-		for _, a := range append(actions, "[]") {
-			last = stepReply{}
-			if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", map[string]any{"action": json.RawMessage(a)}, &last); code/100 != 2 {
-				t.Fatalf("step %s: %d", a, code)
-			}
-		}
+	native := func(actions []string) (last stepReply) {
+		nativeEpisode(t, srv.URL, "hello-file", append(actions, "[]"), &last)
 		return last
 	}
-	openEnv := func(actions []string) stepReply {
-		var reset struct {
-			Observation struct {
-				SessionID string `json:"session_id"`
-			} `json:"observation"`
-		}
-		if code := postJSON(t, srv.URL+"/reset", map[string]any{"world_id": "hello-file"}, &reset); code/100 != 2 {
-			t.Fatalf("reset: %d", code)
-		}
-		var last stepReply
-		for _, a := range append(actions, "[]") {
-			last = stepReply{}
-			if code := postJSON(t, srv.URL+"/step", map[string]any{"action": json.RawMessage(a), "session_id": reset.Observation.SessionID}, &last); code/100 != 2 {
-				t.Fatalf("openenv step %s: %d", a, code)
-			}
-		}
+	openEnv := func(actions []string) (last stepReply) {
+		openEnvEpisode(t, srv.URL, "hello-file", append(actions, "[]"), &last)
 		return last
 	}
 	if r := native(oracle); !r.Terminated || r.Reward != 1 || r.Info.RewardComponents["task_check"] != 1 {
@@ -170,5 +144,48 @@ func TestServeRealTaskReward(t *testing.T) {
 	}
 	if r := openEnv([]string{`[{"keystrokes": "echo wrong > greeting.txt\n", "duration": 0.5}]`}); !r.Done || r.Reward != 0 {
 		t.Errorf("OpenEnv wrong episode: %+v", r)
+	}
+}
+
+// nativeEpisode creates a session of world on the native API and steps it
+// through actions, decoding the last step's reply (alone) into last.
+func nativeEpisode(t *testing.T, base, world string, actions []string, last any) {
+	t.Helper()
+	var created struct {
+		SessionID string `json:"session_id"`
+	}
+	if code := postJSON(t, base+"/v1/sessions", map[string]any{"world_id": world}, &created); code/100 != 2 {
+		t.Fatalf("create: %d", code)
+	}
+	var raw json.RawMessage
+	for _, a := range actions {
+		if code := postJSON(t, base+"/v1/sessions/"+created.SessionID+"/step", map[string]any{"action": json.RawMessage(a)}, &raw); code/100 != 2 {
+			t.Fatalf("step %s: %d", a, code)
+		}
+	}
+	if err := json.Unmarshal(raw, last); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openEnvEpisode does the same over OpenEnv's /reset and /step.
+func openEnvEpisode(t *testing.T, base, world string, actions []string, last any) {
+	t.Helper()
+	var reset struct {
+		Observation struct {
+			SessionID string `json:"session_id"`
+		} `json:"observation"`
+	}
+	if code := postJSON(t, base+"/reset", map[string]any{"world_id": world}, &reset); code/100 != 2 {
+		t.Fatalf("reset: %d", code)
+	}
+	var raw json.RawMessage
+	for _, a := range actions {
+		if code := postJSON(t, base+"/step", map[string]any{"action": json.RawMessage(a), "session_id": reset.Observation.SessionID}, &raw); code/100 != 2 {
+			t.Fatalf("openenv step %s: %d", a, code)
+		}
+	}
+	if err := json.Unmarshal(raw, last); err != nil {
+		t.Fatal(err)
 	}
 }

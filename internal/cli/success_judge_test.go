@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,38 +49,12 @@ func TestServeSuccessJudge(t *testing.T) {
 			RewardComponents map[string]float64 `json:"reward_components"`
 		} `json:"metadata"`
 	}
-	native := func(action string) stepReply {
-		var created struct {
-			SessionID string `json:"session_id"`
-		}
-		if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": "judged"}, &created); code/100 != 2 {
-			t.Fatalf("create: %d", code)
-		}
-		var last stepReply
-		for _, a := range []string{action, "[]"} {
-			last = stepReply{}
-			if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", map[string]any{"action": json.RawMessage(a)}, &last); code/100 != 2 {
-				t.Fatalf("step %s: %d", a, code)
-			}
-		}
+	native := func(action string) (last stepReply) {
+		nativeEpisode(t, srv.URL, "judged", []string{action, "[]"}, &last)
 		return last
 	}
-	openEnv := func(action string) stepReply {
-		var reset struct {
-			Observation struct {
-				SessionID string `json:"session_id"`
-			} `json:"observation"`
-		}
-		if code := postJSON(t, srv.URL+"/reset", map[string]any{"world_id": "judged"}, &reset); code/100 != 2 {
-			t.Fatalf("reset: %d", code)
-		}
-		var last stepReply
-		for _, a := range []string{action, "[]"} {
-			last = stepReply{}
-			if code := postJSON(t, srv.URL+"/step", map[string]any{"action": json.RawMessage(a), "session_id": reset.Observation.SessionID}, &last); code/100 != 2 {
-				t.Fatalf("openenv step %s: %d", a, code)
-			}
-		}
+	openEnv := func(action string) (last stepReply) {
+		openEnvEpisode(t, srv.URL, "judged", []string{action, "[]"}, &last)
 		last.Info.RewardComponents = last.Metadata.RewardComponents
 		return last
 	}
