@@ -135,6 +135,27 @@ func newDataMaskCmd() *cobra.Command {
 	return cmd
 }
 
+// runCPT writes continued-pretraining shards into the --out directory.
+func runCPT(cmd *cobra.Command, files []string, ef *expandFlags, co *dataset.CPTOptions) error {
+	if ef.out == "" || ef.out == "-" {
+		return fmt.Errorf("export --mode cpt writes shards into a directory: give --out DIR")
+	}
+	ef.mode = "sft"
+	opts, xo, err := ef.options(cmd)
+	if err != nil {
+		return err
+	}
+	m, sum, err := dataset.ExportCPT(cmd.Context(), files, ef.out, xo, co, opts)
+	printSummary(cmd, sum)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%d shard(s) in %s: %d trajectory and %d corpus document(s), ~%d and ~%d tokens (corpus share %.3f of %.3f asked%s), %d duplicate(s) dropped\n",
+		len(m.Shards), ef.out, m.Documents["trajectory"], m.Documents["corpus"], m.Tokens["trajectory"], m.Tokens["corpus"],
+		m.CorpusRatio, m.CorpusTarget, map[bool]string{true: "; the corpus ran out", false: ""}[m.CorpusExhausted], m.Duplicates)
+	return nil
+}
+
 // runCalibrate writes the calibrated masking config and prints the shares.
 func runCalibrate(cmd *cobra.Command, files []string, base *dataset.MaskingConfig, path string, minTurns int, opts *dataset.Options) error {
 	c, sum, err := dataset.Calibrate(cmd.Context(), files, base, &dataset.CalibrateOptions{MinTurns: minTurns}, opts)
@@ -188,7 +209,7 @@ func (e *expandFlags) add(cmd *cobra.Command, outHelp string) {
 	e.pf.add(cmd)
 	cmd.Flags().StringVarP(&e.out, "out", "o", "", outHelp)
 	cmd.Flags().BoolVar(&e.keepDup, "keep-duplicates", false, "keep exact duplicate samples (dedup memory grows ~16 B per sample)")
-	cmd.Flags().StringVar(&e.mode, "mode", "sft", "sft: every turn; rl: exactly one turn per trajectory")
+	cmd.Flags().StringVar(&e.mode, "mode", "sft", "sft: every turn; rl: exactly one turn per trajectory; export also takes cpt: one text document per trajectory")
 	cmd.Flags().StringVar(&e.policy, "policy", "uniform", "rl turn choice: uniform, or weighted by the masking category weight")
 	cmd.Flags().Uint64Var(&e.seed, "seed", 0, "seed of the rl turn choice and template draws")
 	cmd.Flags().StringVar(&e.templates, "templates", "", "YAML file of weighted system-prompt template versions")
@@ -260,11 +281,16 @@ func newDataExpandCmd() *cobra.Command {
 func newDataExportCmd() *cobra.Command {
 	var ef expandFlags
 	var split, style, trainer string
+	var cpt dataset.CPTOptions
 	cmd := &cobra.Command{
 		Use:   "export FILES...",
-		Short: "Export training files: --mode sft → JSONL for --trainer (ms-swift, LLaMA-Factory, TRL); --mode rl → verl Parquet",
+		Short: "Export training files: --mode sft → JSONL for --trainer (ms-swift, LLaMA-Factory, TRL); --mode rl → verl Parquet; --mode cpt → text shards",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if ef.mode == "cpt" {
+				cpt.KeepDuplicates = ef.keepDup
+				return runCPT(cmd, args, &ef, &cpt)
+			}
 			opts, xo, err := ef.options(cmd)
 			if err != nil {
 				return err
@@ -288,6 +314,9 @@ func newDataExportCmd() *cobra.Command {
 	ef.add(cmd, "output file (default stdout; required for rl Parquet)")
 	cmd.Flags().StringVar(&split, "split", "train", "extra_info.split of rl rows")
 	cmd.Flags().StringVar(&style, "reward-style", "model", "reward_model.style of rl rows")
+	cmd.Flags().Int64Var(&cpt.ShardBytes, "shard-bytes", 256<<20, "--mode cpt: largest shard file in bytes (a single larger document gets a shard alone)")
+	cmd.Flags().StringSliceVar(&cpt.Corpus, "mix-corpus", nil, "--mode cpt: your own documents to mix in (JSONL with a text field, or .txt/.md files)")
+	cmd.Flags().Float64Var(&cpt.CorpusRatio, "mix-ratio", 0, "--mode cpt: share of estimated tokens from --mix-corpus, in [0, 1)")
 	cmd.Flags().StringVar(&trainer, "trainer", "swift", "sft layout: swift or llamafactory (one sample per trajectory, exact per-turn weights); llamafactory-v0 or trl (per-turn samples, weights approximated by seeded sampling); chat (per-turn, weights not applied)")
 	return cmd
 }

@@ -53,6 +53,16 @@ func TestDataCommands(t *testing.T) {
 	if _, _, err := runData(t, "export", "--progress=false", "--trainer", "axolotl", trajs); err == nil {
 		t.Fatal("unknown --trainer accepted")
 	}
+	cptDir := filepath.Join(dir, "cpt")
+	if out, _, err := runData(t, "export", "--progress=false", "--mode", "cpt", "-o", cptDir, trajs); err != nil || !strings.Contains(out, "1 shard(s)") {
+		t.Fatalf("export --mode cpt: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(cptDir, "cpt-manifest.json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runData(t, "export", "--progress=false", "--mode", "cpt", trajs); err == nil {
+		t.Fatal("cpt export without --out accepted")
+	}
 	calibrated := filepath.Join(dir, "calibrated.yaml")
 	out, _, err = runData(t, "mask", "--progress=false", "--calibrate", calibrated, "--min-turns", "1", "../dataset/testdata/small.jsonl")
 	if err != nil || !strings.Contains(out, "→") {

@@ -419,15 +419,27 @@ func (e *Expander) emit(t *trajectory.Trajectory, k int, emit func(*Sample) erro
 	for i := 0; i < k; i++ {
 		s.History[i] = trajectory.Turn{Action: t.Turns[i].Action, Observation: t.Turns[i].Observation}
 	}
-	if ts := e.opts.Templates; ts != nil {
-		tm := ts.pick(e.rng(t, "template", k).Float64())
-		var b bytes.Buffer
-		if err := tm.tmpl.Execute(&b, templateData(t)); err != nil {
-			return fmt.Errorf("template %s for trajectory %s: %w", tm.Name, t.ID, err)
-		}
-		s.System, s.Template = b.String(), tm.Name
-	} else {
-		s.System = e.system
+	var err error
+	if s.System, s.Template, err = e.systemPrompt(t, k); err != nil {
+		return err
 	}
 	return emit(s)
+}
+
+// systemPrompt is the system prompt of turn k (0-based) of t and the name
+// of the template version it came from ("" without templates): a version
+// drawn by weight from the seed, the trajectory and the turn, or the
+// trajectory's own prompt. Only during Expand.
+func (e *Expander) systemPrompt(t *trajectory.Trajectory, k int) (string, string, error) {
+	ts := e.opts.Templates
+	if ts == nil {
+		// Set by Expand, once per trajectory.
+		return e.system, "", nil
+	}
+	tm := ts.pick(e.rng(t, "template", k).Float64())
+	var b bytes.Buffer
+	if err := tm.tmpl.Execute(&b, templateData(t)); err != nil {
+		return "", "", fmt.Errorf("template %s for trajectory %s: %w", tm.Name, t.ID, err)
+	}
+	return b.String(), tm.Name, nil
 }
