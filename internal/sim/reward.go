@@ -90,7 +90,10 @@ func (m *Manager) judgeSuccess(ctx context.Context, info SessionInfo, act conver
 			c.Turns = append(c.Turns, judge.SuccessTurn{Action: act.Text, Observation: obs.Text})
 		}
 	}
-	return j.Judge(ctx, c)
+	// The step is computed and will be recorded even if the client goes
+	// away meanwhile; a verdict cut short would record the episode without
+	// its reward for good, so the judge runs to its own timeouts.
+	return j.Judge(context.WithoutCancel(ctx), c)
 }
 
 // errNoSuccessJudge is why a judged criterion cannot be decided here.

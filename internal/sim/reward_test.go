@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -205,5 +206,36 @@ func TestSuccessJudgeRefusedWithoutJudge(t *testing.T) {
 	fe, ok := fielderr.As(err)
 	if !ok || !errors.Is(err, ErrBadRequest) || fe.Path != "world.reward.success.judge" || !strings.Contains(err.Error(), "--success-judge-url") {
 		t.Fatalf("create: %v, want a bad request on world.reward.success.judge naming --success-judge-url", err)
+	}
+}
+
+// TestSuccessJudgeOutlivesTheClient: a client that goes away while the
+// judge decides does not cost the recorded episode its reward.
+func TestSuccessJudgeOutlivesTheClient(t *testing.T) {
+	srv := fakellm.New(func(*fakellm.Request) fakellm.Reply {
+		return fakellm.Reply{Delay: 200 * time.Millisecond, Content: `<verdict>{"success": true}</verdict>`}
+	})
+	defer srv.Close()
+	spec := termWorld()
+	spec.Reward = &world.Reward{Success: &world.SuccessRule{Judge: &world.SuccessJudge{Criterion: "done"}}}
+	m := New(&Options{
+		Worlds:       map[string]*world.Spec{"t": spec},
+		Backends:     map[string]BackendFactory{BackendModel: NewModelBackend(&scriptedModel{replies: []worldmodel.Response{{Content: "$"}}}, nil)},
+		SuccessJudge: judge.NewSuccessJudge(worldmodel.New(srv.URL, "judge", &worldmodel.Options{MaxRetries: -1}), "judge", nil),
+	})
+	defer func() { _ = m.Close(context.Background()) }()
+	rep, err := m.Create(context.Background(), CreateRequest{WorldID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	res, err := m.Step(ctx, rep.SessionID, StepRequest{Action: json.RawMessage(`[]`)})
+	if err != nil || res.Reward != 1 || res.Info.Error != "" {
+		t.Fatalf("step: %+v, %v", res, err)
+	}
+	tr, err := m.Trajectory(context.Background(), rep.SessionID)
+	if err != nil || string(tr.Meta["return"]) != "1" {
+		t.Fatalf("trajectory return %s, %v", tr.Meta["return"], err)
 	}
 }
