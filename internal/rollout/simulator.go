@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
 )
@@ -121,39 +122,21 @@ func (r *Remote) World(ctx context.Context, name string) (*world.Spec, error) {
 
 // Create implements [Simulator].
 func (r *Remote) Create(ctx context.Context, req sim.CreateRequest) (*sim.Reply, error) {
-	body := map[string]any{"world_id": req.WorldID}
-	if req.Seed != nil {
-		body["seed"] = *req.Seed
-	}
-	if len(req.Labels) > 0 {
-		body["labels"] = req.Labels
-	}
+	body := api.CreateSessionRequest{WorldID: req.WorldID, Seed: req.Seed, Labels: req.Labels}
 	var rep sim.Reply
 	return &rep, r.call(ctx, http.MethodPost, "/v1/sessions", body, &rep)
 }
 
 // Fork implements [Simulator].
 func (r *Remote) Fork(ctx context.Context, id string, req sim.ForkRequest) (*sim.Reply, error) {
-	body := map[string]any{}
-	if req.AtTurn > 0 {
-		body["at_turn"] = req.AtTurn
-	}
-	if req.Seed != nil {
-		body["seed"] = *req.Seed
-	}
-	if len(req.Labels) > 0 {
-		body["labels"] = req.Labels
-	}
+	body := api.ForkSessionRequest{AtTurn: req.AtTurn, Seed: req.Seed, Labels: req.Labels}
 	var rep sim.Reply
 	return &rep, r.call(ctx, http.MethodPost, "/v1/sessions/"+id+"/fork", body, &rep)
 }
 
 // Step implements [Simulator].
 func (r *Remote) Step(ctx context.Context, id string, req sim.StepRequest) (*sim.StepResult, error) {
-	body := map[string]any{"action": req.Action}
-	if req.Turn > 0 {
-		body["turn"] = req.Turn
-	}
+	body := api.StepSessionRequest{Action: req.Action, Turn: req.Turn}
 	var res sim.StepResult
 	return &res, r.call(ctx, http.MethodPost, "/v1/sessions/"+id+"/step", body, &res)
 }
