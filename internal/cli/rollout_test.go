@@ -13,8 +13,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/app"
+	"github.com/agentworld/agentworld/internal/realenv"
 	"github.com/agentworld/agentworld/internal/rollout"
 	"github.com/agentworld/agentworld/internal/server"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
@@ -125,6 +127,50 @@ func TestRolloutFlagErrors(t *testing.T) {
 		_, _, err := runBenchCLI(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err %v, want it to name %s", c.args, err, c.want)
+		}
+	}
+}
+
+// TestRolloutRealTerminalChecks: terminal tasks served by the real sandbox
+// (--real-tasks) get their rewards from the task's check. A real session
+// cannot be forked, so each member is its own reset of the task; the agent
+// that writes the file passes, the one that writes the wrong text fails.
+func TestRolloutRealTerminalChecks(t *testing.T) {
+	if err := realenv.ProbeSandbox(); err != nil {
+		testkit.Missing(t, "the sandbox real terminal sessions need", err, "install bubblewrap and tmux (.ci/setup.d does)")
+	}
+	for _, c := range []struct {
+		text   string
+		reward float64
+	}{{"hello agentworld", 1}, {"hello world", 0}} {
+		pol := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+			for _, m := range r.Messages {
+				if m.Role == "assistant" {
+					return fakellm.Reply{Content: "[]"}
+				}
+			}
+			return fakellm.Reply{Content: `[{"keystrokes": "echo '` + c.text + `' > greeting.txt\n", "duration": 0.5}]`}
+		})
+		t.Cleanup(pol.Close)
+		dir := t.TempDir()
+		tasks := filepath.Join(dir, "tasks.jsonl")
+		if err := os.WriteFile(tasks, []byte(`{"id": "hello", "world": "hello-file", "instruction": "Create greeting.txt."}`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "out")
+		_, stderr, err := runBenchCLI(t, "rollout", "--real-tasks", filepath.Join("..", "..", "examples", "tasks"), "--tasks", tasks,
+			"--policy-url", pol.URL, "--policy-model", "agent", "--group-size", "2", "--out", out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		rows := readRolloutRows(t, out)
+		if len(rows) != 2 {
+			t.Fatalf("%d rows", len(rows))
+		}
+		for _, r := range rows {
+			if r.Reward != c.reward || r.RewardComponents["task_check"] != c.reward || r.StopReason != rollout.StopTerminated {
+				t.Errorf("%q: reward %v components %v stop %q", c.text, r.Reward, r.RewardComponents, r.StopReason)
+			}
 		}
 	}
 }

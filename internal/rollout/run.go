@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,7 +233,7 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 			})
 			continue
 		}
-		forks, first, spec, err := openGroup(ctx, s, t, todo)
+		forks, firsts, spec, err := openGroup(ctx, s, t, todo)
 		if err != nil {
 			o.Logger.Error("rollout: group failed", "task", t.ID, "err", err)
 			for range todo {
@@ -254,7 +255,7 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 				break
 			}
 			e := &episode{sim: s, policy: o.Policy, spec: spec, tools: tools, maxTurns: maxTurns,
-				row: newRow(t.ID, i, t, first, forks[n], forks[n].Info.Parent, o.LWMModel)}
+				row: newRow(t.ID, i, t, firsts[n], forks[n], forks[n].Info.Parent, o.LWMModel)}
 			wg.Go(func() {
 				defer release()
 				err := e.run(ctx, 0)
@@ -295,32 +296,58 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 
 // openGroup resets the task's world once (the root session) and forks the
 // root for each sample to run, so every member starts from the same state
-// and the same prompt; the root is closed once forked.
-func openGroup(ctx context.Context, s Simulator, t Task, todo []int) ([]*sim.Reply, []Message, *world.Spec, error) {
+// and the same prompt; the root is closed once forked. It returns each
+// member's session and first messages.
+//
+// A real environment (backend "real:…") holds state a fork cannot copy, so
+// there each member gets its own reset of the same task (the root is the
+// first), with no fork parent, and its prompt shows its own initial
+// observation.
+func openGroup(ctx context.Context, s Simulator, t Task, todo []int) ([]*sim.Reply, [][]Message, *world.Spec, error) {
 	spec, err := s.World(ctx, t.World)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	root, err := s.Create(ctx, sim.CreateRequest{WorldID: t.World, Seed: t.Seed, Labels: map[string]string{"rollout_task": t.ID}})
+	create := func() (*sim.Reply, error) {
+		return s.Create(ctx, sim.CreateRequest{WorldID: t.World, Seed: t.Seed, Labels: map[string]string{"rollout_task": t.ID}})
+	}
+	root, err := create()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	defer s.Delete(context.WithoutCancel(ctx), root.SessionID)
+	real := strings.HasPrefix(root.Info.Backend, "real:")
 	forks := make([]*sim.Reply, 0, len(todo))
-	for _, i := range todo {
-		f, err := s.Fork(ctx, root.SessionID, sim.ForkRequest{Labels: map[string]string{"rollout_sample": fmt.Sprint(i)}})
+	firsts := make([][]Message, 0, len(todo))
+	if !real {
+		defer s.Delete(context.WithoutCancel(ctx), root.SessionID)
+	}
+	for n, i := range todo {
+		var f *sim.Reply
+		var err error
+		switch {
+		case real && n == 0:
+			f = root
+		case real:
+			f, err = create()
+		default:
+			f, err = s.Fork(ctx, root.SessionID, sim.ForkRequest{Labels: map[string]string{"rollout_sample": fmt.Sprint(i)}})
+		}
 		if err != nil {
 			for _, g := range forks {
 				_ = s.Delete(context.WithoutCancel(ctx), g.SessionID)
 			}
 			return nil, nil, nil, err
 		}
-		if f.Info.Parent == "" {
+		obs := root.Observation
+		if real {
+			obs = f.Observation
+		} else if f.Info.Parent == "" {
 			f.Info.Parent = root.SessionID
 		}
 		forks = append(forks, f)
+		firsts = append(firsts, firstMessages(spec, t, obs))
 	}
-	return forks, firstMessages(spec, t, root.Observation), spec, nil
+	return forks, firsts, spec, nil
 }
 
 // readDone returns the episodes a journal holds.

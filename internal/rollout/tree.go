@@ -18,7 +18,7 @@ import (
 func runTree(ctx context.Context, s Simulator, t Task, todo []int, o *Options, acquire func() bool, release func(), wg *sync.WaitGroup) ([]Row, error) {
 	trunk, err := func() (*episode, error) {
 		defer release()
-		forks, first, spec, err := openGroup(ctx, s, t, []int{-1})
+		forks, firsts, spec, err := openGroup(ctx, s, t, []int{-1})
 		if err != nil {
 			return nil, err
 		}
@@ -27,7 +27,7 @@ func runTree(ctx context.Context, s Simulator, t Task, todo []int, o *Options, a
 			maxTurns = t.MaxTurns
 		}
 		e := &episode{sim: s, policy: o.Policy, spec: spec, tools: agentTools(spec), maxTurns: maxTurns,
-			row: newRow(t.ID, -1, t, first, forks[0], forks[0].Info.Parent, o.LWMModel)}
+			row: newRow(t.ID, -1, t, firsts[0], forks[0], forks[0].Info.Parent, o.LWMModel)}
 		if err := e.run(ctx, o.BranchAt); err != nil {
 			_ = s.Delete(context.WithoutCancel(ctx), e.row.EnvSessionID)
 			return nil, err
