@@ -174,3 +174,86 @@ func TestRolloutRealTerminalChecks(t *testing.T) {
 		}
 	}
 }
+
+// simHelloWorld is a simulated terminal whose success rule only looks at
+// the screen: printing the greeting fools it.
+const simHelloWorld = `name: hello-sim
+domain: terminal
+task_description: A Debian container; the agent works in /app.
+action_space:
+  description: a JSON list of {keystrokes, duration}; [] ends the task
+initial_state: The shell shows the prompt root@sandbox:/app#.
+reward:
+  success: {final_observation: 'hello agentworld'}
+`
+
+// TestRolloutDeceivedRate: episodes simulated on a world whose success
+// rule a printed greeting fools are replayed in the real sandbox: the
+// agent that writes the file passes both; the one that only prints the
+// greeting passes in simulation, fails the real check, and is counted as
+// deceived (rate 1/2 overall).
+func TestRolloutDeceivedRate(t *testing.T) {
+	if err := realenv.ProbeSandbox(); err != nil {
+		testkit.Missing(t, "the sandbox real terminal sessions need", err, "install bubblewrap and tmux (.ci/setup.d does)")
+	}
+	lwm := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		return fakellm.Reply{Content: "<predicted_observation>root@sandbox:/app# echo 'hello agentworld'\nhello agentworld\nroot@sandbox:/app#</predicted_observation>"}
+	})
+	t.Cleanup(lwm.Close)
+	pol := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		for _, m := range r.Messages {
+			if m.Role == "assistant" {
+				return fakellm.Reply{Content: "[]"}
+			}
+		}
+		if strings.Contains(r.Messages[1].Content, "honest") {
+			return fakellm.Reply{Content: `[{"keystrokes": "echo 'hello agentworld' > greeting.txt\n", "duration": 0.5}]`}
+		}
+		return fakellm.Reply{Content: `[{"keystrokes": "echo 'hello agentworld'\n", "duration": 0.5}]`}
+	})
+	t.Cleanup(pol.Close)
+	dir := t.TempDir()
+	worlds := filepath.Join(dir, "worlds")
+	if err := os.MkdirAll(worlds, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(worlds, "hello-sim.yaml"), []byte(simHelloWorld), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tasks := filepath.Join(dir, "tasks.jsonl")
+	if err := os.WriteFile(tasks, []byte(
+		`{"id": "honest", "world": "hello-sim", "real_world": "hello-file", "instruction": "honest: create greeting.txt."}`+"\n"+
+			`{"id": "fooled", "world": "hello-sim", "real_world": "hello-file", "instruction": "create greeting.txt."}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	_, stderr, err := runBenchCLI(t, "rollout", "--worlds", worlds, "--model", lwm.URL, "--model-name", "fake",
+		"--real-tasks", filepath.Join("..", "..", "examples", "tasks"), "--tasks", tasks,
+		"--policy-url", pol.URL, "--policy-model", "agent", "--group-size", "1", "--out", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	for _, r := range readRolloutRows(t, out) {
+		want := &rollout.RealCheck{World: "hello-file", Reward: 1, RewardComponents: map[string]float64{"task_check": 1}, Passed: true}
+		if r.TaskID == "fooled" {
+			want = &rollout.RealCheck{World: "hello-file", RewardComponents: map[string]float64{"task_check": 0}, Deceived: true}
+		}
+		if r.Reward != 1 {
+			t.Errorf("%s: simulated reward %v, want 1", r.TaskID, r.Reward)
+		}
+		if diff := cmp.Diff(want, r.RealCheck); diff != "" {
+			t.Errorf("%s real check (-want +got):\n%s", r.TaskID, diff)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(out, rollout.SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum rollout.Summary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.RealChecked != 2 || sum.SimPassed != 2 || sum.Deceived != 1 || sum.DeceivedRate != 0.5 {
+		t.Errorf("summary: checked %d sim passed %d deceived %d rate %v", sum.RealChecked, sum.SimPassed, sum.Deceived, sum.DeceivedRate)
+	}
+}

@@ -47,6 +47,20 @@ type Row struct {
 	LWMModel         string             `json:"lwm_model"`
 	PromptVersion    string             `json:"prompt_version"`
 	Turns            []Turn             `json:"turns"`
+	// RealCheck is the replay of the episode in the task's real world,
+	// when the task names one and the episode ended.
+	RealCheck *RealCheck `json:"real_check,omitempty"`
+}
+
+// RealCheck is a simulated episode replayed in a real environment.
+type RealCheck struct {
+	World            string             `json:"world"`
+	Reward           float64            `json:"reward"`
+	RewardComponents map[string]float64 `json:"reward_components"`
+	// Passed is the real outcome, judged as the simulated one is.
+	Passed bool `json:"passed"`
+	// Deceived: the episode passed in simulation and fails in reality.
+	Deceived bool `json:"deceived"`
 }
 
 // toolDomain reports a domain whose actions are tool calls.
@@ -108,6 +122,8 @@ type episode struct {
 	maxTurns int
 	row      Row
 	turn     int // simulator steps taken
+	// actions are the steps' actions in order, for a real replay.
+	actions []json.RawMessage
 }
 
 func (e *episode) addReward(res *sim.StepResult) {
@@ -131,6 +147,7 @@ func (e *episode) step(ctx context.Context, raw json.RawMessage) (obs string, ov
 	if err != nil {
 		return "", false, err
 	}
+	e.actions = append(e.actions, raw)
 	e.addReward(res)
 	e.row.Terminated, e.row.Truncated = res.Terminated, res.Truncated
 	switch {
@@ -220,7 +237,39 @@ func (e *episode) branch(idx int, fork *sim.Reply) *episode {
 	c.row.Messages = slices.Clone(e.row.Messages)
 	c.row.Turns = slices.Clone(e.row.Turns)
 	c.row.RewardComponents = maps.Clone(e.row.RewardComponents)
+	c.actions = slices.Clone(e.actions)
 	return &c
+}
+
+// checkReal replays an ended episode's actions in a fresh session of the
+// task's real world and records the real outcome beside the simulated one.
+func (e *episode) checkReal(ctx context.Context, world string) error {
+	if world == "" || e.row.StopReason != StopTerminated {
+		return nil
+	}
+	rep, err := e.sim.Create(ctx, sim.CreateRequest{WorldID: world, Labels: map[string]string{"rollout_real_check": e.row.EnvSessionID}})
+	if err != nil {
+		return fmt.Errorf("real check: %w", err)
+	}
+	defer e.sim.Delete(context.WithoutCancel(ctx), rep.SessionID)
+	rc := &RealCheck{World: world, RewardComponents: map[string]float64{}}
+	for i, a := range e.actions {
+		res, err := e.sim.Step(ctx, rep.SessionID, sim.StepRequest{Action: a, Turn: i + 1})
+		if err != nil {
+			return fmt.Errorf("real check: turn %d: %w", i+1, err)
+		}
+		rc.Reward += res.Reward
+		for k, v := range res.Info.RewardComponents {
+			rc.RewardComponents[k] += v
+		}
+		if res.Terminated || res.Truncated {
+			break
+		}
+	}
+	rc.Passed = passed(Row{Reward: rc.Reward, RewardComponents: rc.RewardComponents})
+	rc.Deceived = passed(e.row) && !rc.Passed
+	e.row.RealCheck = rc
+	return nil
 }
 
 // newRow starts an episode's row.

@@ -261,6 +261,9 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 				err := e.run(ctx, 0)
 				_ = s.Delete(context.WithoutCancel(ctx), e.row.EnvSessionID)
 				if err == nil {
+					err = e.checkReal(ctx, t.RealWorld)
+				}
+				if err == nil {
 					err = j.append(e.row)
 				}
 				if err != nil {
@@ -374,11 +377,12 @@ func summarizeFile(path string, k int) (*Summary, error) {
 			TaskID           string             `json:"task_id"`
 			Reward           float64            `json:"reward"`
 			RewardComponents map[string]float64 `json:"reward_components"`
+			RealCheck        *RealCheck         `json:"real_check"`
 		}
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}
-		row := Row{GroupID: r.GroupID, TaskID: r.TaskID, Reward: r.Reward}
+		row := Row{GroupID: r.GroupID, TaskID: r.TaskID, Reward: r.Reward, RealCheck: r.RealCheck}
 		if v, ok := r.RewardComponents["success"]; ok {
 			row.RewardComponents = map[string]float64{"success": v}
 		}

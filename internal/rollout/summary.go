@@ -15,9 +15,17 @@ type Summary struct {
 	// episode passes when the world's success rule fired
 	// (reward_components.success > 0), or, in a world without one, when
 	// its reward is positive.
-	PassAt1 float64        `json:"pass_at_1"`
-	PassAtK float64        `json:"pass_at_k"`
-	Groups  []GroupSummary `json:"groups"`
+	PassAt1 float64 `json:"pass_at_1"`
+	PassAtK float64 `json:"pass_at_k"`
+	// RealChecked counts episodes replayed in a real environment;
+	// SimPassed those of them that passed in simulation, Deceived those
+	// that passed in simulation and failed in reality. DeceivedRate is
+	// Deceived / SimPassed (0 when none passed).
+	RealChecked  int            `json:"real_checked,omitempty"`
+	SimPassed    int            `json:"sim_passed,omitempty"`
+	Deceived     int            `json:"deceived,omitempty"`
+	DeceivedRate float64        `json:"deceived_rate,omitempty"`
+	Groups       []GroupSummary `json:"groups"`
 }
 
 // GroupSummary describes one group.
@@ -34,6 +42,11 @@ type GroupSummary struct {
 	RewardMax float64 `json:"reward_max"`
 	PassAt1   float64 `json:"pass_at_1"`
 	PassAtK   float64 `json:"pass_at_k"`
+	// The real check's counts for this group's task (see Summary).
+	RealChecked  int     `json:"real_checked,omitempty"`
+	SimPassed    int     `json:"sim_passed,omitempty"`
+	Deceived     int     `json:"deceived,omitempty"`
+	DeceivedRate float64 `json:"deceived_rate,omitempty"`
 }
 
 func passed(r Row) bool {
@@ -83,7 +96,22 @@ func Summarize(rows []Row, k int) *Summary {
 			if passed(r) {
 				gs.Passed++
 			}
+			if r.RealCheck != nil {
+				gs.RealChecked++
+				if passed(r) {
+					gs.SimPassed++
+				}
+				if r.RealCheck.Deceived {
+					gs.Deceived++
+				}
+			}
 		}
+		if gs.SimPassed > 0 {
+			gs.DeceivedRate = float64(gs.Deceived) / float64(gs.SimPassed)
+		}
+		s.RealChecked += gs.RealChecked
+		s.SimPassed += gs.SimPassed
+		s.Deceived += gs.Deceived
 		total += sum
 		gs.RewardMean = sum / float64(len(g))
 		v := 0.0
@@ -99,6 +127,9 @@ func Summarize(rows []Row, k int) *Summary {
 	}
 	if len(rows) > 0 {
 		s.RewardMean = total / float64(len(rows))
+	}
+	if s.SimPassed > 0 {
+		s.DeceivedRate = float64(s.Deceived) / float64(s.SimPassed)
 	}
 	if len(ids) > 0 {
 		s.PassAt1 /= float64(len(ids))

@@ -36,6 +36,11 @@ type Task struct {
 	MaxTurns int `json:"max_turns,omitempty"`
 	// Seed is the root session's seed; nil sends none.
 	Seed *int64 `json:"seed,omitempty"`
+	// RealWorld names a world served by a real environment (a terminal
+	// task under --real-tasks) on which every episode that ended in
+	// simulation is replayed, action for action, to check it against
+	// reality; "" checks nothing.
+	RealWorld string `json:"real_world,omitempty"`
 }
 
 // LoadTasks reads tasks from a JSONL file (one task object per line, blank

@@ -40,6 +40,9 @@ func runTree(ctx context.Context, s Simulator, t Task, todo []int, o *Options, a
 	defer s.Delete(context.WithoutCancel(ctx), trunk.row.EnvSessionID)
 	rows := make([]Row, len(todo))
 	if trunk.ended() {
+		if err := trunk.checkReal(ctx, t.RealWorld); err != nil {
+			return nil, err
+		}
 		for n, i := range todo {
 			rows[n] = trunk.branch(i, &sim.Reply{SessionID: trunk.row.EnvSessionID}).row
 			rows[n].ForkParent = trunk.row.ForkParent
@@ -70,6 +73,9 @@ func runTree(ctx context.Context, s Simulator, t Task, todo []int, o *Options, a
 			defer release()
 			err := e.run(ctx, 0)
 			_ = s.Delete(context.WithoutCancel(ctx), e.row.EnvSessionID)
+			if err == nil {
+				err = e.checkReal(ctx, t.RealWorld)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
