@@ -140,6 +140,9 @@ func runCPT(cmd *cobra.Command, files []string, ef *expandFlags, co *dataset.CPT
 	if ef.out == "" || ef.out == "-" {
 		return fmt.Errorf("export --mode cpt writes shards into a directory: give --out DIR")
 	}
+	if ef.stage == "" && ef.templates != "" {
+		ef.stage = "cpt"
+	}
 	ef.mode = "sft"
 	opts, xo, err := ef.options(cmd)
 	if err != nil {
@@ -199,10 +202,10 @@ func writeConfig(w io.Writer, path, format string) error {
 // samples (expand, export): the pipeline's, the expansion's, --out and
 // --keep-duplicates.
 type expandFlags struct {
-	pf                                   pipelineFlags
-	mode, policy, templates, config, out string
-	seed                                 uint64
-	keepDup                              bool
+	pf                                          pipelineFlags
+	mode, policy, templates, config, out, stage string
+	seed                                        uint64
+	keepDup                                     bool
 }
 
 func (e *expandFlags) add(cmd *cobra.Command, outHelp string) {
@@ -212,7 +215,8 @@ func (e *expandFlags) add(cmd *cobra.Command, outHelp string) {
 	cmd.Flags().StringVar(&e.mode, "mode", "sft", "sft: every turn; rl: exactly one turn per trajectory; export also takes cpt: one text document per trajectory")
 	cmd.Flags().StringVar(&e.policy, "policy", "uniform", "rl turn choice: uniform, or weighted by the masking category weight")
 	cmd.Flags().Uint64Var(&e.seed, "seed", 0, "seed of the rl turn choice and template draws")
-	cmd.Flags().StringVar(&e.templates, "templates", "", "YAML file of weighted system-prompt template versions")
+	cmd.Flags().StringVar(&e.templates, "templates", "", "YAML template library: weighted system-prompt versions, optionally with per-stage mixes")
+	cmd.Flags().StringVar(&e.stage, "stage", "", "mix of the --templates file to draw from (default: the --mode, when the file declares mixes)")
 	cmd.Flags().StringVar(&e.config, "config", "", "masking config YAML (default: the built-in seven categories)")
 }
 
@@ -235,9 +239,19 @@ func (e *expandFlags) options(cmd *cobra.Command) (*dataset.Options, *dataset.Ex
 	}
 	xo := &dataset.ExpandOptions{Mode: mode, Policy: pol, Seed: e.seed, Masking: cfg}
 	if e.templates != "" {
-		if xo.Templates, err = dataset.LoadTemplates(e.templates); err != nil {
+		ts, err := dataset.LoadTemplates(e.templates)
+		if err != nil {
 			return nil, nil, err
 		}
+		stage := e.stage
+		if stage == "" {
+			stage = e.mode
+		}
+		if xo.Templates, err = ts.ForStage(stage); err != nil {
+			return nil, nil, flagErr("stage", err)
+		}
+	} else if e.stage != "" {
+		return nil, nil, fmt.Errorf("--stage needs --templates")
 	}
 	return opts, xo, nil
 }

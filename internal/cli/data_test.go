@@ -60,6 +60,24 @@ func TestDataCommands(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cptDir, "cpt-manifest.json")); err != nil {
 		t.Fatal(err)
 	}
+	lib := filepath.Join(dir, "lib.yaml")
+	os.WriteFile(lib, []byte("templates:\n  - {name: v0, text: 'A {{.Domain}}'}\n  - {name: v1, parent: v0, text: 'B {{.Domain}}'}\nmixes:\n  cpt: {v0: 1}\n  sft: {v1: 1}\n"), 0o644)
+	for mode, want := range map[string]string{"cpt": `"template":"v0"`, "sft": `"template":"v1"`} {
+		args := []string{"export", "--progress=false", "--mode", mode, "--templates", lib, "-o", filepath.Join(dir, mode+"-lib"), trajs}
+		if _, _, err := runData(t, args...); err != nil {
+			t.Fatalf("export --mode %s with a library: %v", mode, err)
+		}
+		got, _ := os.ReadFile(filepath.Join(dir, mode+"-lib"))
+		if mode == "cpt" {
+			got, _ = os.ReadFile(filepath.Join(dir, mode+"-lib", "cpt-00000.jsonl"))
+		}
+		if !strings.Contains(string(got), want) || !strings.Contains(string(got), `"template_id":"`) {
+			t.Fatalf("--mode %s drew from the wrong mix or pinned nothing:\n%.300s", mode, got)
+		}
+	}
+	if _, _, err := runData(t, "export", "--progress=false", "--mode", "rl", "--templates", lib, "-o", filepath.Join(dir, "x.parquet"), trajs); err == nil {
+		t.Fatal("--mode rl with a library lacking an rl mix accepted")
+	}
 	if _, _, err := runData(t, "export", "--progress=false", "--mode", "cpt", trajs); err == nil {
 		t.Fatal("cpt export without --out accepted")
 	}

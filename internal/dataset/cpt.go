@@ -46,8 +46,10 @@ type CPTLine struct {
 	Source string `json:"source"`
 	ID     string `json:"id"`
 	Domain string `json:"domain,omitempty"`
-	// Template names the template version the system prompt came from.
-	Template string `json:"template,omitempty"`
+	// Template names the template version the system prompt came from;
+	// TemplateID pins its text.
+	Template   string `json:"template,omitempty"`
+	TemplateID string `json:"template_id,omitempty"`
 	// Tokens is EstimateTokens(Text).
 	Tokens int `json:"tokens"`
 }
@@ -67,8 +69,8 @@ type CPTManifest struct {
 	Documents  map[string]int64 `json:"documents"`
 	Tokens     map[string]int64 `json:"tokens"`
 	Duplicates int64            `json:"duplicates"`
-	// Templates counts the documents per template version ("" means the
-	// trajectory's own prompt).
+	// Templates counts the documents per pinned template version
+	// ("name@id"; "" means the trajectory's own prompt).
 	Templates map[string]int64 `json:"templates"`
 	// CorpusRatio is the achieved share of corpus tokens; CorpusTarget the
 	// one asked for; CorpusExhausted is true when the corpus ran out first.
@@ -185,7 +187,7 @@ func ExportCPT(ctx context.Context, files []string, dir string, xo *ExpandOption
 		m.Documents[l.Source]++
 		m.Tokens[l.Source] += int64(l.Tokens)
 		if l.Source == "trajectory" {
-			m.Templates[l.Template]++
+			m.Templates[TemplatePin(l.Template, l.TemplateID)]++
 		}
 		sum.Written++
 		return nil
@@ -225,16 +227,17 @@ func ExportCPT(ctx context.Context, files []string, dir string, xo *ExpandOption
 				continue
 			}
 			ok++
-			system, tmpl := AssembleSystemPrompt(t), ""
+			system, tmpl, tmplID := AssembleSystemPrompt(t), "", ""
 			if exps[w].opts.Templates != nil {
-				var err error
-				if system, tmpl, err = exps[w].systemPrompt(t, 0); err != nil {
+				s, tm, err := exps[w].systemPrompt(t, 0)
+				if err != nil {
 					return nil, nil, 0, fmt.Errorf("%s:%d: %w", l.file, l.n, err)
 				}
+				system, tmpl, tmplID = s, tm.Name, tm.ID()
 			}
 			text := CPTDocument(system, t.Turns)
 			items = append(items, cptItem{hash: sha256Of(text), line: CPTLine{
-				Text: text, Source: "trajectory", ID: t.ID, Domain: t.Domain, Template: tmpl, Tokens: EstimateTokens(text),
+				Text: text, Source: "trajectory", ID: t.ID, Domain: t.Domain, Template: tmpl, TemplateID: tmplID, Tokens: EstimateTokens(text),
 			}})
 		}
 		return items, errs, ok, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -94,8 +95,11 @@ type Sample struct {
 	// Turn is 1-based; TotalTurns is the trajectory's length.
 	Turn       int `json:"turn"`
 	TotalTurns int `json:"total_turns"`
-	// Template names the template version the system prompt came from.
+	// Template names the template version the system prompt came from and
+	// TemplateID pins its text (Template.ID), so a sample says exactly
+	// which prompt it was made with.
 	Template    string            `json:"template,omitempty"`
+	TemplateID  string            `json:"template_id,omitempty"`
 	System      string            `json:"system"`
 	History     []trajectory.Turn `json:"history"`
 	Action      string            `json:"action"`
@@ -167,10 +171,15 @@ func (s *Sample) ContentHash() [16]byte {
 // Template is one version of the world-model system prompt, a Go
 // text/template over TemplateData.
 type Template struct {
-	Name   string  `yaml:"name" json:"name"`
-	Weight float64 `yaml:"weight" json:"weight"`
-	Text   string  `yaml:"text" json:"text"`
+	Name string `yaml:"name" json:"name"`
+	// Weight is the version's share when no stage mix is chosen; it may be
+	// 0 (left out) in a file with mixes.
+	Weight float64 `yaml:"weight,omitempty" json:"weight,omitempty"`
+	// Parent names the version this one was derived from ("" for a root).
+	Parent string `yaml:"parent,omitempty" json:"parent,omitempty"`
+	Text   string `yaml:"text" json:"text"`
 	tmpl   *template.Template
+	id     string
 }
 
 // TemplateData is what a template sees. Fields of missing components are
@@ -189,7 +198,10 @@ type TemplateData struct {
 // exposure: each sample sees one version, drawn by weight).
 type TemplateSet struct {
 	Templates []Template `yaml:"templates" json:"templates"`
-	total     float64
+	// Mixes declares per training stage (cpt, sft, rl, or any name) the
+	// weighted versions it draws from; see Stage.
+	Mixes map[string]map[string]float64 `yaml:"mixes,omitempty" json:"mixes,omitempty"`
+	total float64
 }
 
 // ErrBadTemplates reports an unusable template file.
@@ -234,15 +246,19 @@ func ParseTemplates(data []byte, name string) (*TemplateSet, error) {
 			return nil, fmt.Errorf("%s: %w: %s.name %q is empty or repeated", name, ErrBadTemplates, field, t.Name)
 		}
 		seen[t.Name] = true
-		if !(t.Weight > 0) {
-			return nil, fmt.Errorf("%s: %w: %s.weight must be > 0", name, ErrBadTemplates, field)
+		if t.Weight < 0 || math.IsNaN(t.Weight) || math.IsInf(t.Weight, 0) || t.Weight == 0 && len(ts.Mixes) == 0 {
+			return nil, fmt.Errorf("%s: %w: %s.weight must be > 0 (or ≥ 0 in a file with mixes)", name, ErrBadTemplates, field)
 		}
 		tm, err := template.New(t.Name).Option("missingkey=error").Parse(t.Text)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w: %s.text: %v", name, ErrBadTemplates, field, err)
 		}
 		t.tmpl = tm
+		t.id = templateID(t.Text)
 		ts.total += t.Weight
+	}
+	if err := ts.checkLibrary(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &ts, nil
 }
@@ -333,6 +349,9 @@ func NewExpander(o *ExpandOptions) (*Expander, error) {
 		}
 		v.Masking = cfg
 	}
+	if v.Templates != nil && !(v.Templates.total > 0) {
+		return nil, fmt.Errorf("%w: no version has a weight > 0: choose a stage mix", ErrBadTemplates)
+	}
 	return &Expander{opts: v}, nil
 }
 
@@ -419,27 +438,31 @@ func (e *Expander) emit(t *trajectory.Trajectory, k int, emit func(*Sample) erro
 	for i := 0; i < k; i++ {
 		s.History[i] = trajectory.Turn{Action: t.Turns[i].Action, Observation: t.Turns[i].Observation}
 	}
-	var err error
-	if s.System, s.Template, err = e.systemPrompt(t, k); err != nil {
+	system, tm, err := e.systemPrompt(t, k)
+	if err != nil {
 		return err
+	}
+	s.System = system
+	if tm != nil {
+		s.Template, s.TemplateID = tm.Name, tm.ID()
 	}
 	return emit(s)
 }
 
 // systemPrompt is the system prompt of turn k (0-based) of t and the name
-// of the template version it came from ("" without templates): a version
+// the template version it came from (nil without templates): a version
 // drawn by weight from the seed, the trajectory and the turn, or the
 // trajectory's own prompt. Only during Expand.
-func (e *Expander) systemPrompt(t *trajectory.Trajectory, k int) (string, string, error) {
+func (e *Expander) systemPrompt(t *trajectory.Trajectory, k int) (string, *Template, error) {
 	ts := e.opts.Templates
 	if ts == nil {
 		// Set by Expand, once per trajectory.
-		return e.system, "", nil
+		return e.system, nil, nil
 	}
 	tm := ts.pick(e.rng(t, "template", k).Float64())
 	var b bytes.Buffer
 	if err := tm.tmpl.Execute(&b, templateData(t)); err != nil {
-		return "", "", fmt.Errorf("template %s for trajectory %s: %w", tm.Name, t.ID, err)
+		return "", nil, fmt.Errorf("template %s for trajectory %s: %w", tm.Name, t.ID, err)
 	}
-	return b.String(), tm.Name, nil
+	return b.String(), tm, nil
 }

@@ -56,6 +56,7 @@ type ChatLine struct {
 	Domain     string        `json:"domain"`
 	Turn       int           `json:"turn"`
 	Template   string        `json:"template,omitempty"`
+	TemplateID string        `json:"template_id,omitempty"`
 }
 
 // ChatLineOf builds the SFT line of a sample.
@@ -70,7 +71,7 @@ func ChatLineOf(s *Sample) ChatLine {
 		msgs = append(msgs, cm)
 	}
 	msgs = append(msgs, ChatMessage{Role: "assistant", Content: s.Target(), Loss: &yes})
-	return ChatLine{Messages: msgs, LossWeight: s.Weight, Category: s.Category, ID: s.ID, Domain: s.Domain, Turn: s.Turn, Template: s.Template}
+	return ChatLine{Messages: msgs, LossWeight: s.Weight, Category: s.Category, ID: s.ID, Domain: s.Domain, Turn: s.Turn, Template: s.Template, TemplateID: s.TemplateID}
 }
 
 // RLRow is one RL prompt in the layout verl's RLHF dataset reads: the chat
@@ -105,6 +106,7 @@ type ExtraInfo struct {
 	Category     string  `parquet:"category" json:"category"`
 	LossWeight   float64 `parquet:"loss_weight" json:"loss_weight"`
 	Template     string  `parquet:"template" json:"template"`
+	TemplateID   string  `parquet:"template_id" json:"template_id"`
 	OL           float64 `parquet:"ol" json:"ol"`
 	Nov          float64 `parquet:"nov" json:"nov"`
 	Jac          float64 `parquet:"jac" json:"jac"`
@@ -125,7 +127,7 @@ func RLRowOf(s *Sample, split, style string) RLRow {
 		ExtraInfo: ExtraInfo{
 			Split: split, ID: s.ID, TrajectoryID: s.TrajectoryID, Domain: s.Domain,
 			Turn: int64(s.Turn), TotalTurns: int64(s.TotalTurns), Category: s.Category,
-			LossWeight: s.Weight, Template: s.Template,
+			LossWeight: s.Weight, Template: s.Template, TemplateID: s.TemplateID,
 			OL: s.Stats.OL, Nov: s.Stats.Nov, Jac: s.Stats.Jac, R: s.Stats.R,
 			Action: conversation.ActionPrompt(s.Turn, s.Action),
 		},

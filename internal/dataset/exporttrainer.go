@@ -108,6 +108,7 @@ type SwiftLine struct {
 	ID         string         `json:"id"`
 	Domain     string         `json:"domain"`
 	Template   string         `json:"template,omitempty"`
+	TemplateID string         `json:"template_id,omitempty"`
 	Weights    []float64      `json:"weights"`
 	Categories []string       `json:"categories"`
 }
@@ -134,6 +135,7 @@ type LFLine struct {
 	ID         string      `json:"id"`
 	Domain     string      `json:"domain"`
 	Template   string      `json:"template,omitempty"`
+	TemplateID string      `json:"template_id,omitempty"`
 	Categories []string    `json:"categories"`
 }
 
@@ -149,6 +151,7 @@ type TRLLine struct {
 	Category   string    `json:"category"`
 	LossWeight float64   `json:"loss_weight"`
 	Template   string    `json:"template,omitempty"`
+	TemplateID string    `json:"template_id,omitempty"`
 }
 
 // TRLLineOf builds the TRL line of a sample.
@@ -157,7 +160,7 @@ func TRLLineOf(s *Sample) TRLLine {
 		Prompt:     s.Prompt(),
 		Completion: []Message{{Role: "assistant", Content: s.Target()}},
 		ID:         s.ID, Domain: s.Domain, Turn: s.Turn, Category: s.Category,
-		LossWeight: s.Weight, Template: s.Template,
+		LossWeight: s.Weight, Template: s.Template, TemplateID: s.TemplateID,
 	}
 }
 
@@ -184,7 +187,7 @@ func trajectoryMessages(samples []*Sample) []Message {
 // SwiftLineOf builds the ms-swift line of one trajectory's samples.
 func SwiftLineOf(samples []*Sample) SwiftLine {
 	first := samples[0]
-	l := SwiftLine{ID: first.TrajectoryID, Domain: first.Domain, Template: first.Template}
+	l := SwiftLine{ID: first.TrajectoryID, Domain: first.Domain, Template: first.Template, TemplateID: first.TemplateID}
 	k := 0
 	for _, m := range trajectoryMessages(samples) {
 		sm := SwiftMessage{Role: m.Role, Content: m.Content}
@@ -207,7 +210,7 @@ func SwiftLineOf(samples []*Sample) SwiftLine {
 // LFLineOf builds the LLaMA-Factory v1 line of one trajectory's samples.
 func LFLineOf(samples []*Sample) LFLine {
 	first := samples[0]
-	l := LFLine{ID: first.TrajectoryID, Domain: first.Domain, Template: first.Template}
+	l := LFLine{ID: first.TrajectoryID, Domain: first.Domain, Template: first.Template, TemplateID: first.TemplateID}
 	k := 0
 	for _, m := range trajectoryMessages(samples) {
 		lm := LFMessage{Role: m.Role, Content: []LFContent{{Type: "text", Value: m.Content}}}
