@@ -83,6 +83,10 @@ type OpenEnvResetRequest struct {
 	Model     string          `json:"model,omitempty"`
 	Backend   string          `json:"backend,omitempty"`
 	SessionID string          `json:"session_id,omitempty"`
+	// GroupKey makes the reset a fork of one root session cached per key
+	// (and world, seed, model, backend): the G resets of a GRPO group that
+	// carry the same key share their initial state.
+	GroupKey string `json:"group_key,omitempty"`
 }
 
 // OpenEnvStepRequest is POST /step's body. SessionID (or EpisodeID)

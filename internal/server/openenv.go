@@ -46,6 +46,12 @@ func (s *Server) resetCreate(ctx context.Context, req api.OpenEnvResetRequest, e
 	if len(extra) > 0 {
 		c.Labels = maps.Clone(extra)
 	}
+	if req.GroupKey != "" {
+		if req.EpisodeID != "" {
+			return nil, badRequest("episode_id", "cannot name the session of a group_key reset (it is a fork of the group's root); use the session_id it answers with")
+		}
+		return s.groups.fork(ctx, s.m, req.GroupKey, c)
+	}
 	if req.EpisodeID != "" {
 		if c.Labels == nil {
 			c.Labels = map[string]string{}

@@ -73,6 +73,9 @@ type Server struct {
 	edge    Edge
 	hosts   *hostPolicy
 
+	// groups are the cached roots of resets that carry a group_key.
+	groups groupRoots
+
 	wsMu    sync.Mutex
 	wsStop  chan struct{}
 	wsConns sync.WaitGroup
