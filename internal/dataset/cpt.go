@@ -218,20 +218,12 @@ func ExportCPT(ctx context.Context, files []string, dir string, xo *ExpandOption
 	}
 	err := run(ctx, files, o, sum, func(w int, batch []inLine) ([]cptItem, []*RecordError, int64, error) {
 		var items []cptItem
-		var errs []*RecordError
-		var ok int64
-		for _, l := range batch {
-			t, es := DecodeTrajectory(l.data, l.file, l.n)
-			if len(es) > 0 {
-				errs = append(errs, es...)
-				continue
-			}
-			ok++
+		errs, ok, err := eachTrajectory(batch, func(l *inLine, t *trajectory.Trajectory) error {
 			system, tmpl, tmplID := AssembleSystemPrompt(t), "", ""
 			if exps[w].opts.Templates != nil {
 				s, tm, err := exps[w].systemPrompt(t, 0)
 				if err != nil {
-					return nil, nil, 0, fmt.Errorf("%s:%d: %w", l.file, l.n, err)
+					return fmt.Errorf("%s:%d: %w", l.file, l.n, err)
 				}
 				system, tmpl, tmplID = s, tm.Name, tm.ID()
 			}
@@ -239,8 +231,9 @@ func ExportCPT(ctx context.Context, files []string, dir string, xo *ExpandOption
 			items = append(items, cptItem{hash: sha256Of(text), line: CPTLine{
 				Text: text, Source: "trajectory", ID: t.ID, Domain: t.Domain, Template: tmpl, TemplateID: tmplID, Tokens: EstimateTokens(text),
 			}})
-		}
-		return items, errs, ok, nil
+			return nil
+		})
+		return items, errs, ok, err
 	}, func(items []cptItem) error {
 		for _, it := range items {
 			if err := write(it.line, it.hash); err != nil {

@@ -205,14 +205,7 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 	pending, pendingBytes := 0, 0
 	err := run(ctx, files, o, sum, func(w int, batch []inLine) ([]outItem, []*RecordError, int64, error) {
 		var items []outItem
-		var errs []*RecordError
-		var ok int64
-		for _, l := range batch {
-			t, es := DecodeTrajectory(l.data, l.file, l.n)
-			if len(es) > 0 {
-				errs = append(errs, es...)
-				continue
-			}
+		errs, ok, err := eachTrajectory(batch, func(l *inLine, t *trajectory.Trajectory) error {
 			var traj []*Sample
 			err := exps[w].Expand(t, func(s *Sample) error {
 				if e.Format.perTrajectory() {
@@ -250,11 +243,11 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 				items = append(items, it)
 			}
 			if err != nil {
-				return nil, nil, 0, fmt.Errorf("%s:%d: %w", l.file, l.n, err)
+				return fmt.Errorf("%s:%d: %w", l.file, l.n, err)
 			}
-			ok++
-		}
-		return items, errs, ok, nil
+			return nil
+		})
+		return items, errs, ok, err
 	}, func(items []outItem) error {
 		for _, it := range items {
 			if !e.KeepDuplicates {

@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 	"text/tabwriter"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
 // CalibrateOptions configure Calibrate; nil means the defaults.
@@ -69,20 +71,13 @@ func Calibrate(ctx context.Context, files []string, base *MaskingConfig, co *Cal
 	sum := &Summary{}
 	err := run(ctx, files, o, sum, func(w int, batch []inLine) (part, []*RecordError, int64, error) {
 		p := part{}
-		var errs []*RecordError
-		var ok int64
-		for _, l := range batch {
-			t, es := DecodeTrajectory(l.data, l.file, l.n)
-			if len(es) > 0 {
-				errs = append(errs, es...)
-				continue
-			}
-			ok++
+		errs, ok, err := eachTrajectory(batch, func(_ *inLine, t *trajectory.Trajectory) error {
 			for _, tu := range t.Turns {
 				p[t.Domain] = append(p[t.Domain], scorers[w].Score(tu.Action, tu.Observation))
 			}
-		}
-		return p, errs, ok, nil
+			return nil
+		})
+		return p, errs, ok, err
 	}, func(p part) error {
 		for d, st := range p {
 			byDomain[d] = append(byDomain[d], st...)

@@ -539,3 +539,22 @@ func (d *docReader) Next() ([]byte, int, error) {
 	}
 	return buf.Bytes(), start, nil
 }
+
+// eachTrajectory decodes the lines of a batch, collects the errors of the
+// invalid ones, and calls fn on every valid trajectory; ok counts the
+// trajectories fn accepted. An error from fn stops the batch.
+func eachTrajectory(batch []inLine, fn func(l *inLine, t *trajectory.Trajectory) error) (errs []*RecordError, ok int64, err error) {
+	for i := range batch {
+		l := &batch[i]
+		t, es := DecodeTrajectory(l.data, l.file, l.n)
+		if len(es) > 0 {
+			errs = append(errs, es...)
+			continue
+		}
+		if err := fn(l, t); err != nil {
+			return nil, 0, err
+		}
+		ok++
+	}
+	return errs, ok, nil
+}
