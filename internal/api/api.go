@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/world"
 )
 
 // Native session API wire types.
@@ -136,8 +137,8 @@ type ErrorBody struct {
 	} `json:"error"`
 }
 
-// Client opens and steps sessions over a running server's native API
-// (a play.Player).
+// Client opens, steps, forks and closes sessions over a running server's
+// native API (a play.Player and a rollout.Simulator).
 type Client struct {
 	BaseURL string
 	APIKey  string
@@ -145,15 +146,28 @@ type Client struct {
 }
 
 func (c *Client) post(ctx context.Context, path string, body, out any) error {
-	b, err := json.Marshal(body)
+	return c.do(ctx, http.MethodPost, path, body, out)
+}
+
+// do sends one request (a JSON body unless body is nil) and decodes the
+// answer into out unless out is nil; a status >= 300 is an error carrying
+// the server's message.
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, rd)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+path, bytes.NewReader(b))
-	if err != nil {
-		return err
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Content-Type", "application/json")
 	if c.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
@@ -177,13 +191,39 @@ func (c *Client) post(ctx context.Context, path string, body, out any) error {
 		}
 		return fmt.Errorf("%s: %s", resp.Status, raw)
 	}
+	if out == nil {
+		return nil
+	}
 	return json.Unmarshal(raw, out)
+}
+
+// World returns a loaded world's spec (GET /v1/worlds/{name}).
+func (c *Client) World(ctx context.Context, name string) (*world.Spec, error) {
+	var s world.Spec
+	if err := c.do(ctx, http.MethodGet, "/v1/worlds/"+name, nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Fork branches a session (POST /v1/sessions/{id}/fork).
+func (c *Client) Fork(ctx context.Context, id string, req sim.ForkRequest) (*sim.Reply, error) {
+	var rep sim.Reply
+	if err := c.post(ctx, "/v1/sessions/"+id+"/fork", ForkSessionRequest{AtTurn: req.AtTurn, Seed: req.Seed, Labels: req.Labels}, &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// Delete closes a session (DELETE /v1/sessions/{id}).
+func (c *Client) Delete(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/sessions/"+id, nil, nil)
 }
 
 // Create implements Player.
 func (c *Client) Create(ctx context.Context, req sim.CreateRequest) (*sim.Reply, error) {
 	var rep sim.Reply
-	if err := c.post(ctx, "/v1/sessions", CreateSessionRequest{WorldID: req.WorldID, Seed: req.Seed, Model: req.Model, Backend: req.Backend}, &rep); err != nil {
+	if err := c.post(ctx, "/v1/sessions", CreateSessionRequest{WorldID: req.WorldID, Seed: req.Seed, Model: req.Model, Backend: req.Backend, Labels: req.Labels}, &rep); err != nil {
 		return nil, err
 	}
 	return &rep, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/rollout"
 )
@@ -66,7 +67,7 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 				if remoteKey == "" {
 					remoteKey = envconfig.APIKey.Value()
 				}
-				s = &rollout.Remote{BaseURL: remote, APIKey: remoteKey}
+				s = &api.Client{BaseURL: remote, APIKey: remoteKey}
 			} else {
 				if !cmd.Flags().Changed("db") {
 					f.noDB = true
