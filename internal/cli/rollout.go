@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/rollout"
 )
@@ -63,22 +62,16 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 			opts.Progress = cmd.ErrOrStderr()
 			opts.Logger = logger(cmd)
 			var s rollout.Simulator
-			if remote != "" {
-				if remoteKey == "" {
-					remoteKey = envconfig.APIKey.Value()
-				}
-				s = &api.Client{BaseURL: remote, APIKey: remoteKey}
-			} else {
-				if !cmd.Flags().Changed("db") {
-					f.noDB = true
-				}
-				a, err := f.app(cmd)
-				if err != nil {
-					return err
-				}
+			cl, a, err := f.openSim(cmd, remote, remoteKey)
+			if err != nil {
+				return err
+			}
+			if a != nil {
 				defer closeApp(a)
 				s = rollout.Embedded{M: a.Manager}
 				opts.LWMModel = lwmName(f.cfg.Model, f.cfg.ModelName)
+			} else {
+				s = cl
 			}
 			res, err := rollout.Run(cmd.Context(), s, tasks, out, &opts)
 			if res != nil && res.Summary != nil {

@@ -213,6 +213,24 @@ simulation.`,
 	return cmd
 }
 
+// openSim opens what play and rollout run against: with remote, a client
+// of that running server (key, else the environment's API key); without,
+// the in-process app, keeping sessions in memory unless --db is given. The
+// caller closes a non-nil app.
+func (f *simFlags) openSim(cmd *cobra.Command, remote, key string) (*api.Client, *app.App, error) {
+	if remote != "" {
+		if key == "" {
+			key = envconfig.APIKey.Value()
+		}
+		return &api.Client{BaseURL: remote, APIKey: key}, nil, nil
+	}
+	if !cmd.Flags().Changed("db") {
+		f.noDB = true
+	}
+	a, err := f.app(cmd)
+	return nil, a, err
+}
+
 func newPlayCmd() *cobra.Command {
 	var f simFlags
 	var remote, key string
@@ -227,21 +245,15 @@ python-terminal"); with --server it plays against a running server.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var p play.Player
-			if remote != "" {
-				if key == "" {
-					key = envconfig.APIKey.Value()
-				}
-				p = &api.Client{BaseURL: remote, APIKey: key}
-			} else {
-				if !cmd.Flags().Changed("db") {
-					f.noDB = true
-				}
-				a, err := f.app(cmd)
-				if err != nil {
-					return err
-				}
+			cl, a, err := f.openSim(cmd, remote, key)
+			if err != nil {
+				return err
+			}
+			if a != nil {
 				defer closeApp(a)
 				p = play.Manager{M: a.Manager}
+			} else {
+				p = cl
 			}
 			return play.Play(ctx, p, args[0], cmd.InOrStdin(), cmd.OutOrStdout())
 		},
