@@ -111,12 +111,35 @@ type OpenEnvResult struct {
 	Metadata    map[string]any     `json:"metadata,omitempty"`
 }
 
-// OpenEnvObservation is the observation object of our environments.
+// OpenEnvObservation is the observation object of our environments. The
+// last four fields answer OpenEnv's MCP tool client (MCPToolClient in
+// src/openenv/core/mcp_client.py): Tools a {"type": "list_tools"} action,
+// ToolName, Result and Error a {"type": "call_tool"} one.
 type OpenEnvObservation struct {
-	Text      string `json:"text"`
-	Turn      int    `json:"turn"`
-	SessionID string `json:"session_id"`
-	Truncated bool   `json:"truncated"`
+	Text      string            `json:"text"`
+	Turn      int               `json:"turn"`
+	SessionID string            `json:"session_id"`
+	Truncated bool              `json:"truncated"`
+	Tools     []OpenEnvTool     `json:"tools,omitempty"`
+	ToolName  string            `json:"tool_name,omitempty"`
+	Result    map[string]any    `json:"result,omitempty"`
+	Error     *OpenEnvToolError `json:"error,omitempty"`
+}
+
+// OpenEnvTool is one entry of a list_tools observation (OpenEnv's Tool
+// model); JSON-RPC tools/list names the schema inputSchema, as MCP does,
+// and MCPToolClient reads either.
+type OpenEnvTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// OpenEnvToolError is OpenEnv's ToolError: a failure of the call itself,
+// not an error the tool reported (that is in the result, with isError).
+type OpenEnvToolError struct {
+	ErrorType string `json:"error_type"`
+	Message   string `json:"message"`
 }
 
 // OpenEnvWSMessage is one WebSocket frame in either direction.

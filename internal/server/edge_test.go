@@ -61,6 +61,7 @@ var edgeRoutes = []struct {
 	{"GET", "/schema", ""},
 	{"GET", "/metadata", ""},
 	{"GET", "/ws", ""},
+	{"POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`},
 	{"POST", "/mcp/perturbed-tracker", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`},
 	{"GET", "/mcp/perturbed-tracker", ""},
 	{"GET", "/metrics", ""},

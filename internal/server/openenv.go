@@ -127,11 +127,6 @@ func (s *Server) openEnvStep(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	act, err := openEnvAction(req.Action)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	if req.RequestID != "" {
 		if extra == nil {
 			extra = map[string]string{}
@@ -144,12 +139,12 @@ func (s *Server) openEnvStep(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(*req.TimeoutS*float64(time.Second)))
 		defer cancel()
 	}
-	res, err := s.m.Step(ctx, id, sim.StepRequest{Action: act, Turn: req.Turn, Labels: extra})
+	out, err := s.openEnvToolStep(ctx, id, req.Action, sim.StepRequest{Turn: req.Turn, Labels: extra})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, openEnvResult(id, res))
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) openEnvState(w http.ResponseWriter, r *http.Request) {
@@ -339,17 +334,12 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 				err = sendErr(badRequest("type", "send a reset before the first step"))
 				break
 			}
-			act, aerr := openEnvAction(msg.Data)
-			if aerr != nil {
-				err = sendErr(aerr)
-				break
-			}
-			res, serr := s.m.Step(stepCtx, current, sim.StepRequest{Action: act})
+			out, serr := s.openEnvToolStep(stepCtx, current, msg.Data, sim.StepRequest{})
 			if serr != nil {
 				err = sendErr(serr)
 				break
 			}
-			err = send("observation", openEnvResult(current, res))
+			err = send("observation", out)
 		case "state":
 			if current == "" {
 				err = sendErr(badRequest("type", "send a reset before asking for state"))
@@ -364,8 +354,10 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 		case "close":
 			c.Close(websocket.StatusNormalClosure, "")
 			return
+		case "mcp":
+			err = send("mcp", s.openEnvRPC(stepCtx, msg.Data, &rpcConn{current: &current, owned: &owned}))
 		default:
-			err = send("error", map[string]any{"message": fmt.Sprintf("unknown message type %q (want reset, step, state or close)", msg.Type), "code": "UNKNOWN_TYPE"})
+			err = send("error", map[string]any{"message": fmt.Sprintf("unknown message type %q (want reset, step, state, mcp or close)", msg.Type), "code": "UNKNOWN_TYPE"})
 		}
 		if err != nil {
 			return

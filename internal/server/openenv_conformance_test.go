@@ -10,6 +10,7 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +19,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/store"
+	"github.com/agentworld/agentworld/internal/world"
 )
 
 // openEnvFixture is one file of testdata/openenv: the messages one of
@@ -30,6 +31,9 @@ type openEnvFixture struct {
 	Parses    string            `json:"parses"`
 	Cookies   bool              `json:"cookies"`
 	Exchanges []openEnvExchange `json:"exchanges"`
+	// Production holds the HTTP exchanges of a client's second mode
+	// (MCPToolClient's JSON-RPC to POST /mcp).
+	Production []openEnvExchange `json:"production"`
 }
 
 type openEnvExchange struct {
@@ -47,6 +51,22 @@ type openEnvExchange struct {
 	// lists paths that must be present (null counts).
 	Want map[string]any `json:"want"`
 	Has  []string       `json:"has"`
+	// Capture names a reply path whose value replaces $SESSION in the
+	// exchanges after it.
+	Capture string `json:"capture"`
+}
+
+// payload is what an exchange sends: $SESSION replaced, and a JSON string
+// body sent as its raw text (a body that is not JSON).
+func (x openEnvExchange) payload(session string) []byte {
+	if x.Send != "" {
+		return []byte(strings.ReplaceAll(x.Send, "$SESSION", session))
+	}
+	var str string
+	if json.Unmarshal(x.Body, &str) == nil {
+		return []byte(str)
+	}
+	return bytes.ReplaceAll(x.Body, []byte("$SESSION"), []byte(session))
 }
 
 func loadOpenEnvFixture(t *testing.T, name string) openEnvFixture {
@@ -67,14 +87,22 @@ func loadOpenEnvFixture(t *testing.T, name string) openEnvFixture {
 	return f
 }
 
-// lookup finds a dotted path in a decoded JSON value.
+// lookup finds a dotted path (numbers index arrays) in a decoded JSON value.
 func lookup(v any, path string) (any, bool) {
 	for _, k := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if v, ok = m[k]; !ok {
+		switch c := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = c[k]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			v = c[i]
+		default:
 			return nil, false
 		}
 	}
@@ -82,12 +110,12 @@ func lookup(v any, path string) (any, bool) {
 }
 
 // checkReply compares a reply with an exchange's Want and Has.
-func checkReply(t *testing.T, i int, x openEnvExchange, raw []byte) {
+func checkReply(t *testing.T, i int, x openEnvExchange, raw []byte) any {
 	t.Helper()
 	var got any
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Errorf("exchange %d (%s): reply %q is not JSON: %v", i, x.Note, raw, err)
-		return
+		return nil
 	}
 	for _, p := range x.Has {
 		if _, ok := lookup(got, p); !ok {
@@ -104,25 +132,20 @@ func checkReply(t *testing.T, i int, x openEnvExchange, raw []byte) {
 			t.Errorf("exchange %d (%s): %s (-want +got):\n%s\nreply: %s", i, x.Note, p, d, raw)
 		}
 	}
+	return got
 }
 
-func TestOpenEnvHTTPClientFixture(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "s.db")
-	h := newHarness(t, db, nil)
-	f := loadOpenEnvFixture(t, "http_client.json")
-	client := &http.Client{Timeout: time.Minute}
-	if f.Cookies {
-		jar, _ := cookiejar.New(nil)
-		client.Jar = jar
-	}
-	var lastReset string
-	for i, x := range f.Exchanges {
+// runHTTPExchanges sends a fixture's HTTP exchanges in order and checks
+// each reply; it returns the session id of the last successful /reset.
+func runHTTPExchanges(t *testing.T, base string, client *http.Client, xs []openEnvExchange) (lastReset string) {
+	t.Helper()
+	var session string
+	for i, x := range xs {
 		var body io.Reader
 		if x.Body != nil {
-			body = bytes.NewReader(x.Body)
+			body = bytes.NewReader(x.payload(session))
 		}
-		req, _ := http.NewRequest(x.Method, h.srv.URL+x.Path, body)
+		req, _ := http.NewRequest(x.Method, base+x.Path, body)
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
@@ -135,12 +158,57 @@ func TestOpenEnvHTTPClientFixture(t *testing.T) {
 		if resp.StatusCode != x.Status {
 			t.Fatalf("exchange %d (%s): status %d, want %d: %s", i, x.Note, resp.StatusCode, x.Status, raw)
 		}
-		checkReply(t, i, x, raw)
-		var r api.OpenEnvResult
-		if x.Path == "/reset" && resp.StatusCode == 200 && json.Unmarshal(raw, &r) == nil {
-			lastReset = r.Observation.SessionID
+		got := checkReply(t, i, x, raw)
+		if v, ok := lookup(got, x.Capture); ok && x.Capture != "" {
+			session, _ = v.(string)
+		}
+		if v, ok := lookup(got, "observation.session_id"); ok && x.Path == "/reset" && resp.StatusCode == 200 {
+			lastReset, _ = v.(string)
 		}
 	}
+	return lastReset
+}
+
+// runWSExchanges sends a fixture's WebSocket frames on one connection and
+// checks each reply.
+func runWSExchanges(t *testing.T, base string, xs []openEnvExchange) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	for i, x := range xs {
+		if err := c.Write(ctx, websocket.MessageText, x.payload("")); err != nil {
+			t.Fatalf("exchange %d (%s): %v", i, x.Note, err)
+		}
+		_, raw, err := c.Read(ctx)
+		if x.Closes {
+			if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+				t.Fatalf("exchange %d (%s): want a normal close, got %q, %v", i, x.Note, raw, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("exchange %d (%s): %v", i, x.Note, err)
+		}
+		checkReply(t, i, x, raw)
+	}
+}
+
+func TestOpenEnvHTTPClientFixture(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "s.db")
+	h := newHarness(t, db, nil)
+	f := loadOpenEnvFixture(t, "http_client.json")
+	client := &http.Client{Timeout: time.Minute}
+	if f.Cookies {
+		jar, _ := cookiejar.New(nil)
+		client.Jar = jar
+	}
+	lastReset := runHTTPExchanges(t, h.srv.URL, client, f.Exchanges)
 	// The extra fields of a reset are the session's labels.
 	ro, err := store.OpenReadOnly(db)
 	if err != nil {
@@ -166,29 +234,37 @@ func TestOpenEnvHTTPClientFixture(t *testing.T) {
 func TestOpenEnvWebSocketClientFixture(t *testing.T) {
 	h := newHarness(t, "", nil)
 	f := loadOpenEnvFixture(t, "ws_client.json")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(h.srv.URL, "http")+"/ws", nil)
+	runWSExchanges(t, h.srv.URL, f.Exchanges)
+}
+
+// mcpToolsSpec is a small MCP world for OpenEnv's MCP tool client.
+const mcpToolsSpec = `
+name: tools
+domain: mcp
+task_description: An MCP server with an echo tool.
+action_space:
+  - name: echo_message
+    description: Echo a message back.
+    input_schema:
+      type: object
+      properties:
+        message: {type: string}
+      required: [message]
+initial_state: "The server is ready."
+`
+
+func TestOpenEnvMCPClientFixture(t *testing.T) {
+	h := newHarness(t, "", &Options{DefaultWorld: "tools"})
+	spec, err := world.Parse([]byte(mcpToolsSpec), "tools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.CloseNow()
-	for i, x := range f.Exchanges {
-		if err := c.Write(ctx, websocket.MessageText, []byte(x.Send)); err != nil {
-			t.Fatalf("exchange %d (%s): %v", i, x.Note, err)
-		}
-		_, raw, err := c.Read(ctx)
-		if x.Closes {
-			if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
-				t.Fatalf("exchange %d (%s): want a normal close, got %q, %v", i, x.Note, raw, err)
-			}
-			break
-		}
-		if err != nil {
-			t.Fatalf("exchange %d (%s): %v", i, x.Note, err)
-		}
-		checkReply(t, i, x, raw)
-	}
+	h.m.AddWorld(spec)
+	f := loadOpenEnvFixture(t, "mcp_client.json")
+	t.Run("simulation", func(t *testing.T) { runWSExchanges(t, h.srv.URL, f.Exchanges) })
+	t.Run("production", func(t *testing.T) {
+		runHTTPExchanges(t, h.srv.URL, &http.Client{Timeout: time.Minute}, f.Production)
+	})
 }
 
 // TestOpenEnvHTTPClientsIsolated runs two HTTP clients side by side, each

@@ -209,6 +209,17 @@ func (m *Manager) World(name string) (*world.Spec, bool) {
 	return s, ok
 }
 
+// SessionSpec returns the world spec a session runs, loaded or inline
+// (OpenEnv's MCP clients list a session's tools from it).
+func (m *Manager) SessionSpec(ctx context.Context, id string) (*world.Spec, error) {
+	s, err := m.acquire(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer m.release(s)
+	return s.spec, nil
+}
+
 // Worlds lists the loaded specs by name.
 func (m *Manager) Worlds() []*world.Spec {
 	m.mu.Lock()

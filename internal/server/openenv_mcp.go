@@ -1,0 +1,329 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/agentworld/agentworld/internal/api"
+	"github.com/agentworld/agentworld/internal/mcpworld"
+	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/world"
+)
+
+// OpenEnv's MCP tool client (MCPToolClient in huggingface/OpenEnv
+// src/openenv/core/mcp_client.py, with the types of
+// src/openenv/core/env_server/mcp_types.py, at commit 385de5eb) reaches a
+// world's tools two ways:
+//
+//   - in simulation mode it steps with ListToolsAction {"type":
+//     "list_tools"} and CallToolAction {"type": "call_tool", "tool_name",
+//     "arguments"} and reads the observation's "tools", or its
+//     "tool_name", "result" and "error";
+//   - in production mode it posts JSON-RPC 2.0 to POST /mcp:
+//     openenv/session/create → {session_id}, tools/list {session_id} →
+//     {tools}, tools/call {name, arguments, session_id} → the tool's
+//     result, openenv/session/close {session_id}. The server side carries
+//     the same JSON-RPC in a WebSocket {"type": "mcp", "data": …} answered
+//     by {"type": "mcp", "data": …}, on the connection's own session.
+//
+// Listing tools is not a step: it reads the session's world spec and
+// records no turn. A tool call is a step like any other.
+
+// openEnvToolAction says whether an OpenEnv action is one of the MCP tool
+// client's: "list_tools", "call_tool" (with the tool's name) or "".
+func openEnvToolAction(raw json.RawMessage) (kind, tool string) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return "", ""
+	}
+	var a struct {
+		Type     string `json:"type"`
+		ToolName string `json:"tool_name"`
+	}
+	if json.Unmarshal(raw, &a) != nil {
+		return "", ""
+	}
+	switch a.Type {
+	case "list_tools":
+		return a.Type, ""
+	case "call_tool":
+		return a.Type, a.ToolName
+	}
+	return "", ""
+}
+
+// sessionTools is the action space of a session's world, refused for a
+// world that has no tools to list.
+func (s *Server) sessionTools(ctx context.Context, id string) ([]world.Tool, error) {
+	spec, err := s.m.SessionSpec(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(spec.ActionSpace.Tools) == 0 {
+		return nil, badRequest("action.type", "world %s (%s) has no tools to list", spec.Name, spec.Domain)
+	}
+	return spec.ActionSpace.Tools, nil
+}
+
+func toolSchema(t world.Tool) json.RawMessage {
+	if len(t.InputSchema) > 0 {
+		return t.InputSchema
+	}
+	return json.RawMessage(`{"type":"object"}`)
+}
+
+// listToolsResult answers a list_tools action: the session's tools, with
+// the session's current turn and no reward.
+func (s *Server) listToolsResult(ctx context.Context, id string) (*api.OpenEnvResult, error) {
+	tools, err := s.sessionTools(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.m.State(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.OpenEnvTool, len(tools))
+	for i, t := range tools {
+		out[i] = api.OpenEnvTool{Name: t.Name, Description: t.Description, InputSchema: toolSchema(t)}
+	}
+	return &api.OpenEnvResult{
+		Observation: api.OpenEnvObservation{Turn: st.StepCount, SessionID: id, Tools: out},
+		Done:        st.Status != sim.StatusActive,
+	}, nil
+}
+
+// toolResult turns a tool call's observation into what OpenEnv's client
+// reads: MCP's CallToolResult (content, isError, structuredContent) plus
+// "data", the value MCPToolClient.call_tool returns — the structured
+// content when the tool has an output schema the answer meets, else the
+// text of a single text item. An observation that is a JSON-RPC error is
+// a ToolError.
+func toolResult(spec *world.Spec, name, text string) (map[string]any, *api.OpenEnvToolError) {
+	t, ok := spec.ActionSpace.Tool(name)
+	if !ok {
+		t = world.Tool{Name: name}
+	}
+	r := mcpworld.ParseObservation(text, t)
+	if r.RPC != nil {
+		return nil, &api.OpenEnvToolError{ErrorType: "execution_error", Message: r.RPC.Message}
+	}
+	var res map[string]any
+	b, err := json.Marshal(r.Tool)
+	if err != nil || json.Unmarshal(b, &res) != nil {
+		return map[string]any{"data": text}, nil
+	}
+	res["isError"] = r.Tool.IsError // MCP's SDK leaves false out
+	res["data"] = text
+	if r.Tool.StructuredContent != nil {
+		res["data"] = r.Tool.StructuredContent
+	}
+	return res, nil
+}
+
+// addToolResult fills a call_tool step's observation with the fields
+// OpenEnv's CallToolObservation has.
+func (s *Server) addToolResult(ctx context.Context, id, tool string, out *api.OpenEnvResult) {
+	spec, err := s.m.SessionSpec(ctx, id)
+	if err != nil {
+		spec = &world.Spec{}
+	}
+	out.Observation.ToolName = tool
+	out.Observation.Result, out.Observation.Error = toolResult(spec, tool, out.Observation.Text)
+}
+
+// openEnvToolStep runs one OpenEnv step whose action may be an MCP tool
+// client action, over HTTP or the WebSocket.
+func (s *Server) openEnvToolStep(ctx context.Context, id string, action json.RawMessage, req sim.StepRequest) (*api.OpenEnvResult, error) {
+	kind, tool := openEnvToolAction(action)
+	if kind == "list_tools" {
+		return s.listToolsResult(ctx, id)
+	}
+	act, err := openEnvAction(action)
+	if err != nil {
+		return nil, err
+	}
+	req.Action = act
+	res, err := s.m.Step(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	out := openEnvResult(id, res)
+	if kind == "call_tool" {
+		s.addToolResult(ctx, id, tool, &out)
+	}
+	return &out, nil
+}
+
+// JSON-RPC 2.0 as OpenEnv's /mcp speaks it (JsonRpcRequest and
+// JsonRpcResponse in mcp_types.py: a reply has "result" or "error", and
+// always "id").
+type rpcRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	ID      json.RawMessage `json:"id"`
+}
+
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+type rpcResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+// JSON-RPC error codes OpenEnv's JsonRpcErrorCode uses.
+const (
+	rpcParseError     = -32700
+	rpcInvalidRequest = -32600
+	rpcMethodNotFound = -32601
+	rpcInvalidParams  = -32602
+	rpcInternalError  = -32603
+)
+
+// rpcConn is the WebSocket a JSON-RPC request came on: its session is the
+// one tools act on, and a session openenv/session/create makes there is
+// the connection's (closed when it leaves). Nil for POST /mcp.
+type rpcConn struct {
+	current *string
+	owned   *[]string
+}
+
+func rpcFail(id json.RawMessage, code int, msg string) rpcResponse {
+	return rpcResponse{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: code, Message: msg}}
+}
+
+// rpcFromErr maps a manager error: a client's mistake (4xx) is invalid
+// params, anything else an internal error, each with the public message.
+func rpcFromErr(id json.RawMessage, err error) rpcResponse {
+	e := toError(err)
+	if e.Status >= 400 && e.Status < 500 {
+		return rpcFail(id, rpcInvalidParams, e.Public)
+	}
+	return rpcFail(id, rpcInternalError, e.Public)
+}
+
+// openEnvRPC answers one JSON-RPC request of OpenEnv's MCP client.
+func (s *Server) openEnvRPC(ctx context.Context, raw []byte, conn *rpcConn) rpcResponse {
+	var req rpcRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return rpcFail(nil, rpcParseError, "Parse error")
+		}
+		return rpcFail(nil, rpcInvalidRequest, "Invalid request: "+err.Error())
+	}
+	if req.JSONRPC != "2.0" || req.Method == "" {
+		return rpcFail(req.ID, rpcInvalidRequest, `Invalid request: want {"jsonrpc": "2.0", "method", "params"?, "id"?}`)
+	}
+	var p struct {
+		SessionID string          `json:"session_id"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if len(req.Params) > 0 && string(req.Params) != "null" {
+		if bytes.TrimSpace(req.Params)[0] != '{' || json.Unmarshal(req.Params, &p) != nil {
+			return rpcFail(req.ID, rpcInvalidParams, "Params must be an object")
+		}
+	}
+	session := p.SessionID
+	if session == "" && conn != nil {
+		session = *conn.current
+	}
+	ok := func(v any) rpcResponse { return rpcResponse{JSONRPC: "2.0", ID: req.ID, Result: v} }
+	switch req.Method {
+	case "openenv/session/create":
+		if conn != nil && *conn.current != "" {
+			return ok(map[string]any{"session_id": *conn.current})
+		}
+		var rr api.OpenEnvResetRequest
+		var extra map[string]string
+		if len(req.Params) > 0 && string(req.Params) != "null" {
+			var err error
+			if extra, err = openEnvDecode(req.Params, &rr, true); err != nil {
+				return rpcFromErr(req.ID, err)
+			}
+		}
+		rep, err := s.resetCreate(ctx, rr, extra)
+		if err != nil {
+			return rpcFromErr(req.ID, err)
+		}
+		if conn != nil {
+			*conn.current = rep.SessionID
+			*conn.owned = append(*conn.owned, rep.SessionID)
+		}
+		return ok(map[string]any{"session_id": rep.SessionID})
+	case "openenv/session/close":
+		if p.SessionID == "" {
+			return rpcFail(req.ID, rpcInvalidParams, "Invalid params - 'session_id' is required")
+		}
+		if conn != nil && p.SessionID == *conn.current {
+			return rpcFail(req.ID, rpcInvalidRequest, "Cannot close active WebSocket-managed session via MCP method")
+		}
+		if err := s.m.Delete(ctx, p.SessionID); err != nil {
+			return rpcFromErr(req.ID, err)
+		}
+		return ok(map[string]any{"session_id": p.SessionID, "closed": true})
+	case "tools/list":
+		var tools []world.Tool
+		if session != "" {
+			t, err := s.sessionTools(ctx, session)
+			if err != nil {
+				return rpcFromErr(req.ID, err)
+			}
+			tools = t
+		} else if spec, found := s.m.World(s.defaultWorld()); found {
+			tools = spec.ActionSpace.Tools // a stateless listing, as OpenEnv's without a session
+		}
+		list := make([]map[string]any, len(tools))
+		for i, t := range tools {
+			list[i] = map[string]any{"name": t.Name, "description": t.Description, "inputSchema": toolSchema(t)}
+		}
+		return ok(map[string]any{"tools": list})
+	case "tools/call":
+		if p.Name == "" {
+			return rpcFail(req.ID, rpcInvalidParams, "Missing 'name' in params")
+		}
+		if session == "" {
+			return rpcFail(req.ID, rpcInvalidParams, "Invalid params - 'session_id' is required: create one with openenv/session/create (every call is a step of a session)")
+		}
+		args := p.Arguments
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage(`{}`)
+		}
+		act, _ := json.Marshal(map[string]json.RawMessage{"name": mustRaw(p.Name), "arguments": args})
+		res, err := s.m.Step(ctx, session, sim.StepRequest{Action: act})
+		if err != nil {
+			return rpcFromErr(req.ID, err)
+		}
+		spec, err := s.m.SessionSpec(ctx, session)
+		if err != nil {
+			return rpcFromErr(req.ID, err)
+		}
+		out, terr := toolResult(spec, p.Name, res.Observation)
+		if terr != nil {
+			return rpcFail(req.ID, rpcInternalError, terr.Message)
+		}
+		return ok(out)
+	}
+	return rpcFail(req.ID, rpcMethodNotFound, "Method not found: "+req.Method)
+}
+
+// openEnvMCP is POST /mcp, OpenEnv's production-mode JSON-RPC endpoint.
+// Protocol errors are JSON-RPC errors in a 200 reply, as OpenEnv answers.
+func (s *Server) openEnvMCP(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.openEnvRPC(r.Context(), body, nil))
+}
