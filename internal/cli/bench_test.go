@@ -88,7 +88,14 @@ func buildBinary(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "agentworld")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/agentworld").CombinedOutput()
+	// Built with the test's own -race flag: its packages are then the ones
+	// this test binary was compiled from, cached, rather than a second full
+	// compile of the tree (minutes on a cold CI cache).
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.CommandContext(ctx, "go", append(args, "../../cmd/agentworld")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
