@@ -36,6 +36,7 @@ import (
 	"github.com/agentworld/agentworld/internal/route"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/store"
+	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldhooks"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -91,6 +92,9 @@ type Config struct {
 	// MaxSessionBytes bounds what one session holds (sim.Options; 0 means
 	// sim's default, negative no limit).
 	MaxSessionBytes int
+	// SystemPrompt renders sessions' world-model system prompts (a
+	// template version, see promptlib); nil means the built-in templates.
+	SystemPrompt trajectory.SystemPromptFunc
 	// AllowModels are model names, beside ModelName, a client may choose
 	// for its session (its servers answer to them: adapters, aliases);
 	// see sim.Options.Models. Nil allows none.
@@ -265,7 +269,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.Ledger = fiction.NewLedger(ledgerStore, &fiction.LedgerOptions{Logger: log})
 	a.Manager = sim.New(&sim.Options{
-		Store: st, Worlds: worlds, Backends: backends, DefaultBackend: defaultBackend,
+		Store: st, Worlds: worlds, Backends: backends, DefaultBackend: defaultBackend, SystemPrompt: cfg.SystemPrompt,
 		MaxSessions: cfg.MaxSessions, IdleTTL: cfg.IdleTTL, MaxTurns: cfg.MaxTurns,
 		MaxInlineSpecBytes: cfg.MaxInlineSpecBytes, MaxInlineTools: cfg.MaxInlineTools,
 		Models: servedModels(cfg), ExtraBodyKeys: cfg.AllowExtraBody, MaxSessionBytes: cfg.MaxSessionBytes, SuccessJudge: cfg.SuccessJudge,

@@ -48,6 +48,7 @@ func New() *cobra.Command {
 		newServeCmd(),
 		newPlayCmd(),
 		newRolloutCmd(),
+		newTemplateCmd(),
 	)
 	return root
 }

@@ -32,6 +32,7 @@ type simFlags struct {
 	real        realFlags
 	// successJudge is the model judging reward.success.judge criteria.
 	successJudge transportFlags
+	tmpl         templateFlags
 }
 
 func (f *simFlags) register(cmd *cobra.Command) {
@@ -58,6 +59,7 @@ func (f *simFlags) register(cmd *cobra.Command) {
 	f.successJudge.register(cmd, "success-judge-", "success judge", envconfig.JudgeAPIKey, envconfig.OpenAIAPIKey)
 	fl.StringVar(&f.successJudge.model, "success-judge-model", "", "model name of the success judge (with --success-judge-url): decides world specs' reward.success.judge criteria when an episode ends")
 	f.real.register(cmd)
+	f.tmpl.register(cmd, "the world-model system-prompt template version new sessions are rendered with (a name like v3, or an id prefix); empty: the library's promoted version, else the built-in v0")
 }
 
 // applySuccessJudge makes the success judge of the flags, when given.
@@ -137,6 +139,11 @@ func (f *simFlags) app(cmd *cobra.Command) (*app.App, error) {
 	if err := f.applySuccessJudge(cmd); err != nil {
 		return nil, err
 	}
+	v, err := f.tmpl.version()
+	if err != nil {
+		return nil, err
+	}
+	f.cfg.SystemPrompt = v.SystemPrompt()
 	realWorlds, err := f.real.apply(cmd, &f.cfg)
 	if err != nil {
 		return nil, err

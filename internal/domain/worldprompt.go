@@ -14,21 +14,50 @@ var worldTemplateFS embed.FS
 // "prompt" (the whole system prompt) and "rules" (the default simulation
 // instruction), sharing "body" from world_common.md.
 var worldTemplates = func() map[Domain]*template.Template {
-	common, err := worldTemplateFS.ReadFile("templates/world_common.md")
-	if err != nil {
-		panic(err)
-	}
 	out := map[Domain]*template.Template{}
 	for _, d := range All {
-		src, err := worldTemplateFS.ReadFile("templates/world_" + string(d) + ".md")
+		src, err := WorldTemplateSource(d)
 		if err != nil {
 			panic(err)
 		}
-		t := template.Must(template.New(string(d)).Parse(string(common)))
-		out[d] = template.Must(t.Parse(string(src)))
+		t, err := ParseWorldTemplate(string(d), src)
+		if err != nil {
+			panic(err)
+		}
+		out[d] = t
 	}
 	return out
 }()
+
+// WorldTemplateSource is the template text the built-in system prompt of d
+// is rendered from: world_common.md followed by the domain's own file. A
+// prompt version (see package promptlib) starts from it and edits it.
+func WorldTemplateSource(d Domain) (string, error) {
+	common, err := worldTemplateFS.ReadFile("templates/world_common.md")
+	if err != nil {
+		return "", err
+	}
+	src, err := worldTemplateFS.ReadFile("templates/world_" + string(d) + ".md")
+	if err != nil {
+		return "", fmt.Errorf("unknown domain %q (want one of %s)", d, names())
+	}
+	return string(common) + string(src), nil
+}
+
+// ParseWorldTemplate compiles world-prompt template text of the shape
+// [WorldTemplateSource] returns. It must define "prompt" (the whole system
+// prompt over [WorldPromptParts]); "rules", when defined, is the default
+// simulation instruction.
+func ParseWorldTemplate(name, src string) (*template.Template, error) {
+	t, err := template.New(name).Parse(src)
+	if err != nil {
+		return nil, err
+	}
+	if t.Lookup("prompt") == nil {
+		return nil, fmt.Errorf("template %s defines no \"prompt\" block ({{define \"prompt\"}}…{{end}})", name)
+	}
+	return t, nil
+}
 
 // WorldPromptParts are the five components of a world-model system prompt,
 // each already rendered as text. An empty SimulationInstruction selects the
@@ -48,6 +77,14 @@ func DefaultSimulationInstruction(d Domain) string {
 	if !ok {
 		return ""
 	}
+	return rules(t)
+}
+
+// rules executes t's "rules" block; "" when it has none or it fails.
+func rules(t *template.Template) string {
+	if t.Lookup("rules") == nil {
+		return ""
+	}
 	var b strings.Builder
 	if err := t.ExecuteTemplate(&b, "rules", nil); err != nil {
 		return ""
@@ -63,8 +100,15 @@ func RenderWorldPrompt(d Domain, p WorldPromptParts) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("unknown domain %q (want one of %s)", d, names())
 	}
+	return RenderWorldTemplate(t, p)
+}
+
+// RenderWorldTemplate assembles a system prompt from its components with t
+// (from [ParseWorldTemplate]); an empty SimulationInstruction takes t's
+// "rules". The built-in prompts are this over the built-in templates.
+func RenderWorldTemplate(t *template.Template, p WorldPromptParts) (string, error) {
 	if strings.TrimSpace(p.SimulationInstruction) == "" {
-		p.SimulationInstruction = DefaultSimulationInstruction(d)
+		p.SimulationInstruction = rules(t)
 	}
 	p.TaskDescription = strings.TrimSpace(p.TaskDescription)
 	p.ActionSpace = strings.TrimSpace(p.ActionSpace)
@@ -73,7 +117,7 @@ func RenderWorldPrompt(d Domain, p WorldPromptParts) (string, error) {
 	p.SimulationInstruction = strings.TrimSpace(p.SimulationInstruction)
 	var b strings.Builder
 	if err := t.ExecuteTemplate(&b, "prompt", p); err != nil {
-		return "", fmt.Errorf("render %s world prompt: %w", d, err)
+		return "", fmt.Errorf("render %s world prompt: %w", t.Name(), err)
 	}
 	return strings.TrimSpace(b.String()) + "\n", nil
 }

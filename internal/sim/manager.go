@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/judge"
+	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -28,6 +29,10 @@ type Options struct {
 	// Backends maps backend names to factories; more can be added with
 	// RegisterBackend.
 	Backends map[string]BackendFactory
+	// SystemPrompt renders a new session's world-model system prompt from
+	// its domain and components (a template version's renderer); nil means
+	// trajectory.WorldSystemPrompt, the built-in templates.
+	SystemPrompt trajectory.SystemPromptFunc
 	// DefaultBackend is used when neither the request nor the spec names
 	// one; "" means BackendModel.
 	DefaultBackend string
@@ -354,7 +359,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 	if err != nil {
 		return nil, err
 	}
-	sys, err := SystemPrompt(spec)
+	render := m.opts.SystemPrompt
+	if render == nil {
+		render = trajectory.WorldSystemPrompt
+	}
+	sys, err := render(spec.Domain, Components(spec))
 	if err != nil {
 		return nil, fielderr.Wrap(ErrBadRequest, "world.domain", err)
 	}

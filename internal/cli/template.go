@@ -1,0 +1,177 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/promptlib"
+)
+
+// templateFlags select a world-model template version: --template names it
+// in the library --template-dir opens.
+type templateFlags struct {
+	dir, ref string
+}
+
+func (t *templateFlags) register(cmd *cobra.Command, usage string) {
+	cmd.Flags().StringVar(&t.ref, "template", "", usage)
+	t.registerDir(cmd)
+}
+
+func (t *templateFlags) registerDir(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&t.dir, "template-dir", "", templateDirUsage)
+}
+
+const templateDirUsage = "template library directory (empty: only the built-in v0)"
+
+func (t *templateFlags) library() (*promptlib.Library, error) {
+	lib, err := promptlib.Open(t.dir)
+	if err != nil {
+		return nil, flagErr("template-dir", err)
+	}
+	return lib, nil
+}
+
+// version is the selected version.
+func (t *templateFlags) version() (*promptlib.Version, error) {
+	lib, err := t.library()
+	if err != nil {
+		return nil, err
+	}
+	v, err := lib.Get(t.ref)
+	if err != nil {
+		return nil, flagErr("template", err)
+	}
+	return v, nil
+}
+
+func newTemplateCmd() *cobra.Command {
+	var f templateFlags
+	cmd := &cobra.Command{
+		Use:   "template",
+		Short: "List, show, diff and promote world-model system-prompt template versions",
+		Long: `World-model system prompts are rendered from template versions. v0 is the
+built-in templates; a library directory (--template-dir) holds the others,
+one JSON file a version: its content-hash id, name, parent and rationale.
+serve --template and research select versions from the same library.`,
+	}
+	cmd.PersistentFlags().StringVar(&f.dir, "template-dir", "", templateDirUsage)
+	cmd.AddCommand(&cobra.Command{
+		Use: "list", Short: "List the versions", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lib, err := f.library()
+			if err != nil {
+				return err
+			}
+			prom, err := lib.Promoted()
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			for _, v := range lib.List() {
+				mark := " "
+				if v.ID == prom.ID {
+					mark = "*"
+				}
+				parent := "-"
+				if v.Parent != "" {
+					parent = v.Parent[:12]
+				}
+				line := fmt.Sprintf("%s %-6s %s parent %s  %s", mark, v.Name, v.Short(), parent, firstLine(v.Rationale))
+				fmt.Fprintln(w, strings.TrimRight(line, " "))
+			}
+			return nil
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use: "show VERSION DOMAIN", Short: "Print a version's template of one domain", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lib, err := f.library()
+			if err != nil {
+				return err
+			}
+			v, err := lib.Get(args[0])
+			if err != nil {
+				return err
+			}
+			d, err := domain.Parse(args[1])
+			if err != nil {
+				return err
+			}
+			src, ok := v.Templates[string(d)]
+			if !ok {
+				return fmt.Errorf("version %s has no template for domain %s", v.Name, d)
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), src)
+			return err
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use: "diff A B", Short: "Show the lines that differ between two versions", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lib, err := f.library()
+			if err != nil {
+				return err
+			}
+			a, err := lib.Get(args[0])
+			if err != nil {
+				return err
+			}
+			b, err := lib.Get(args[1])
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), promptlib.Diff(a, b))
+			return err
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use: "promote VERSION", Short: "Make VERSION the one serve uses when --template is not given", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lib, err := f.library()
+			if err != nil {
+				return err
+			}
+			v, err := lib.Promote(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "promoted %s (%s)\n", v.Name, v.Short())
+			return nil
+		},
+	})
+	check := &cobra.Command{
+		Use: "mixes FILE", Short: "Check a YAML file of per-stage (cpt, sft, rl) weighted versions", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lib, err := f.library()
+			if err != nil {
+				return err
+			}
+			m, err := promptlib.LoadMixes(args[0], lib)
+			if err != nil {
+				return err
+			}
+			for _, s := range promptlib.Stages {
+				es, _ := m.Stage(s)
+				for _, e := range es {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s %s (%s) weight %g\n", s, e.Resolved.Name, e.Resolved.Short(), e.Weight)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(check)
+	return cmd
+}
+
+func firstLine(s string) string {
+	for i, r := range s {
+		if r == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/promptlib"
+	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
+)
+
+// addVersion stores a child of v0 whose template for the world's domain
+// carries line under "# How to answer".
+func addVersion(t *testing.T, dir, domainName, line string) *promptlib.Version {
+	t.Helper()
+	lib, err := promptlib.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v0, _ := lib.Get("v0")
+	src := strings.Replace(v0.Templates[domainName], "# How to answer\n", "# How to answer\n"+line+"\n", 1)
+	if src == v0.Templates[domainName] {
+		t.Fatalf("template of %s has no answer section", domainName)
+	}
+	c, err := v0.With(domain.Domain(domainName), src, "", "test edit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := lib.Add(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestServeTemplateChangesTheSystemPrompt checks, on the request the fake
+// world model receives, that --template and template promote change the
+// exact system-prompt bytes serve sends, and that without either serve
+// sends the built-in prompt.
+func TestServeTemplateChangesTheSystemPrompt(t *testing.T) {
+	model := fakellm.New(func(*fakellm.Request) fakellm.Reply {
+		return fakellm.Reply{Content: "<predicted_observation>$ </predicted_observation>"}
+	})
+	defer model.Close()
+	dir := t.TempDir()
+	const world = "python-terminal"
+
+	systemSent := func(configure func(*simFlags)) (string, *simulator) {
+		t.Helper()
+		model.Reset()
+		s, srv := startTestServe(t, func(f *simFlags) {
+			f.cfg.Model, f.cfg.ModelName = model.URL, "wm"
+			configure(f)
+		})
+		var created struct {
+			SessionID string `json:"session_id"`
+		}
+		if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": world}, &created); code != http.StatusCreated {
+			t.Fatalf("create: %d", code)
+		}
+		step := map[string]any{"action": []map[string]any{{"keystrokes": "ls\n", "duration": 1}}}
+		if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", step, nil); code != http.StatusOK {
+			t.Fatalf("step: %d", code)
+		}
+		reqs := model.Requests()
+		if len(reqs) == 0 || len(reqs[len(reqs)-1].Messages) == 0 || reqs[len(reqs)-1].Messages[0].Role != "system" {
+			t.Fatalf("no system message reached the model: %+v", reqs)
+		}
+		return reqs[len(reqs)-1].Messages[0].Content, s
+	}
+
+	builtin, s := systemSent(func(f *simFlags) {})
+	spec, ok := s.Manager.World(world)
+	if !ok {
+		t.Fatalf("no world %s", world)
+	}
+	want, err := promptlib.Builtin().Render(spec.Domain, sim.Components(spec))
+	if err != nil || builtin != want {
+		t.Fatalf("without --template serve sent a prompt other than v0's (%v)", err)
+	}
+
+	v1 := addVersion(t, dir, string(spec.Domain), "Answer ls with one name a line.")
+	got, _ := systemSent(func(f *simFlags) { f.tmpl.dir, f.tmpl.ref = dir, "v1" })
+	want, _ = v1.Render(spec.Domain, sim.Components(spec))
+	if got != want || got == builtin || !strings.Contains(got, "Answer ls with one name a line.") {
+		t.Fatalf("--template v1 sent:\n%s", got)
+	}
+
+	// No --template: v0 until v1 is promoted, then v1.
+	if got, _ := systemSent(func(f *simFlags) { f.tmpl.dir = dir }); got != builtin {
+		t.Fatal("a library with nothing promoted did not serve v0")
+	}
+	var out bytes.Buffer
+	cmd := newTemplateCmd()
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"promote", "--template-dir", dir, v1.ID[:8]})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := systemSent(func(f *simFlags) { f.tmpl.dir = dir }); got != want {
+		t.Fatalf("after promote v1 serve sent:\n%s", got)
+	}
+
+	_, err = (&templateFlags{dir: dir, ref: "v9"}).version()
+	if err == nil || !strings.Contains(err.Error(), "--template") {
+		t.Fatalf("unknown version: %v", err)
+	}
+}
+
+func TestTemplateCommands(t *testing.T) {
+	dir := t.TempDir()
+	v1 := addVersion(t, dir, "os", "Keep listings sorted.")
+	run := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := newTemplateCmd()
+		cmd.SetOut(&out)
+		cmd.SetArgs(append(args, "--template-dir", dir))
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return out.String()
+	}
+	list := run("list")
+	if !strings.Contains(list, "* v0 ") || !strings.Contains(list, "  v1     "+v1.Short()+" parent "+v1.Parent[:12]+"  test edit") {
+		t.Fatalf("list:\n%s", list)
+	}
+	if got := run("show", "v1", "os"); got != v1.Templates["os"] {
+		t.Fatalf("show printed %q", got)
+	}
+	if got := run("diff", "v0", "v1"); !strings.Contains(got, "+Keep listings sorted.\n") {
+		t.Fatalf("diff:\n%s", got)
+	}
+	mixes := dir + "/mixes.yaml"
+	if err := os.WriteFile(mixes, []byte("sft:\n  - {version: v1, weight: 2}\ncpt:\n  - {version: v0, weight: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("mixes", mixes); got != "cpt v0 ("+promptlib.Builtin().Short()+") weight 1\nsft v1 ("+v1.Short()+") weight 2\n" {
+		t.Fatalf("mixes:\n%s", got)
+	}
+}
