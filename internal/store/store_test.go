@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,6 +75,10 @@ func TestRoundTripAndReopen(t *testing.T) {
 
 // TestConcurrentAppendsGroupCommit writes from many goroutines at once;
 // every acknowledged turn is there, in order.
+// Concurrent writers share transactions: while the first one is held
+// before its commit, every session's create queues behind it and the next
+// transaction carries all of them; every write is still acknowledged and
+// readable.
 func TestConcurrentAppendsGroupCommit(t *testing.T) {
 	db, err := Open(filepath.Join(t.TempDir(), "s.db"))
 	if err != nil {
@@ -82,6 +87,19 @@ func TestConcurrentAppendsGroupCommit(t *testing.T) {
 	defer db.Close()
 	ctx := context.Background()
 	const sessions, turns = 32, 10
+	var largest atomic.Int64
+	first := true
+	db.beforeCommit = func(n int) { // runs on the writer goroutine only
+		if first {
+			first = false
+			for len(db.writes) < sessions-1 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if int64(n) > largest.Load() {
+			largest.Store(int64(n))
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, sessions)
 	for s := 0; s < sessions; s++ {
@@ -112,6 +130,50 @@ func TestConcurrentAppendsGroupCommit(t *testing.T) {
 			t.Fatalf("session %d: %d turns, %v", s, len(ts), err)
 		}
 	}
+	if n := largest.Load(); n < sessions-1 {
+		t.Errorf("largest transaction carried %d writes, want the %d queued behind the first", n, sessions-1)
+	}
+	if c, w := db.commits.Load(), db.committed.Load(); w != sessions*(turns+1) || c >= w {
+		t.Errorf("%d transactions for %d writes, want all %d writes in fewer transactions", c, w, sessions*(turns+1))
+	}
+}
+
+// BenchmarkGroupCommit appends turns from 256 sessions at once, as serve's
+// store sees them under load, and reports the writes each transaction (and
+// so each fsync of the log) carried and the wall time per write.
+func BenchmarkGroupCommit(b *testing.B) {
+	const sessions = 256
+	db, err := Open(filepath.Join(b.TempDir(), "s.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	for s := range sessions {
+		if err := db.CreateSession(ctx, sim.SessionRecord{ID: fmt.Sprint("s", s), Status: sim.StatusActive, Spec: []byte(`{}`)}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c0, w0 := db.commits.Load(), db.committed.Load()
+	var turn atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for s := range sessions {
+		wg.Go(func() {
+			id := fmt.Sprint("s", s)
+			for i := 1; int(turn.Add(1)) <= b.N; i++ {
+				if err := db.AppendTurn(ctx, id, sim.TurnRecord{Turn: i, HistoryTurn: sim.HistoryTurn{Action: "ls", Observation: "a.txt b.txt"}}, sim.StatusActive); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	c, w := db.commits.Load()-c0, db.committed.Load()-w0
+	b.ReportMetric(float64(w)/float64(max(c, 1)), "writes/commit")
+	b.ReportMetric(float64(el.Microseconds())/float64(max(w, 1)), "us/write")
 }
 
 // A second Open of a database already open (here in this process; the
