@@ -1,0 +1,190 @@
+// Package research improves a world-model template version by reflective
+// search and says, with statistics, whether it improved: the data is split
+// by trajectory into train, validation and test; each iteration scores a
+// parent version on a train minibatch, shows an optimizer model the worst
+// samples with the judge's weaknesses, and takes back an edited template;
+// an edit that beats its parent on the minibatch is scored on validation
+// and joins a per-trajectory Pareto front parents are drawn from. The best
+// validation candidate meets the seed on the test split, and "improved" is
+// claimed only when a paired bootstrap interval over test trajectories
+// excludes zero. Every candidate is a [promptlib.Version]; iterations are
+// journaled so a killed run resumes where it stopped.
+//
+// The package never calls a model itself: an [Evaluator] (the CLI wires the
+// bench pipeline) scores versions and an [Optimizer] proposes edits.
+package research
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/promptlib"
+	"github.com/agentworld/agentworld/internal/trajectory"
+)
+
+// Sample is one scored turn of an evaluation.
+type Sample struct {
+	Trajectory string   `json:"trajectory"`
+	Turn       int      `json:"turn"`
+	Score      float64  `json:"score"` // 0..100
+	Weaknesses []string `json:"weaknesses,omitempty"`
+	Truth      string   `json:"truth,omitempty"`
+	Prediction string   `json:"prediction,omitempty"`
+}
+
+// Evaluation is a version's result on a set of trajectories.
+type Evaluation struct {
+	// PerTrajectory is the mean score (0..100) of each trajectory's turns.
+	PerTrajectory map[string]float64
+	Samples       []Sample
+}
+
+// Evaluator scores version v on trajs of domain d, rendering each
+// trajectory's system prompt from its components with v.
+type Evaluator interface {
+	Evaluate(ctx context.Context, v *promptlib.Version, d domain.Domain, trajs []*trajectory.Trajectory) (*Evaluation, error)
+}
+
+// OptimizeRequest is what the optimizer sees.
+type OptimizeRequest struct {
+	Domain   domain.Domain
+	Template string
+	// Score is the parent's mean on the minibatch.
+	Score float64
+	// Worst are the lowest-scored samples of the minibatch.
+	Worst []Sample
+}
+
+// Proposal is an edited template and why.
+type Proposal struct {
+	Template  string
+	Rationale string
+}
+
+// Optimizer proposes an edited template.
+type Optimizer interface {
+	Propose(ctx context.Context, req OptimizeRequest) (*Proposal, error)
+}
+
+// Options configure [Run].
+type Options struct {
+	// Library receives every candidate version. Required.
+	Library *promptlib.Library
+	// Seed names the starting version; "" means the library's promoted
+	// version (v0 when none).
+	Seed string
+	// Domain is the domain whose template is edited. Required.
+	Domain domain.Domain
+	// Trajectories are the data; only those of Domain with components are
+	// used (a version renders from components).
+	Trajectories []*trajectory.Trajectory
+	Evaluator    Evaluator
+	Optimizer    Optimizer
+	// Iterations is the number of optimizer proposals; 0 means 10.
+	Iterations int
+	// Minibatch is the train trajectories per iteration; 0 means 4.
+	Minibatch int
+	// Worst is how many low samples the optimizer sees; 0 means 6.
+	Worst int
+	// ValFraction and TestFraction of the trajectories; 0 means 0.25 each.
+	ValFraction, TestFraction float64
+	// Resamples of the bootstrap; 0 means 2000.
+	Resamples int
+	// RandSeed makes the split, minibatches and parent draws repeatable.
+	RandSeed uint64
+	// Journal receives one line per finished iteration; Resume holds the
+	// lines of an earlier run (see [ReadJournal]). Nil means none.
+	Journal io.Writer
+	Resume  []Iteration
+	// Logger reports progress; nil discards it.
+	Logger *slog.Logger
+}
+
+// ErrNoData means too few usable trajectories for three splits.
+var ErrNoData = errors.New("not enough trajectories")
+
+func (o *Options) defaults() {
+	if o.Iterations == 0 {
+		o.Iterations = 10
+	}
+	if o.Minibatch == 0 {
+		o.Minibatch = 4
+	}
+	if o.Worst == 0 {
+		o.Worst = 6
+	}
+	if o.ValFraction == 0 {
+		o.ValFraction = 0.25
+	}
+	if o.TestFraction == 0 {
+		o.TestFraction = 0.25
+	}
+	if o.Resamples == 0 {
+		o.Resamples = 2000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Splits are trajectories assigned by id, never by turn.
+type Splits struct {
+	Train, Val, Test []*trajectory.Trajectory
+}
+
+// Split assigns each trajectory by a hash of its id and seed, so the
+// assignment does not depend on input order, and a trajectory's turns stay
+// together.
+func Split(trajs []*trajectory.Trajectory, val, test float64, seed uint64) Splits {
+	type keyed struct {
+		k uint64
+		t *trajectory.Trajectory
+	}
+	ks := make([]keyed, len(trajs))
+	for i, t := range trajs {
+		h := sha256.Sum256(fmt.Appendf(nil, "%d\x00%s", seed, t.ID))
+		ks[i] = keyed{binary.BigEndian.Uint64(h[:8]), t}
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].k < ks[j].k || (ks[i].k == ks[j].k && ks[i].t.ID < ks[j].t.ID) })
+	n := len(ks)
+	nTest := int(float64(n)*test + 0.5)
+	nVal := int(float64(n)*val + 0.5)
+	var s Splits
+	for i, k := range ks {
+		switch {
+		case i < nTest:
+			s.Test = append(s.Test, k.t)
+		case i < nTest+nVal:
+			s.Val = append(s.Val, k.t)
+		default:
+			s.Train = append(s.Train, k.t)
+		}
+	}
+	return s
+}
+
+// rng is the generator of one purpose in one iteration, independent of
+// everything before it, so a resumed run draws what the first run drew.
+func rng(seed uint64, what string, iter int) *rand.Rand {
+	h := sha256.Sum256(fmt.Appendf(nil, "%d\x00%s\x00%d", seed, what, iter))
+	return rand.New(rand.NewPCG(binary.BigEndian.Uint64(h[:8]), binary.BigEndian.Uint64(h[8:16])))
+}
+
+func mean(m map[string]float64) float64 {
+	if len(m) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, v := range m {
+		s += v
+	}
+	return s / float64(len(m))
+}
