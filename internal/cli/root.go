@@ -49,6 +49,7 @@ func New() *cobra.Command {
 		newPlayCmd(),
 		newRolloutCmd(),
 		newTemplateCmd(),
+		newResearchCmd(),
 	)
 	return root
 }

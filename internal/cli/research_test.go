@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
+)
+
+// The instructions the fake world model needs: with the first it answers
+// even turns right, with the second odd ones.
+const (
+	researchGoodA = "Echo the word after say exactly."
+	researchGoodB = "Never add a trailing period."
+)
+
+var sayWord = regexp.MustCompile(`say (w[0-9]+x([0-9]+))`)
+
+// researchFakes start a world model that answers right only when its
+// system prompt holds the instruction the turn needs, and an optimizer that
+// cycles through script, adding each line under "# How to answer".
+func researchFakes(t *testing.T, script []string) (wm, opt *fakellm.Server) {
+	wm = fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		sys, last := r.Messages[0].Content, r.Messages[len(r.Messages)-1].Content
+		m := sayWord.FindStringSubmatch(last)
+		if m == nil {
+			return fakellm.Reply{Content: "<predicted_observation>?</predicted_observation>"}
+		}
+		need := researchGoodA
+		if (m[2][len(m[2])-1]-'0')%2 == 1 {
+			need = researchGoodB
+		}
+		if strings.Contains(sys, need) {
+			return fakellm.Reply{Content: "<predicted_observation>" + m[1] + "</predicted_observation>"}
+		}
+		return fakellm.Reply{Content: "<predicted_observation>command not found: zzz qqq</predicted_observation>"}
+	})
+	var n atomic.Int64
+	cur := regexp.MustCompile(`(?s)<current_template>\n(.*)</current_template>`)
+	opt = fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		tm := cur.FindStringSubmatch(r.Messages[1].Content)
+		line := script[int(n.Add(1)-1)%len(script)]
+		src := strings.Replace(tm[1], "# How to answer\n", "# How to answer\n"+line+"\n", 1)
+		return fakellm.Reply{Content: "<rationale>add: " + line + "</rationale>\n<template>\n" + src + "</template>"}
+	})
+	t.Cleanup(func() { wm.Close(); opt.Close() })
+	return wm, opt
+}
+
+func writeResearchData(t *testing.T, dir string) string {
+	var b bytes.Buffer
+	for i := range 40 {
+		tr := trajectory.Trajectory{ID: fmt.Sprintf("r%02d", i), Domain: "os", Source: "test",
+			Components: &trajectory.Components{TaskDescription: "Say words.", ActionSpace: "say WORD"}}
+		for k := range 4 {
+			w := fmt.Sprintf("w%dx%d", i, k)
+			tr.Turns = append(tr.Turns, trajectory.Turn{Action: "say " + w, Observation: w})
+		}
+		line, err := json.Marshal(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(append(line, '\n'))
+	}
+	p := filepath.Join(dir, "trajs.jsonl")
+	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runResearch(t *testing.T, data, out string, wm, opt *fakellm.Server, iters int) string {
+	t.Helper()
+	var stdout bytes.Buffer
+	cmd := newResearchCmd()
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"run", "--data", data, "--domain", "os", "--out", out, "--model-url", wm.URL, "--model", "wm",
+		"--optimizer-url", opt.URL, "--optimizer-model", "opt", "--judge", "rules", "--iterations", fmt.Sprint(iters), "--minibatch", "5"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String()
+}
+
+// TestResearchRunThroughBench runs research run end to end through the
+// bench pipeline with the rules judge: the improving edits are kept and the
+// test split shows a significant gain; a rerun on the same --out resumes
+// and sends no model or optimizer request; a noise-only optimizer ends
+// with "no significant improvement".
+func TestResearchRunThroughBench(t *testing.T) {
+	dir := t.TempDir()
+	data := writeResearchData(t, dir)
+	wm, opt := researchFakes(t, []string{"Be nice.", researchGoodA, "Use British spelling.", researchGoodB, "Mention the weather."})
+	out := filepath.Join(dir, "out")
+	report := runResearch(t, data, out, wm, opt, 6)
+	t.Log("\n" + report)
+	if !strings.Contains(report, "\nimproved: ") || !strings.Contains(report, "offline: scored by the rules judge") {
+		t.Fatalf("report:\n%s", report)
+	}
+	var rep struct {
+		Best     string `json:"best"`
+		Improved bool   `json:"improved"`
+	}
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil || json.Unmarshal(b, &rep) != nil || !rep.Improved {
+		t.Fatalf("report.json: %s %v", b, err)
+	}
+
+	wmCalls, optCalls := wm.Count(), opt.Count()
+	again := runResearch(t, data, out, wm, opt, 6)
+	if wm.Count() != wmCalls || opt.Count() != optCalls {
+		t.Fatalf("the rerun called the world model %d and the optimizer %d more times", wm.Count()-wmCalls, opt.Count()-optCalls)
+	}
+	if again != report {
+		t.Fatalf("the rerun reported otherwise:\n%s", again)
+	}
+
+	wm2, opt2 := researchFakes(t, []string{"Be nice.", "Use British spelling.", "Mention the weather."})
+	noise := runResearch(t, data, filepath.Join(dir, "noise"), wm2, opt2, 4)
+	if !strings.Contains(noise, "\nno significant improvement") {
+		t.Fatalf("noise report:\n%s", noise)
+	}
+}
