@@ -29,7 +29,72 @@ func newResearchCmd() *cobra.Command {
 		Use:   "research",
 		Short: "Improve a world-model template version by reflective search, with a significance test",
 	}
-	cmd.AddCommand(newResearchRunCmd())
+	var out string
+	cmd.PersistentFlags().StringVar(&out, "out", "", "the research run's output directory")
+	lib := func() (*promptlib.Library, error) {
+		if out == "" {
+			return nil, errors.New("--out: required")
+		}
+		return promptlib.Open(filepath.Join(out, "templates"))
+	}
+	cmd.AddCommand(newResearchRunCmd(), &cobra.Command{
+		Use: "log --out DIR", Short: "Print the iterations of a research run: candidates, parents, scores, rationales", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return errors.New("--out: required")
+			}
+			f, err := os.Open(filepath.Join(out, "journal.jsonl"))
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			its, err := research.ReadJournal(f)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			for _, it := range its {
+				state := "rejected"
+				if it.Accepted {
+					state = fmt.Sprintf("accepted, validation %.2f", it.ValMean)
+				}
+				fmt.Fprintf(w, "%d %s %.12s from %.12s: minibatch %.2f -> %.2f, %s\n  %s\n", it.N, it.Name, it.Candidate, it.Parent, it.ParentMinibatch, it.CandidateMinibatch, state, it.Rationale)
+			}
+			return nil
+		},
+	}, &cobra.Command{
+		Use: "diff A B --out DIR", Short: "Show how two versions of a research run differ", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := lib()
+			if err != nil {
+				return err
+			}
+			a, err := l.Get(args[0])
+			if err != nil {
+				return err
+			}
+			b, err := l.Get(args[1])
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), promptlib.Diff(a, b))
+			return err
+		},
+	}, &cobra.Command{
+		Use: "promote V --out DIR", Short: "Make version V the one serve uses with --template-dir DIR/templates", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := lib()
+			if err != nil {
+				return err
+			}
+			v, err := l.Promote(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "promoted %s (%s) in %s\n", v.Name, v.Short(), l.Dir())
+			return nil
+		},
+	})
 	return cmd
 }
 

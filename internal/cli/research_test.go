@@ -124,6 +124,28 @@ func TestResearchRunThroughBench(t *testing.T) {
 		t.Fatalf("the rerun reported otherwise:\n%s", again)
 	}
 
+	sub := func(args ...string) string {
+		t.Helper()
+		var b bytes.Buffer
+		cmd := newResearchCmd()
+		cmd.SetOut(&b)
+		cmd.SetArgs(append(args, "--out", out))
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return b.String()
+	}
+	if log := sub("log"); !strings.Contains(log, "3 v4 ") || !strings.Contains(log, "accepted, validation 100.00\n  add: "+researchGoodB) {
+		t.Fatalf("research log:\n%s", log)
+	}
+	if d := sub("diff", "v2", "v4"); !strings.Contains(d, "+"+researchGoodB+"\n") {
+		t.Fatalf("research diff:\n%s", d)
+	}
+	sub("promote", "v4")
+	if v, err := (&templateFlags{dir: filepath.Join(out, "templates")}).version(); err != nil || v.Name != "v4" {
+		t.Fatalf("after research promote the library's default is %v (%v)", v, err)
+	}
+
 	wm2, opt2 := researchFakes(t, []string{"Be nice.", "Use British spelling.", "Mention the weather."})
 	noise := runResearch(t, data, filepath.Join(dir, "noise"), wm2, opt2, 4)
 	if !strings.Contains(noise, "\nno significant improvement") {
