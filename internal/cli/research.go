@@ -69,16 +69,7 @@ func newResearchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a, err := l.Get(args[0])
-			if err != nil {
-				return err
-			}
-			b, err := l.Get(args[1])
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprint(cmd.OutOrStdout(), promptlib.Diff(a, b))
-			return err
+			return printDiff(cmd, l, args[0], args[1])
 		},
 	}, &cobra.Command{
 		Use: "promote V --out DIR", Short: "Make version V the one serve uses with --template-dir DIR/templates", Args: cobra.ExactArgs(1),
@@ -87,12 +78,7 @@ func newResearchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v, err := l.Promote(args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "promoted %s (%s) in %s\n", v.Name, v.Short(), l.Dir())
-			return nil
+			return promote(cmd, l, args[0])
 		},
 	})
 	return cmd

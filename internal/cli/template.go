@@ -116,16 +116,7 @@ serve --template and research select versions from the same library.`,
 			if err != nil {
 				return err
 			}
-			a, err := lib.Get(args[0])
-			if err != nil {
-				return err
-			}
-			b, err := lib.Get(args[1])
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprint(cmd.OutOrStdout(), promptlib.Diff(a, b))
-			return err
+			return printDiff(cmd, lib, args[0], args[1])
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
@@ -135,12 +126,7 @@ serve --template and research select versions from the same library.`,
 			if err != nil {
 				return err
 			}
-			v, err := lib.Promote(args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "promoted %s (%s)\n", v.Name, v.Short())
-			return nil
+			return promote(cmd, lib, args[0])
 		},
 	})
 	check := &cobra.Command{
@@ -174,4 +160,28 @@ func firstLine(s string) string {
 		}
 	}
 	return s
+}
+
+// printDiff prints how versions a and b of lib differ.
+func printDiff(cmd *cobra.Command, lib *promptlib.Library, a, b string) error {
+	va, err := lib.Get(a)
+	if err != nil {
+		return err
+	}
+	vb, err := lib.Get(b)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(cmd.OutOrStdout(), promptlib.Diff(va, vb))
+	return err
+}
+
+// promote makes ref lib's default version and says so.
+func promote(cmd *cobra.Command, lib *promptlib.Library, ref string) error {
+	v, err := lib.Promote(ref)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "promoted %s (%s) in %s\n", v.Name, v.Short(), lib.Dir())
+	return nil
 }
