@@ -156,6 +156,9 @@ rubric judge's.`,
 			o.Evaluator = &benchEvaluator{dir: filepath.Join(out, "evals"), base: base}
 			o.Optimizer = research.NewModelOptimizer(opt.client(cmd), opt.model)
 			o.Journal, o.Logger = jfile, logger(cmd)
+			est := research.EstimateCost(o)
+			fmt.Fprintf(cmd.ErrOrStderr(), "research: %d %s trajectories with components (%d train, %d validation, %d test); at most %d samples (one world-model and one judge call each, fewer when cached) and %d optimizer calls\n",
+				est.Trajectories, d, est.Train, est.Val, est.Test, est.Samples, est.OptimizerCalls)
 			rep, err := research.Run(cmd.Context(), o)
 			if err != nil {
 				return err

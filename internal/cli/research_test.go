@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -79,10 +80,21 @@ func writeResearchData(t *testing.T, dir string) string {
 
 func runResearch(t *testing.T, data, out string, wm, opt *fakellm.Server, iters int) string {
 	t.Helper()
-	var stdout bytes.Buffer
+	var stdout, stderr bytes.Buffer
+	before := wm.Count()
+	defer func() {
+		// The estimate printed first bounds the world-model calls made.
+		m := regexp.MustCompile(`at most ([0-9]+) samples`).FindStringSubmatch(stderr.String())
+		if m == nil {
+			t.Fatalf("no estimate in:\n%s", stderr.String())
+		}
+		if bound, _ := strconv.Atoi(m[1]); wm.Count()-before > bound {
+			t.Fatalf("%d world-model calls, estimate %d", wm.Count()-before, bound)
+		}
+	}()
 	cmd := newResearchCmd()
 	cmd.SetOut(&stdout)
-	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetErr(&stderr)
 	cmd.SetArgs([]string{"run", "--data", data, "--domain", "os", "--out", out, "--model-url", wm.URL, "--model", "wm",
 		"--optimizer-url", opt.URL, "--optimizer-model", "opt", "--judge", "rules", "--iterations", fmt.Sprint(iters), "--minibatch", "5"})
 	if err := cmd.Execute(); err != nil {

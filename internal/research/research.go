@@ -188,3 +188,40 @@ func mean(m map[string]float64) float64 {
 	}
 	return s / float64(len(m))
 }
+
+// Estimate is the most a run can cost, in samples (turns) evaluated, each
+// one world-model call and one judge call, and optimizer calls. Cached
+// samples (a parent's minibatch scored before, a resumed run) cost less.
+type Estimate struct {
+	Trajectories, Train, Val, Test int
+	Samples, OptimizerCalls        int
+}
+
+// EstimateCost applies o's defaults, splits the usable trajectories as Run
+// would and counts the worst case: the seed on validation; per iteration a
+// parent and a candidate on a minibatch and the candidate on validation;
+// the seed and the best on test.
+func EstimateCost(o Options) Estimate {
+	o.defaults()
+	var data []*trajectory.Trajectory
+	for _, t := range o.Trajectories {
+		if t.Domain == string(o.Domain) && t.Components != nil {
+			data = append(data, t)
+		}
+	}
+	sp := Split(data, o.ValFraction, o.TestFraction, o.RandSeed)
+	turns := func(ts []*trajectory.Trajectory) int {
+		n := 0
+		for _, t := range ts {
+			n += len(t.Turns)
+		}
+		return n
+	}
+	mb := 0
+	if len(data) > 0 && len(sp.Train) > 0 {
+		mb = turns(sp.Train) * min(o.Minibatch, len(sp.Train)) / len(sp.Train)
+	}
+	e := Estimate{Trajectories: len(data), Train: len(sp.Train), Val: len(sp.Val), Test: len(sp.Test), OptimizerCalls: o.Iterations}
+	e.Samples = turns(sp.Val) + o.Iterations*(2*mb+turns(sp.Val)) + 2*turns(sp.Test)
+	return e
+}

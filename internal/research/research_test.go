@@ -243,3 +243,31 @@ func FuzzParseProposal(f *testing.F) {
 		}
 	})
 }
+
+func TestEstimateBoundsTheRun(t *testing.T) {
+	ev := &countingEval{}
+	o := Options{Domain: domain.OS, Trajectories: trajs(40), Iterations: 5, Minibatch: 6, RandSeed: 1}
+	est := EstimateCost(o)
+	lib, _ := promptlib.Open(t.TempDir())
+	o.Library, o.Evaluator, o.Optimizer = lib, ev, &fakeOpt{script: []string{goodA, goodB, noise[0]}}
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if est.Trajectories != 40 || est.OptimizerCalls != 5 || ev.samples.Load() > int64(est.Samples) || ev.samples.Load() == 0 {
+		t.Fatalf("estimate %+v, run evaluated %d samples", est, ev.samples.Load())
+	}
+}
+
+// countingEval is fakeEval counting the turns it scores.
+type countingEval struct {
+	fakeEval
+	samples atomic.Int64
+}
+
+func (c *countingEval) Evaluate(ctx context.Context, v *promptlib.Version, d domain.Domain, ts []*trajectory.Trajectory) (*Evaluation, error) {
+	ev, err := c.fakeEval.Evaluate(ctx, v, d, ts)
+	if err == nil {
+		c.samples.Add(int64(len(ev.Samples)))
+	}
+	return ev, err
+}
