@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/agentworld/agentworld/internal/research"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
@@ -162,5 +166,113 @@ func TestResearchRunThroughBench(t *testing.T) {
 	noise := runResearch(t, data, filepath.Join(dir, "noise"), wm2, opt2, 4)
 	if !strings.Contains(noise, "\nno significant improvement") {
 		t.Fatalf("noise report:\n%s", noise)
+	}
+}
+
+func researchArgs(data, out, wmURL, optURL string, iters int) []string {
+	return []string{"research", "run", "--data", data, "--domain", "os", "--out", out, "--model-url", wmURL, "--model", "wm",
+		"--optimizer-url", optURL, "--optimizer-model", "opt", "--judge", "rules", "--iterations", fmt.Sprint(iters), "--minibatch", "5", "--concurrency", "4"}
+}
+
+// TestResearchChild is the process TestResearchSurvivesKill9 kills.
+func TestResearchChild(t *testing.T) {
+	args := os.Getenv("AGENTWORLD_RESEARCH_CHILD")
+	if args == "" {
+		t.Skip("started by TestResearchSurvivesKill9")
+	}
+	var argv []string
+	if err := json.Unmarshal([]byte(args), &argv); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _ = runBenchCLI(t, argv...)
+}
+
+// TestResearchSurvivesKill9 kills `research run` (this test binary,
+// re-executed) with SIGKILL after some iterations are journaled, reruns it,
+// and checks: the optimizer is asked only for the iterations the journal
+// lacks, the world model only for what was in flight at the kill beyond an
+// uninterrupted run's requests, and the final choice is the uninterrupted
+// run's.
+func TestResearchSurvivesKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	const iters, concurrency = 8, 4
+	dir := t.TempDir()
+	data := writeResearchData(t, dir)
+	script := []string{"Be nice.", researchGoodA, "Use British spelling.", researchGoodB, "Mention the weather."}
+
+	refWM, refOpt := researchFakes(t, script)
+	ref := filepath.Join(dir, "ref")
+	if _, stderr, err := runBenchCLI(t, researchArgs(data, ref, refWM.URL, refOpt.URL, iters)...); err != nil {
+		t.Fatalf("reference run: %v\n%s", err, stderr)
+	}
+
+	wm, opt := researchFakes(t, script)
+	out := filepath.Join(dir, "killed")
+	argv, _ := json.Marshal(researchArgs(data, out, wm.URL, opt.URL, iters))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestResearchChild$")
+	cmd.Env = append(os.Environ(), "AGENTWORLD_RESEARCH_CHILD="+string(argv))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	journal := filepath.Join(out, "journal.jsonl")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, _ := os.ReadFile(journal)
+		if bytes.Count(b, []byte("\n")) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatal("the child journaled too little in a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if _, err := os.Stat(filepath.Join(out, "report.json")); err == nil {
+		t.Fatal("the child finished before the kill")
+	}
+	f, err := os.Open(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := research.ReadJournal(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	optBefore, wmBefore := opt.Count(), wm.Count()
+
+	if _, stderr, err := runBenchCLI(t, researchArgs(data, out, wm.URL, opt.URL, iters)...); err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, stderr)
+	}
+	if got, want := opt.Count()-optBefore, iters-len(done); got != want {
+		t.Errorf("the resumed run asked the optimizer %d times, want %d (%d iterations were journaled)", got, want, len(done))
+	}
+	// At most the optimizer request in flight at the kill, and the bench
+	// requests in flight, are made twice.
+	if optBefore > len(done)+1 {
+		t.Errorf("the killed run asked the optimizer %d times for %d journaled iterations", optBefore, len(done))
+	}
+	if extra := wm.Count() - refWM.Count(); extra > concurrency {
+		t.Errorf("killed and resumed runs asked the world model %d (%d + %d) times, the uninterrupted run %d", wm.Count(), wmBefore, wm.Count()-wmBefore, refWM.Count())
+	}
+	read := func(p string) (r struct {
+		Best     string `json:"best"`
+		Improved bool   `json:"improved"`
+	}) {
+		b, err := os.ReadFile(filepath.Join(p, "report.json"))
+		if err != nil || json.Unmarshal(b, &r) != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		return r
+	}
+	if a, b := read(ref), read(out); a != b {
+		t.Errorf("resumed run chose %+v, uninterrupted %+v", b, a)
 	}
 }
