@@ -204,6 +204,7 @@ func writeConfig(w io.Writer, path, format string) error {
 type expandFlags struct {
 	pf                                          pipelineFlags
 	mode, policy, templates, config, out, stage string
+	version                                     templateFlags
 	seed                                        uint64
 	keepDup                                     bool
 }
@@ -216,6 +217,7 @@ func (e *expandFlags) add(cmd *cobra.Command, outHelp string) {
 	cmd.Flags().StringVar(&e.policy, "policy", "uniform", "rl turn choice: uniform, or weighted by the masking category weight")
 	cmd.Flags().Uint64Var(&e.seed, "seed", 0, "seed of the rl turn choice and template draws")
 	cmd.Flags().StringVar(&e.templates, "templates", "", "YAML template library: weighted system-prompt versions, optionally with per-stage mixes")
+	e.version.register(cmd, "world-model template version (as serve --template: a name like v3 or an id prefix) rendering the system prompt of trajectories with components; samples pin it")
 	cmd.Flags().StringVar(&e.stage, "stage", "", "mix of the --templates file to draw from (default: the --mode, when the file declares mixes)")
 	cmd.Flags().StringVar(&e.config, "config", "", "masking config YAML (default: the built-in seven categories)")
 }
@@ -238,6 +240,9 @@ func (e *expandFlags) options(cmd *cobra.Command) (*dataset.Options, *dataset.Ex
 		return nil, nil, err
 	}
 	xo := &dataset.ExpandOptions{Mode: mode, Policy: pol, Seed: e.seed, Masking: cfg}
+	if e.templates != "" && (e.version.ref != "" || e.version.dir != "") {
+		return nil, nil, fmt.Errorf("--template and --templates: give one")
+	}
 	if e.templates != "" {
 		ts, err := dataset.LoadTemplates(e.templates)
 		if err != nil {
@@ -252,6 +257,13 @@ func (e *expandFlags) options(cmd *cobra.Command) (*dataset.Options, *dataset.Ex
 		}
 	} else if e.stage != "" {
 		return nil, nil, fmt.Errorf("--stage needs --templates")
+	}
+	if e.version.ref != "" || e.version.dir != "" {
+		v, err := e.version.version()
+		if err != nil {
+			return nil, nil, err
+		}
+		xo.Version = &dataset.PromptVersion{Render: v.SystemPrompt(), Name: v.Name, ID: v.ID}
 	}
 	return opts, xo, nil
 }

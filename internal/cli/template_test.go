@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -141,5 +143,50 @@ func TestTemplateCommands(t *testing.T) {
 	}
 	if got := run("mixes", mixes); got != "cpt v0 ("+promptlib.Builtin().Short()+") weight 1\nsft v1 ("+v1.Short()+") weight 2\n" {
 		t.Fatalf("mixes:\n%s", got)
+	}
+}
+
+// TestDataTemplateVersion checks that data expand and export --mode cpt
+// render trajectories with components under --template and pin the
+// version in every sample and document, and that the version's text is the
+// one serve would send.
+func TestDataTemplateVersion(t *testing.T) {
+	dir := t.TempDir()
+	v1 := addVersion(t, dir, "os", "Keep listings sorted.")
+	in := writeResearchData(t, dir) // os trajectories with components only
+	out := filepath.Join(dir, "sft.jsonl")
+	if _, stderr, err := runBenchCLI(t, "data", "expand", "--template", "v1", "--template-dir", dir, in, "-o", out); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 160 {
+		t.Fatalf("%d samples", len(lines))
+	}
+	var sample map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &sample); err != nil {
+		t.Fatal(err)
+	}
+	if sample["template"] != "v1" || sample["template_id"] != v1.ID || !strings.Contains(sample["system"].(string), "Keep listings sorted.") {
+		t.Fatalf("sample: template %v id %v", sample["template"], sample["template_id"])
+	}
+	cpt := filepath.Join(dir, "cpt")
+	if _, stderr, err := runBenchCLI(t, "data", "export", "--mode", "cpt", "--template", "v1", "--template-dir", dir, in, "-o", cpt); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	shards, _ := filepath.Glob(filepath.Join(cpt, "*.jsonl*"))
+	var all []byte
+	for _, p := range shards {
+		b, _ := os.ReadFile(p)
+		all = append(all, b...)
+	}
+	if !bytes.Contains(all, []byte(`"template_id":"`+v1.ID+`"`)) || !bytes.Contains(all, []byte("Keep listings sorted.")) {
+		t.Fatalf("cpt shards %v do not pin v1", shards)
+	}
+	if _, _, err := runBenchCLI(t, "data", "expand", "--template", "v1", "--template-dir", dir, "--templates", "x.yaml", in, "-o", out); err == nil || !strings.Contains(err.Error(), "give one") {
+		t.Fatalf("--template with --templates: %v", err)
 	}
 }

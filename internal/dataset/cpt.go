@@ -219,8 +219,17 @@ func ExportCPT(ctx context.Context, files []string, dir string, xo *ExpandOption
 	err := run(ctx, files, o, sum, func(w int, batch []inLine) ([]cptItem, []*RecordError, int64, error) {
 		var items []cptItem
 		errs, ok, err := eachTrajectory(batch, func(l *inLine, t *trajectory.Trajectory) error {
-			system, tmpl, tmplID := AssembleSystemPrompt(t), "", ""
-			if exps[w].opts.Templates != nil {
+			system, tmpl, tmplID := "", "", ""
+			if exps[w].opts.Templates == nil {
+				s, versioned, err := exps[w].versionPrompt(t)
+				if err != nil {
+					return fmt.Errorf("%s:%d: %w", l.file, l.n, err)
+				}
+				system = s
+				if versioned {
+					tmpl, tmplID = exps[w].opts.Version.Name, exps[w].opts.Version.ID
+				}
+			} else {
 				s, tm, err := exps[w].systemPrompt(t, 0)
 				if err != nil {
 					return fmt.Errorf("%s:%d: %w", l.file, l.n, err)

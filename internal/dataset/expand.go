@@ -15,6 +15,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -80,9 +81,22 @@ type ExpandOptions struct {
 	// template drawn from the weighted set; nil keeps the trajectory's
 	// own prompt (or assembles it from its components).
 	Templates *TemplateSet
+	// Version, when set and Templates is nil, renders the system prompt of
+	// every trajectory that carries components with a world-model template
+	// version (promptlib: the versions serve and research use), and samples
+	// pin it by name and id; trajectories without components keep their
+	// own prompt and pin nothing. Nil renders as without it.
+	Version *PromptVersion
 	// Masking gives each sample its category and loss weight; nil means
 	// the default config.
 	Masking *MaskingConfig
+}
+
+// PromptVersion is a world-model template version as expansion needs it:
+// its renderer, name and content id.
+type PromptVersion struct {
+	Render   trajectory.SystemPromptFunc
+	Name, ID string
 }
 
 // Sample is one turn-level training example.
@@ -332,8 +346,10 @@ type Expander struct {
 	weights []float64
 	stats   []Stats
 	// system is the system prompt of the trajectory being expanded, when no
-	// templates are drawn (one render per trajectory, not per sample).
-	system string
+	// templates are drawn (one render per trajectory, not per sample);
+	// versioned says it was rendered by opts.Version.
+	system    string
+	versioned bool
 }
 
 // NewExpander checks the options; nil means defaults.
@@ -373,7 +389,10 @@ func (e *Expander) Expand(t *trajectory.Trajectory, emit func(*Sample) error) er
 		e.stats = append(e.stats, e.sc.Score(tu.Action, tu.Observation))
 	}
 	if e.opts.Templates == nil {
-		e.system = AssembleSystemPrompt(t)
+		var err error
+		if e.system, e.versioned, err = e.versionPrompt(t); err != nil {
+			return err
+		}
 	}
 	if e.opts.Mode == RL {
 		return e.emit(t, e.chooseTurn(t), emit)
@@ -445,8 +464,29 @@ func (e *Expander) emit(t *trajectory.Trajectory, k int, emit func(*Sample) erro
 	s.System = system
 	if tm != nil {
 		s.Template, s.TemplateID = tm.Name, tm.ID()
+	} else if e.versioned {
+		s.Template, s.TemplateID = e.opts.Version.Name, e.opts.Version.ID
 	}
 	return emit(s)
+}
+
+// versionPrompt is t's system prompt without drawn templates: rendered
+// by opts.Version when set and t has components (versioned), else the
+// trajectory's own (AssembleSystemPrompt).
+func (e *Expander) versionPrompt(t *trajectory.Trajectory) (string, bool, error) {
+	v := e.opts.Version
+	if v == nil || t.Components == nil {
+		return AssembleSystemPrompt(t), false, nil
+	}
+	d, err := domain.Parse(t.Domain)
+	if err != nil {
+		return "", false, fmt.Errorf("trajectory %s: %w", t.ID, err)
+	}
+	s, err := v.Render(d, *t.Components)
+	if err != nil {
+		return "", false, fmt.Errorf("trajectory %s: template version %s: %w", t.ID, v.Name, err)
+	}
+	return s, true, nil
 }
 
 // systemPrompt is the system prompt of turn k (0-based) of t and the name
