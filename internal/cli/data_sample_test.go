@@ -333,9 +333,16 @@ func writeManySamples(t *testing.T, path string, n int) []dataset.Sample {
 
 // TestDataSampleChild is the process TestDataSampleSurvivesKill9 kills.
 func TestDataSampleChild(t *testing.T) {
-	args := os.Getenv("AGENTWORLD_SAMPLE_CHILD")
+	runChildCLI(t, "AGENTWORLD_SAMPLE_CHILD", "TestDataSampleSurvivesKill9")
+}
+
+// runChildCLI runs the command line a kill -9 test put, as JSON, in the
+// environment variable env of this re-executed test binary; run directly,
+// the test skips.
+func runChildCLI(t *testing.T, env, parent string) {
+	args := os.Getenv(env)
 	if args == "" {
-		t.Skip("started by TestDataSampleSurvivesKill9")
+		t.Skip("started by " + parent)
 	}
 	var argv []string
 	if err := json.Unmarshal([]byte(args), &argv); err != nil {

@@ -176,15 +176,7 @@ func researchArgs(data, out, wmURL, optURL string, iters int) []string {
 
 // TestResearchChild is the process TestResearchSurvivesKill9 kills.
 func TestResearchChild(t *testing.T) {
-	args := os.Getenv("AGENTWORLD_RESEARCH_CHILD")
-	if args == "" {
-		t.Skip("started by TestResearchSurvivesKill9")
-	}
-	var argv []string
-	if err := json.Unmarshal([]byte(args), &argv); err != nil {
-		t.Fatal(err)
-	}
-	_, _, _ = runBenchCLI(t, argv...)
+	runChildCLI(t, "AGENTWORLD_RESEARCH_CHILD", "TestResearchSurvivesKill9")
 }
 
 // TestResearchSurvivesKill9 kills `research run` (this test binary,
