@@ -37,7 +37,6 @@ var readmeSkips = []struct{ match, why string }{
 	// Names a corpus no example ships yet (added with --mode cpt, 6d8cd28):
 	// a first-hour defect left to that command's owner; remove this entry
 	// once examples/ has one and the README names it.
-	{"--mix-corpus manuals.jsonl", "manuals.jsonl is not shipped under examples/ yet"},
 	// Not usage examples.
 	{"bash .ci/run", "is CI itself, which runs this test"},
 	{"go test -run '^$' -bench", "benchmarks: minutes of full load, run by hand"},
