@@ -7,84 +7,24 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
-// SyncInterval is how often a journal is fsynced while a run goes on.
+// SyncInterval is how often a journal ([trajectory.Appender]) is fsynced
+// while a run goes on.
 //
-// Durability policy: every row is one write(2) of one whole line to a file
-// opened with O_APPEND, made as soon as the row is known, so a process killed
-// at any instant (kill -9 included) leaves only complete lines behind, and
-// nothing already finished is lost. The file is fsynced at most every
+// Durability policy: every row is one write(2) of one whole line, made as
+// soon as the row is known, so a process killed at any instant (kill -9
+// included) leaves only complete lines behind, and nothing already finished
+// is lost. The file is fsynced at most every
 // SyncInterval and when closed, so a power loss or kernel crash can lose at
 // most the last interval's rows (and leave a torn last line, which the
 // reader drops); resume recomputes them.
 const SyncInterval = time.Second
-
-// journal appends JSON rows to a JSONL file, one line per write.
-type journal struct {
-	mu       sync.Mutex
-	f        *os.File
-	path     string
-	lastSync time.Time
-	err      error
-}
-
-// openJournal opens path for appending, first cutting a torn last line (left
-// by a power loss) so new rows start on a line of their own.
-func openJournal(path string) (*journal, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	if err := trajectory.CutTornTail(path); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	return &journal{f: f, path: path, lastSync: time.Now()}, nil
-}
-
-// append writes v as one line.
-func (j *journal) append(v any) error {
-	b, err := trajectory.Marshal(v)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.err != nil {
-		return j.err
-	}
-	if _, err := j.f.Write(b); err != nil {
-		j.err = fmt.Errorf("append %s: %w", j.path, err)
-		return j.err
-	}
-	if time.Since(j.lastSync) >= SyncInterval {
-		j.lastSync = time.Now()
-		if err := j.f.Sync(); err != nil {
-			j.err = fmt.Errorf("sync %s: %w", j.path, err)
-			return j.err
-		}
-	}
-	return nil
-}
-
-func (j *journal) close() error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	serr := j.f.Sync()
-	cerr := j.f.Close()
-	return errors.Join(j.err, serr, cerr)
-}
 
 // rowKey is what resume and compaction read of any row.
 type rowKey struct {
@@ -102,7 +42,7 @@ func (k rowKey) retryable() bool { return k.Failure == FailTransport }
 // key, its raw bytes (without the newline) and the offset they start at; a
 // missing file has no rows. A line that does not decode is an error naming
 // file:line, except the last line, which a power loss may have torn
-// (openJournal cuts it before appending) and which is ignored.
+// (trajectory.OpenAppender cuts it before appending) and which is ignored.
 func scanRows(path string, fn func(k rowKey, raw []byte, off int64) error) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {

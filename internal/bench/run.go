@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -172,8 +173,8 @@ type pipeline struct {
 	log      *slog.Logger
 	inf      *inferer
 	jd       *judger
-	preds    *journal
-	judged   *journal
+	preds    *trajectory.Appender
+	judged   *trajectory.Appender
 	progress *progress
 
 	mu  sync.Mutex
@@ -301,14 +302,14 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 
 	var err error
 	if p.inf != nil {
-		if p.preds, err = openJournal(predPath); err != nil {
+		if p.preds, err = trajectory.OpenAppender(predPath, SyncInterval); err != nil {
 			return nil, err
 		}
 	}
 	if p.jd != nil {
-		if p.judged, err = openJournal(judgedPath); err != nil {
+		if p.judged, err = trajectory.OpenAppender(judgedPath, SyncInterval); err != nil {
 			if p.preds != nil {
-				p.preds.close()
+				p.preds.Close()
 			}
 			return nil, err
 		}
@@ -345,10 +346,10 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 	p.progress.stop()
 	var cerr error
 	if p.preds != nil {
-		cerr = errors.Join(cerr, p.preds.close())
+		cerr = errors.Join(cerr, p.preds.Close())
 	}
 	if p.judged != nil {
-		cerr = errors.Join(cerr, p.judged.close())
+		cerr = errors.Join(cerr, p.judged.Close())
 	}
 	p.sum.Source = src
 	p.sum.Total = total
@@ -421,7 +422,7 @@ func (p *pipeline) process(ctx context.Context, it *Item, pred *Prediction) erro
 		if pr.Truncated {
 			p.truncated.Add(1)
 		}
-		if err := p.preds.append(pr); err != nil {
+		if err := p.preds.Append(pr); err != nil {
 			return err
 		}
 		pred = &pr
@@ -435,7 +436,7 @@ func (p *pipeline) process(ctx context.Context, it *Item, pred *Prediction) erro
 		if j.GenericJudge {
 			p.generic.Add(1)
 		}
-		if err := p.judged.append(j); err != nil {
+		if err := p.judged.Append(j); err != nil {
 			return err
 		}
 		failure, msg = j.Failure, j.Error

@@ -120,7 +120,7 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 	if err != nil {
 		return nil, err
 	}
-	j, err := openJournal(path)
+	j, err := trajectory.OpenAppender(path, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,11 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 			wg.Go(func() {
 				rows, err := runTree(ctx, s, t, todo, &o, acquire, release, &wg)
 				if err == nil {
-					err = j.append(rows...)
+					vs := make([]any, len(rows))
+					for i, r := range rows {
+						vs[i] = r
+					}
+					err = j.Append(vs...) // one write: the whole tree or none of it
 				}
 				if err != nil {
 					o.Logger.Error("rollout: group failed", "task", t.ID, "err", err)
@@ -264,7 +268,7 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 					err = e.checkReal(ctx, t.RealWorld)
 				}
 				if err == nil {
-					err = j.append(e.row)
+					err = j.Append(e.row)
 				}
 				if err != nil {
 					o.Logger.Error("rollout: episode failed", "task", t.ID, "sample", i, "err", err)
@@ -279,7 +283,7 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 	close(stop)
 	tick.Wait()
 	progress()
-	cerr := j.close()
+	cerr := j.Close()
 	res.Done, res.Failed = int(nDone.Load()), int(nFailed.Load())
 	sum2, rerr := summarizeFile(path, o.GroupSize)
 	if rerr == nil {
