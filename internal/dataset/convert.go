@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -584,18 +585,22 @@ func chatText(raw json.RawMessage) (string, error) {
 	return strings.Join(texts, "\n"), nil
 }
 
-// toolAction renders a call as the action text {"name":..., "arguments":...};
-// arguments that are valid JSON stay structured, others stay a string.
-func toolAction(f chatFunction) string {
-	var args any = f.Arguments
-	if json.Valid([]byte(f.Arguments)) {
-		args = json.RawMessage(f.Arguments)
+// toolAction renders a call as the action text the simulator records for
+// it: conversation.RenderToolCall's canonical form, checked with the
+// parser the simulator applies to an agent's action (conversation.
+// ParseToolCall), so a converted turn trains and prompts on the very bytes
+// `agentworld serve` puts in its prompt for the same call. Arguments that
+// are not a JSON object are an error: the simulator refuses such a call,
+// so no prompt it sends could show it.
+func toolAction(f chatFunction) (string, error) {
+	text, err := conversation.RenderToolCall(f.Name, json.RawMessage(f.Arguments))
+	if err == nil {
+		_, err = conversation.ParseToolCall(text)
 	}
-	b, _ := trajectory.Marshal(struct {
-		Name      string `json:"name"`
-		Arguments any    `json:"arguments"`
-	}{f.Name, args})
-	return string(b)
+	if err != nil {
+		return "", fmt.Errorf("%w: the simulator accepts a tool call's arguments only as a JSON object: %v", ErrInvalid, err)
+	}
+	return text, nil
 }
 
 // ChatLogToTrajectory converts one OpenAI chat-format tool-calling log:
@@ -657,7 +662,11 @@ func ChatLogToTrajectory(data []byte, dom, file string, line int) (*trajectory.T
 				if c.Function.Name == "" {
 					return fail(fmt.Sprintf("%s.tool_calls[%d].function.name", field, j), fmt.Errorf("%w: empty", ErrInvalid))
 				}
-				tu := trajectory.Turn{Action: toolAction(c.Function)}
+				action, err := toolAction(c.Function)
+				if err != nil {
+					return fail(fmt.Sprintf("%s.tool_calls[%d].function.arguments", field, j), err)
+				}
+				tu := trajectory.Turn{Action: action}
 				if pendingUser != "" {
 					raw, _ := trajectory.Marshal(pendingUser)
 					tu.Meta = map[string]json.RawMessage{"user_message": raw}

@@ -245,7 +245,7 @@ func TestChatLogToTrajectory(t *testing.T) {
 			line: `{"id":"c1","messages":[{"role":"system","content":"You are a helpful agent."},{"role":"user","content":"weather in Paris?"},` +
 				`{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},` +
 				`{"role":"tool","tool_call_id":"a","content":[{"type":"text","text":"{\"temp\":21}"}]},{"role":"user","content":"and Rome?"},` +
-				`{"role":"assistant","tool_calls":[{"id":"b","type":"function","function":{"name":"get_weather","arguments":"not json"}}]},` +
+				`{"role":"assistant","tool_calls":[{"id":"b","type":"function","function":{"name":"get_weather","arguments":"{\"units\":\"C\",\"city\":\"Rome <x>\"}"}}]},` +
 				`{"role":"tool","tool_call_id":"b","content":"sunny"},{"role":"assistant","content":"Done."}],"tools":[{"type":"function","function":{"name":"get_weather"}}]}`,
 			want: &trajectory.Trajectory{
 				ID: "c1", Domain: "mcp", Source: "openai-chat",
@@ -254,10 +254,15 @@ func TestChatLogToTrajectory(t *testing.T) {
 					ActionSpace:     "[\n  {\n    \"type\": \"function\",\n    \"function\": {\n      \"name\": \"get_weather\"\n    }\n  }\n]",
 				},
 				Turns: []trajectory.Turn{
-					{Action: `{"name":"get_weather","arguments":{"city":"Paris"}}`, Observation: `{"temp":21}`},
-					{Action: `{"name":"get_weather","arguments":"not json"}`, Observation: "sunny", Meta: map[string]json.RawMessage{"user_message": json.RawMessage(`"and Rome?"`)}},
+					{Action: `{"arguments":{"city":"Paris"},"name":"get_weather"}`, Observation: `{"temp":21}`},
+					{Action: `{"arguments":{"city":"Rome <x>","units":"C"},"name":"get_weather"}`, Observation: "sunny", Meta: map[string]json.RawMessage{"user_message": json.RawMessage(`"and Rome?"`)}},
 				},
 			},
+		},
+		{
+			name:    "arguments the simulator refuses",
+			line:    `{"messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[{"id":"a","function":{"name":"f","arguments":"not json"}}]},{"role":"tool","tool_call_id":"a","content":"ok"}]}`,
+			wantErr: "log.jsonl:3: messages[1].tool_calls[0].function.arguments: invalid record: the simulator accepts a tool call's arguments only as a JSON object: tool f arguments: invalid character 'o' in literal null (expecting 'u')",
 		},
 		{
 			name:    "unanswered call",
