@@ -162,16 +162,12 @@ OUT/judged.jsonl and write OUT/scores.json. The records are read again from
 				}
 				rf.data = d
 			}
-			o, err := rf.options(cmd)
-			if err != nil {
-				return err
-			}
+			o := rf.options(cmd)
 			o.Predictions = predictions
 			if err := jf.apply(cmd, o); err != nil {
 				return err
 			}
-			sum, err := bench.Run(cmd.Context(), o)
-			return finish(cmd, sum, err)
+			return rf.run(cmd, o)
 		},
 	}
 	cmd.Flags().StringVar(&predictions, "predictions", "", "predictions.jsonl to judge")
@@ -204,8 +200,7 @@ rerun with the same settings costs no calls (--no-cache forces them).`,
 			if err := jf.apply(cmd, o); err != nil {
 				return err
 			}
-			sum, err := bench.Run(cmd.Context(), o)
-			return finish(cmd, sum, err)
+			return rf.run(cmd, o)
 		},
 	}
 	rf.register(cmd)
@@ -388,9 +383,15 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	}
 }
 
-func (r *runFlags) options(cmd *cobra.Command) (*bench.Options, error) {
-	o := &bench.Options{Data: r.data, Out: r.out, SkipBad: r.skipBad, Concurrency: r.concurrency,
+func (r *runFlags) options(cmd *cobra.Command) *bench.Options {
+	return &bench.Options{Data: r.data, Out: r.out, SkipBad: r.skipBad, Concurrency: r.concurrency,
 		RetryFailed: r.retryFailed, Strict: r.strict, Progress: cmd.ErrOrStderr(), Logger: logger(cmd)}
+}
+
+// run opens the response cache and runs the pipeline. The cache directory
+// is created only here, once every flag has been checked, so a command
+// refused for its flags leaves nothing on disk.
+func (r *runFlags) run(cmd *cobra.Command, o *bench.Options) error {
 	if !r.noCache && r.out != "" {
 		dir := r.cacheDir
 		if dir == "" {
@@ -398,11 +399,12 @@ func (r *runFlags) options(cmd *cobra.Command) (*bench.Options, error) {
 		}
 		c, err := bench.OpenCache(dir)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		o.Cache = c
 	}
-	return o, nil
+	sum, err := bench.Run(cmd.Context(), o)
+	return finish(cmd, sum, err)
 }
 
 func newBenchInferCmd() *cobra.Command {
@@ -420,8 +422,7 @@ func newBenchInferCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sum, err := bench.Run(cmd.Context(), o)
-			return finish(cmd, sum, err)
+			return rf.run(cmd, o)
 		},
 	}
 	rf.register(cmd)
@@ -441,10 +442,8 @@ func inferOptions(cmd *cobra.Command, rf *runFlags, tf *transportFlags, gf *genF
 	if err := need(map[string]string{"--data": rf.data, "--out": rf.out, "--model-url": tf.url, "--model": tf.model}); err != nil {
 		return nil, err
 	}
-	o, err := rf.options(cmd)
-	if err != nil {
-		return nil, err
-	}
+	o := rf.options(cmd)
+	var err error
 	if o.Infer, err = gf.inferSettings(cmd); err != nil {
 		return nil, err
 	}

@@ -345,20 +345,26 @@ func TestBenchRunJudgeAndScoreOnExamples(t *testing.T) {
 	}
 }
 
+// TestBenchFlagErrors: a command refused for its flags says which flag,
+// and leaves nothing on disk (no run directory, no cache).
 func TestBenchFlagErrors(t *testing.T) {
+	y := filepath.Join(t.TempDir(), "y")
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"bench", "infer", "--data", "x"}, "--model"},
-		{[]string{"bench", "run", "--data", "x", "--out", "y", "--model-url", "u", "--model", "m"}, "--judge-url"},
-		{[]string{"bench", "run", "--data", "x", "--out", "y", "--model-url", "u", "--model", "m", "--judge", "oracle"}, "want llm or rules"},
-		{[]string{"bench", "infer", "--data", "x", "--out", "y", "--model-url", "u", "--model", "m", "--extra-body", "[1"}, "--extra-body"},
+		{[]string{"bench", "run", "--data", "x", "--out", y, "--model-url", "u", "--model", "m"}, "--judge-url"},
+		{[]string{"bench", "run", "--data", "x", "--out", y, "--model-url", "u", "--model", "m", "--judge", "oracle"}, "want llm or rules"},
+		{[]string{"bench", "infer", "--data", "x", "--out", y, "--model-url", "u", "--model", "m", "--extra-body", "[1"}, "--extra-body"},
 		{[]string{"bench", "score"}, "--judged"},
 	} {
 		_, _, err := runBenchCLI(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want one mentioning %s", tc.args, err, tc.want)
+		}
+		if _, err := os.Stat(y); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%v: refused, yet --out exists (%v)", tc.args, err)
 		}
 	}
 }
