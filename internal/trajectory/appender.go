@@ -56,10 +56,20 @@ func (a *Appender) Append(vs ...any) error {
 		}
 		b = append(append(b, line...), '\n')
 	}
+	return a.AppendLines(b)
+}
+
+// AppendLines writes b, whole lines already encoded (each ending in a
+// newline), in a single write: for a writer that batches rows it encoded
+// itself and would otherwise encode them twice.
+func (a *Appender) AppendLines(b []byte) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.err != nil {
 		return a.err
+	}
+	if len(b) == 0 {
+		return nil
 	}
 	if _, err := a.f.Write(b); err != nil {
 		a.err = fmt.Errorf("append %s: %w", a.path, err)
