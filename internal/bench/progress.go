@@ -3,67 +3,36 @@ package bench
 import (
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
+
+	progressline "github.com/agentworld/agentworld/internal/progress"
 )
 
 // progress is the one progress display of a run, on stderr: done/total,
-// rate, ETA and failures. On a terminal it redraws one line a few times a
-// second; otherwise (a log file, CI) it writes a plain line every interval.
+// rate, ETA and failures, shown by package progress (redrawn in place on a
+// terminal, a plain line every interval otherwise).
 type progress struct {
 	w        io.Writer
-	tty      bool
 	total    int
 	interval time.Duration
+	ticker   *progressline.Ticker
 
 	mu                    sync.Mutex
 	done, failed, resumed int
 	started               time.Time
-	stopCh, stopped       chan struct{}
 }
 
 func newProgress(w io.Writer, total int, interval time.Duration) *progress {
-	if interval <= 0 {
-		interval = 10 * time.Second
-	}
-	p := &progress{w: w, total: total, interval: interval, started: time.Now()}
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			p.tty = true
-			p.interval = 200 * time.Millisecond
-		}
-	}
-	return p
+	return &progress{w: w, total: total, interval: interval, started: time.Now()}
 }
 
-func (p *progress) start() {
-	if p.w == nil {
-		return
-	}
-	p.stopCh, p.stopped = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(p.stopped)
-		t := time.NewTicker(p.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				p.draw(false)
-			case <-p.stopCh:
-				p.draw(true)
-				return
-			}
-		}
-	}()
-}
+func (p *progress) start() { p.ticker = progressline.Start(p.w, p.interval, p.line) }
 
 func (p *progress) stop() {
-	if p.stopCh == nil {
-		return
+	if p.ticker != nil {
+		p.ticker.Stop()
 	}
-	close(p.stopCh)
-	<-p.stopped
 }
 
 func (p *progress) add(n int, failed, resumed bool) {
@@ -83,16 +52,7 @@ func (p *progress) line() string {
 	p.mu.Lock()
 	done, failed, resumed := p.done, p.failed, p.resumed
 	p.mu.Unlock()
-	el := time.Since(p.started)
-	fresh := done - resumed
-	rate := 0.0
-	if el > 0 {
-		rate = float64(fresh) / el.Seconds()
-	}
-	eta := "?"
-	if rate > 0 && p.total >= done {
-		eta = time.Duration(float64(p.total-done) / rate * float64(time.Second)).Round(time.Second).String()
-	}
+	rate, eta := progressline.Rate(int64(done), int64(resumed), int64(p.total), p.started)
 	pct := 0.0
 	if p.total > 0 {
 		pct = 100 * float64(done) / float64(p.total)
@@ -101,17 +61,5 @@ func (p *progress) line() string {
 	if resumed > 0 {
 		s += fmt.Sprintf("  resumed %d", resumed)
 	}
-	return s + fmt.Sprintf("  elapsed %s", el.Round(time.Second))
-}
-
-func (p *progress) draw(final bool) {
-	l := p.line()
-	switch {
-	case p.tty && final:
-		fmt.Fprintf(p.w, "\r\033[K%s\n", l)
-	case p.tty:
-		fmt.Fprintf(p.w, "\r\033[K%s", l)
-	default:
-		fmt.Fprintln(p.w, l)
-	}
+	return s + fmt.Sprintf("  elapsed %s", time.Since(p.started).Round(time.Second))
 }

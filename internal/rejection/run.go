@@ -20,6 +20,7 @@ import (
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/dataset"
 	"github.com/agentworld/agentworld/internal/filelock"
+	progressline "github.com/agentworld/agentworld/internal/progress"
 	"github.com/agentworld/agentworld/internal/reward"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -88,7 +89,8 @@ type Options struct {
 	// MaxLine bounds one input line; 0 means dataset.DefaultMaxLine.
 	MaxLine int
 	// Progress receives a progress line every ProgressInterval (0: 10
-	// seconds) and at the end; nil shows none.
+	// seconds; redrawn in place on a terminal, see package progress) and
+	// at the end; nil shows none.
 	Progress         io.Writer
 	ProgressInterval time.Duration
 	// Logger receives failed beams; nil discards.
@@ -170,7 +172,7 @@ type runner struct {
 	scored   chan *entry
 	out      string
 	answers  map[string]*worldmodel.Response
-	journal  *appender
+	journal  *trajectory.Appender
 	log      *slog.Logger
 	sem      chan struct{}
 	requests atomic.Int64
@@ -242,35 +244,39 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 	}
 	r.answers = answers
 	res := &Result{Resumed: cp.Next}
-	var outs [3]*appender
+	var outs [3]*output
+	var progress *trajectory.Appender
 	closeAll := func() error {
 		var errs []error
-		for _, a := range append(outs[:], r.journal) {
+		for _, o := range outs {
+			if o != nil {
+				errs = append(errs, o.Close())
+			}
+		}
+		for _, a := range []*trajectory.Appender{progress, r.journal} {
 			if a != nil {
-				errs = append(errs, a.close())
+				errs = append(errs, a.Close())
 			}
 		}
 		return errors.Join(errs...)
 	}
 	for i, p := range paths {
-		if outs[i], err = openAppender(p, [3]int64{cp.Candidates, cp.SFT, cp.Pairs}[i]); err != nil {
+		if outs[i], err = openOutput(p, [3]int64{cp.Candidates, cp.SFT, cp.Pairs}[i]); err != nil {
 			closeAll()
 			return nil, err
 		}
 	}
-	progress, err := openAppender(filepath.Join(out, ProgressFile), -1)
-	if err != nil {
+	if progress, err = trajectory.OpenAppender(filepath.Join(out, ProgressFile), syncInterval); err != nil {
 		closeAll()
 		return nil, err
 	}
-	if r.journal, err = openAppender(filepath.Join(out, JournalFile), -1); err != nil {
-		progress.close()
+	if r.journal, err = trajectory.OpenAppender(filepath.Join(out, JournalFile), syncInterval); err != nil {
 		closeAll()
 		return nil, err
 	}
 
-	prog := newProgress(o.Progress, total, cp.Next, o.ProgressInterval)
-	prog.start()
+	prog := newProgress(total, cp.Next)
+	ticker := progressline.Start(o.Progress, o.ProgressInterval, prog.line)
 	r.sem = make(chan struct{}, o.Concurrency)
 	window := make(chan *job, windowSize(o.Concurrency, o.Beams))
 	g, gctx := errgroup.WithContext(ctx)
@@ -287,8 +293,8 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 	g.Go(func() error { return r.journalBeams(gctx) })
 	g.Go(func() error { return r.sink(gctx, window, outs, progress, prog) })
 	werr := g.Wait()
-	prog.stop()
-	cerr := errors.Join(progress.close(), closeAll())
+	ticker.Stop()
+	cerr := closeAll()
 	res.Requests, res.Reused = r.requests.Load(), r.reused.Load()
 	if err := errors.Join(werr, cerr); err != nil {
 		res.Elapsed = time.Since(start)
@@ -505,7 +511,7 @@ func (r *runner) journalBeams(ctx context.Context) error {
 			}
 			buf = append(append(buf, b...), '\n')
 		}
-		if err := r.journal.write(buf); err != nil {
+		if err := r.journal.AppendLines(buf); err != nil {
 			return err
 		}
 		for _, e := range batch {
@@ -523,7 +529,7 @@ const maxBatch = 256
 // is already finished at the head of the window and writes them with one
 // write per file, then one checkpoint: per-line writes would make the
 // writer, not the teacher, the bound of a fast run.
-func (r *runner) sink(ctx context.Context, window <-chan *job, outs [3]*appender, progress *appender, prog *progress) error {
+func (r *runner) sink(ctx context.Context, window <-chan *job, outs [3]*output, progress *trajectory.Appender, prog *progress) error {
 	var head *job
 	var bufs [3][]byte
 	for {
@@ -574,7 +580,7 @@ func (r *runner) sink(ctx context.Context, window <-chan *job, outs [3]*appender
 			}
 		}
 		last := batch[len(batch)-1]
-		if err := progress.line(checkpoint{Next: last.seq + 1, Candidates: outs[0].size, SFT: outs[1].size, Pairs: outs[2].size}); err != nil {
+		if err := progress.Append(checkpoint{Next: last.seq + 1, Candidates: outs[0].size, SFT: outs[1].size, Pairs: outs[2].size}); err != nil {
 			return err
 		}
 		for _, j := range batch {
@@ -696,51 +702,17 @@ func countLines(path string) int64 {
 	return n
 }
 
-// progress prints one line per interval: samples done of total, beams,
-// kept, rate and ETA.
+// progress counts what the run did for its progress line: samples done of
+// total, beams, kept, rate and ETA.
 type progress struct {
-	w                      io.Writer
 	total, resumed         int64
-	interval               time.Duration
 	mu                     sync.Mutex
 	done, beams, kept, bad int64
 	started                time.Time
-	stopCh, stopped        chan struct{}
 }
 
-func newProgress(w io.Writer, total, resumed int64, interval time.Duration) *progress {
-	if interval <= 0 {
-		interval = 10 * time.Second
-	}
-	return &progress{w: w, total: total, resumed: resumed, done: resumed, interval: interval, started: time.Now()}
-}
-
-func (p *progress) start() {
-	if p.w == nil {
-		return
-	}
-	p.stopCh, p.stopped = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(p.stopped)
-		t := time.NewTicker(p.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				fmt.Fprintln(p.w, p.line())
-			case <-p.stopCh:
-				fmt.Fprintln(p.w, p.line())
-				return
-			}
-		}
-	}()
-}
-
-func (p *progress) stop() {
-	if p.stopCh != nil {
-		close(p.stopCh)
-		<-p.stopped
-	}
+func newProgress(total, resumed int64) *progress {
+	return &progress{total: total, resumed: resumed, done: resumed, started: time.Now()}
 }
 
 func (p *progress) add(j *job) {
@@ -763,15 +735,9 @@ func (p *progress) add(j *job) {
 func (p *progress) line() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	el := time.Since(p.started)
-	fresh := p.done - p.resumed
-	rate := float64(fresh) / max(el.Seconds(), 1e-9)
-	eta := "?"
-	if rate > 0 && p.total >= p.done {
-		eta = time.Duration(float64(p.total-p.done) / rate * float64(time.Second)).Round(time.Second).String()
-	}
+	rate, eta := progressline.Rate(p.done, p.resumed, p.total, p.started)
 	return fmt.Sprintf("sample: %d/%d samples (%d resumed), %d beams, %d samples kept, %d beams failed, %.1f samples/s, ETA %s, elapsed %s",
-		p.done, p.total, p.resumed, p.beams, p.kept, p.bad, rate, eta, el.Round(time.Second))
+		p.done, p.total, p.resumed, p.beams, p.kept, p.bad, rate, eta, time.Since(p.started).Round(time.Second))
 }
 
 // windowSize is how many samples may be between the reader and the

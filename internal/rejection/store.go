@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -14,84 +13,38 @@ import (
 )
 
 // syncInterval is how often appended files are fsynced while a run goes
-// on: a kill -9 loses nothing written (each line is one write(2) to an
-// O_APPEND file), a power loss at most the last interval, which resume
-// recomputes.
+// on: a kill -9 loses nothing written (each batch of lines is one write(2)
+// to an O_APPEND file, trajectory.Appender), a power loss at most the last
+// interval, which resume recomputes.
 const syncInterval = time.Second
 
-// appender appends whole lines to a file, one write per line.
-type appender struct {
-	mu       sync.Mutex
-	f        *os.File
-	path     string
-	size     int64
-	lastSync time.Time
+// output is an output file, appended to after it was cut back to the last
+// checkpoint; size is where it ends, which the next checkpoint records.
+type output struct {
+	*trajectory.Appender
+	size int64
 }
 
-// openAppender opens path for appending after cutting it to size bytes
-// (size < 0: after cutting a torn last line).
-func openAppender(path string, size int64) (*appender, error) {
-	if size < 0 {
-		if err := trajectory.CutTornTail(path); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
+// openOutput cuts path to size bytes (what the last checkpoint counted)
+// and opens it for appending.
+func openOutput(path string, size int64) (*output, error) {
+	if err := os.Truncate(path, size); err != nil && !(size == 0 && errors.Is(err, os.ErrNotExist)) {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	a, err := trajectory.OpenAppender(path, syncInterval)
 	if err != nil {
 		return nil, err
 	}
-	if size >= 0 {
-		if err := f.Truncate(size); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	end, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	f.Close()
-	if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
-		return nil, err
-	}
-	return &appender{f: f, path: path, size: end, lastSync: time.Now()}, nil
-}
-
-// line appends v as one JSON line.
-func (a *appender) line(v any) error {
-	b, err := trajectory.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return a.write(append(b, '\n'))
+	return &output{Appender: a, size: size}, nil
 }
 
 // write appends whole lines in one write.
-func (a *appender) write(b []byte) error {
-	if len(b) == 0 {
-		return nil
+func (o *output) write(b []byte) error {
+	if err := o.AppendLines(b); err != nil {
+		return err
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, err := a.f.Write(b); err != nil {
-		return fmt.Errorf("append %s: %w", a.path, err)
-	}
-	a.size += int64(len(b))
-	if time.Since(a.lastSync) >= syncInterval {
-		a.lastSync = time.Now()
-		if err := a.f.Sync(); err != nil {
-			return fmt.Errorf("sync %s: %w", a.path, err)
-		}
-	}
+	o.size += int64(len(b))
 	return nil
-}
-
-func (a *appender) close() error {
-	if a == nil {
-		return nil
-	}
-	return errors.Join(a.f.Sync(), a.f.Close())
 }
 
 // checkpoint is a line of the progress file, written after every sample's
