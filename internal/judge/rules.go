@@ -3,7 +3,6 @@ package judge
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -135,37 +134,11 @@ func addScore(v *Verdict, x float64, good, bad string) {
 	}
 }
 
-var (
-	// runtime metadata, masked before any comparison: ISO timestamps,
-	// clock times, UUIDs, long hex strings, durations, numbers of 7+ digits
-	// (ids, epoch times). One alternation so a text is scanned once.
-	metaPattern = regexp.MustCompile(strings.Join([]string{
-		`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?`,
-		`\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b`,
-		`\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b`,
-		`\b(?:0x)?[0-9a-f]{12,}\b`,
-		`\b\d+(?:\.\d+)?\s?(?:ms|s|sec|seconds)\b`,
-		`\b\d{7,}\b`,
-	}, "|"))
-	spaceRun = regexp.MustCompile(`[ \t]+`)
-	quoted   = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'`)
-	digits   = regexp.MustCompile(`\d+`)
-	bid      = regexp.MustCompile(`\[[A-Za-z0-9_.-]+\]`)
-	trailing = regexp.MustCompile(`\{.*\}\s*$`)
-)
-
-func maskMeta(s string) string {
-	if !strings.ContainsAny(s, "0123456789") {
-		return s
-	}
-	return metaPattern.ReplaceAllString(s, "<meta>")
-}
-
 // normalizeText collapses horizontal whitespace and trims every line.
 func normalizeText(s string) string {
 	lines := strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
 	for i, l := range lines {
-		lines[i] = pytext.Strip(spaceRun.ReplaceAllString(l, " "))
+		lines[i] = pytext.Strip(collapseBlanks(l))
 	}
 	return pytext.Strip(strings.Join(lines, "\n"))
 }
@@ -174,11 +147,14 @@ func normalizeText(s string) string {
 // runtime metadata masked.
 func maskedLines(s string) []string { return normalizedLines(maskMeta(s)) }
 
-// normalizedLines is the normalized non-empty lines of already masked text.
+// normalizedLines is the normalized non-empty lines of already masked text:
+// the non-empty lines of normalizeText(masked), found without joining and
+// splitting the text again (each line is already stripped, so the final
+// strip of normalizeText only removes empty lines at either end).
 func normalizedLines(masked string) []string {
 	var out []string
-	for _, l := range strings.Split(normalizeText(masked), "\n") {
-		if l != "" {
+	for l := range strings.SplitSeq(strings.ReplaceAll(masked, "\r\n", "\n"), "\n") {
+		if l = pytext.Strip(collapseBlanks(l)); l != "" {
 			out = append(out, l)
 		}
 	}
@@ -384,12 +360,20 @@ func formatCheck(d domain.Domain, rec *trajectory.Record, pred, truth string) (f
 // and numbers masked, only the first three fields.
 func signature(line string) string {
 	indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
-	body := digits.ReplaceAllString(quoted.ReplaceAllString(line, "S"), "0")
-	f := strings.Fields(body)
-	if len(f) > 3 {
-		f = f[:3]
+	var b strings.Builder
+	b.WriteString(indent)
+	n := 0
+	for f := range strings.FieldsSeq(shapeBody(line)) {
+		if n == 3 {
+			break
+		}
+		if n > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f)
+		n++
 	}
-	return indent + strings.Join(f, " ")
+	return b.String()
 }
 
 func signatures(s string) []string {
@@ -403,8 +387,8 @@ func signatures(s string) []string {
 }
 
 func lastLine(s string) string {
-	lines := strings.Split(strings.TrimRight(s, " \t\r\n"), "\n")
-	return strings.TrimRight(lines[len(lines)-1], " \t\r")
+	s = strings.TrimRight(s, " \t\r\n")
+	return strings.TrimRight(s[strings.LastIndexByte(s, '\n')+1:], " \t\r")
 }
 
 // terminalFormat checks the screen's prompt line, the echo of the typed
@@ -501,10 +485,10 @@ func TreeNodeShare(d domain.Domain, pred, truth string) (got, want float64) {
 	var per func(string) bool
 	switch d {
 	case domain.Web:
-		per = func(l string) bool { return bid.MatchString(l) }
+		per = hasBid
 	case domain.Android:
 		per = func(l string) bool {
-			m := trailing.FindString(l)
+			m := trailingObject(l)
 			if m == "" {
 				return false
 			}
