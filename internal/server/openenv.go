@@ -80,6 +80,7 @@ func (s *Server) openEnvReset(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	mountWorld(r, &req)
 	if req.SessionID != "" {
 		s.writeError(w, r, badRequest("session_id", "HTTP /reset always starts a new session; step an existing one with /step {session_id}"))
 		return
@@ -161,8 +162,58 @@ func (s *Server) openEnvState(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// openEnvSchema answers GET /schema. On a world's mount, or on a server
+// whose bare reset has one world to give (an explicit --default-world, or
+// a single world loaded), the action schema is that world's: a world with
+// tools answers OpenEnv's CallToolAction schema, which tells clients such
+// as verifiers' OpenEnvTaskset to ask for the tools with list_tools.
 func (s *Server) openEnvSchema(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, openEnvSchema())
+	sc := openEnvSchema()
+	name := r.PathValue("world")
+	if name == "" && (s.opts.DefaultWorld != "" || len(s.m.Worlds()) == 1) {
+		name = s.defaultWorld()
+	}
+	if name != "" {
+		spec, ok := s.m.World(name)
+		if !ok {
+			s.writeError(w, r, &Error{Status: http.StatusNotFound, Code: "not_found", Field: "world", Public: fmt.Sprintf("no world named %q", name)})
+			return
+		}
+		if len(spec.ActionSpace.Tools) > 0 {
+			sc["action"] = callToolActionSchema()
+		}
+	}
+	writeJSON(w, http.StatusOK, sc)
+}
+
+// openEnvWorldRoutes mounts the OpenEnv surface once per world under
+// /openenv/{world}: a client given that base URL (OpenEnv's EnvClient
+// appends /ws, verifiers /schema) gets the world's own schema and tools,
+// and its resets default to the world.
+func (s *Server) openEnvWorldRoutes() {
+	s.handleFunc("POST /openenv/{world}/reset", s.openEnvReset)
+	s.handleFunc("POST /openenv/{world}/step", s.openEnvStep)
+	s.handleFunc("GET /openenv/{world}/state", s.openEnvState)
+	s.handleFunc("GET /openenv/{world}/schema", s.openEnvSchema)
+	s.handleFunc("GET /openenv/{world}/metadata", s.openEnvMetadata)
+	s.handleFunc("GET /openenv/{world}/health", s.health)
+	s.handleFunc("GET /openenv/{world}/ws", s.openEnvWS)
+}
+
+// mountWorld gives a reset on a world's mount that names no world the
+// mount's world.
+func mountWorld(r *http.Request, req *api.OpenEnvResetRequest) {
+	if req.WorldID == "" && len(req.World) == 0 {
+		req.WorldID = r.PathValue("world")
+	}
+}
+
+// connWorld is the world a request's reset gets when it names none.
+func (s *Server) connWorld(r *http.Request) string {
+	if name := r.PathValue("world"); name != "" {
+		return name
+	}
+	return s.defaultWorld()
 }
 
 func (s *Server) openEnvMetadata(w http.ResponseWriter, r *http.Request) {
@@ -307,6 +358,7 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 				err = sendErr(derr)
 				break
 			}
+			mountWorld(r, &req)
 			if req.SessionID != "" { // attach to an existing session
 				st, serr := s.m.State(stepCtx, req.SessionID)
 				if serr != nil {
@@ -331,6 +383,17 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 			err = send("observation", openEnvReply(rep))
 		case "step":
 			if current == "" {
+				if kind, _ := openEnvToolAction(msg.Data); kind == "list_tools" {
+					// verifiers' OpenEnvTaskset lists the tools before its
+					// reset, as an OpenEnv MCP environment allows.
+					out, lerr := s.worldToolsResult(s.connWorld(r))
+					if lerr != nil {
+						err = sendErr(lerr)
+					} else {
+						err = send("observation", out)
+					}
+					break
+				}
 				err = sendErr(badRequest("type", "send a reset before the first step"))
 				break
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/agentworld/agentworld/internal/api"
@@ -46,11 +47,13 @@ func openEnvToolAction(raw json.RawMessage) (kind, tool string) {
 	if json.Unmarshal(raw, &a) != nil {
 		return "", ""
 	}
-	switch a.Type {
-	case "list_tools":
+	switch {
+	case a.Type == "list_tools":
 		return a.Type, ""
-	case "call_tool":
-		return a.Type, a.ToolName
+	case a.Type == "call_tool", a.Type == "" && a.ToolName != "":
+		// CallToolAction's type defaults to "call_tool", so OpenEnv's
+		// server takes {"tool_name", "arguments"} without it as a call.
+		return "call_tool", a.ToolName
 	}
 	return "", ""
 }
@@ -75,6 +78,14 @@ func toolSchema(t world.Tool) json.RawMessage {
 	return json.RawMessage(`{"type":"object"}`)
 }
 
+func openEnvTools(tools []world.Tool) []api.OpenEnvTool {
+	out := make([]api.OpenEnvTool, len(tools))
+	for i, t := range tools {
+		out[i] = api.OpenEnvTool{Name: t.Name, Description: t.Description, InputSchema: toolSchema(t)}
+	}
+	return out
+}
+
 // listToolsResult answers a list_tools action: the session's tools, with
 // the session's current turn and no reward.
 func (s *Server) listToolsResult(ctx context.Context, id string) (*api.OpenEnvResult, error) {
@@ -86,14 +97,42 @@ func (s *Server) listToolsResult(ctx context.Context, id string) (*api.OpenEnvRe
 	if err != nil {
 		return nil, err
 	}
-	out := make([]api.OpenEnvTool, len(tools))
-	for i, t := range tools {
-		out[i] = api.OpenEnvTool{Name: t.Name, Description: t.Description, InputSchema: toolSchema(t)}
-	}
 	return &api.OpenEnvResult{
-		Observation: api.OpenEnvObservation{Turn: st.StepCount, SessionID: id, Tools: out},
+		Observation: api.OpenEnvObservation{Turn: st.StepCount, SessionID: id, Tools: openEnvTools(tools)},
 		Done:        st.Status != sim.StatusActive,
 	}, nil
+}
+
+// worldToolsResult answers a list_tools action sent before any reset: the
+// tools of the world a reset would give, with no session yet.
+func (s *Server) worldToolsResult(name string) (*api.OpenEnvResult, error) {
+	spec, ok := s.m.World(name)
+	if !ok {
+		return nil, &Error{Status: http.StatusNotFound, Public: fmt.Sprintf("no world named %q", name), Field: "world_id", Code: "not_found"}
+	}
+	if len(spec.ActionSpace.Tools) == 0 {
+		return nil, badRequest("action.type", "world %s (%s) has no tools to list", spec.Name, spec.Domain)
+	}
+	return &api.OpenEnvResult{Observation: api.OpenEnvObservation{Tools: openEnvTools(spec.ActionSpace.Tools)}}, nil
+}
+
+// callToolActionSchema is the action schema of a world with tools:
+// OpenEnv's CallToolAction (mcp_types.py), as pydantic's
+// model_json_schema writes it.
+func callToolActionSchema() map[string]any {
+	return map[string]any{
+		"title":                "CallToolAction",
+		"description":          "Call one of the world's tools (list them with the action {\"type\": \"list_tools\"}).",
+		"type":                 "object",
+		"additionalProperties": false,
+		"properties": map[string]any{
+			"metadata":  map[string]any{"type": "object", "title": "Metadata", "description": "Additional metadata for the action", "additionalProperties": true},
+			"type":      map[string]any{"type": "string", "const": "call_tool", "default": "call_tool", "title": "Type", "description": "Action type discriminator"},
+			"tool_name": map[string]any{"type": "string", "title": "Tool Name", "description": "Name of the tool to call"},
+			"arguments": map[string]any{"type": "object", "title": "Arguments", "description": "Arguments to pass to the tool", "additionalProperties": true},
+		},
+		"required": []any{"tool_name"},
+	}
 }
 
 // toolResult turns a tool call's observation into what OpenEnv's client

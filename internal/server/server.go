@@ -167,6 +167,7 @@ func (s *Server) routes() {
 	s.handleFunc("GET /metadata", s.openEnvMetadata)
 	s.handleFunc("GET /ws", s.openEnvWS)
 	s.handleFunc("POST /mcp", s.openEnvMCP)
+	s.openEnvWorldRoutes()
 }
 
 func (s *Server) handleFunc(pattern string, f http.HandlerFunc) {

@@ -168,11 +168,7 @@ func openEnvAction(raw json.RawMessage) (json.RawMessage, error) {
 	if a, ok := obj["action"]; ok {
 		return a, nil
 	}
-	var typ string
-	if t, ok := obj["type"]; ok {
-		_ = json.Unmarshal(t, &typ)
-	}
-	if typ == "call_tool" {
+	if kind, _ := openEnvToolAction(raw); kind == "call_tool" {
 		var c struct {
 			ToolName  string          `json:"tool_name"`
 			Arguments json.RawMessage `json:"arguments"`
