@@ -68,6 +68,20 @@ func toolDomain(d domain.Domain) bool {
 	return d == domain.MCP || d == domain.Search || d == domain.SWE
 }
 
+// agentToolsJSON is [agentTools] encoded once for all the policy requests
+// of a group; nil when the domain has no tools.
+func agentToolsJSON(s *world.Spec) ([]byte, error) {
+	tools := agentTools(s)
+	if len(tools) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(tools)
+	if err != nil {
+		return nil, fmt.Errorf("world %s: tools: %w", s.Name, err)
+	}
+	return b, nil
+}
+
 // agentTools turns a world's action space into OpenAI tool definitions.
 func agentTools(s *world.Spec) []tool {
 	if !toolDomain(s.Domain) {
@@ -113,15 +127,19 @@ func firstMessages(s *world.Spec, t Task, initial string) []Message {
 }
 
 // episode runs one agent episode on a session already forked from the
-// group's root; msgs are the group's first messages (copied, not shared).
+// group's root.
 type episode struct {
-	sim      Simulator
-	policy   *Policy
-	spec     *world.Spec
-	tools    []tool
+	sim    Simulator
+	policy *Policy
+	spec   *world.Spec
+	// tools is the encoded tool definitions (nil: none), shared by the
+	// group.
+	tools    []byte
 	maxTurns int
-	row      Row
-	turn     int // simulator steps taken
+	// row is the output row but for its messages, which hist holds.
+	row  Row
+	hist transcript
+	turn int // simulator steps taken
 	// actions are the steps' actions in order, for a real replay.
 	actions []json.RawMessage
 }
@@ -137,14 +155,19 @@ func (e *episode) addReward(res *sim.StepResult) {
 }
 
 // step sends one action; a malformed action is answered by the parser's
-// error without a simulator step, so the agent can correct itself.
+// error without a simulator step, so the agent can correct itself. The
+// simulator parses every action itself and refuses a malformed one before
+// taking a turn, so the loop parses an action only when a step fails, to
+// tell a malformed action (an observation for the agent) from a failure
+// of the simulator (an error), the same way in-process and over HTTP.
 func (e *episode) step(ctx context.Context, raw json.RawMessage) (obs string, over bool, err error) {
-	if _, perr := conversation.ParseAction(e.spec.Domain, raw); perr != nil {
-		return "invalid action: " + perr.Error(), false, nil
-	}
 	e.turn++
 	res, err := e.sim.Step(ctx, e.row.EnvSessionID, sim.StepRequest{Action: raw, Turn: e.turn})
 	if err != nil {
+		if _, perr := conversation.ParseAction(e.spec.Domain, raw); perr != nil {
+			e.turn--
+			return "invalid action: " + perr.Error(), false, nil
+		}
 		return "", false, err
 	}
 	e.actions = append(e.actions, raw)
@@ -168,7 +191,11 @@ func (e *episode) run(ctx context.Context, limit int) error {
 		limit = e.maxTurns
 	}
 	for e.row.NumTurns < limit {
-		rep, err := e.policy.Complete(ctx, e.row.EnvSessionID, e.row.Messages, e.tools)
+		msgs, err := e.hist.json()
+		if err != nil {
+			return err
+		}
+		rep, err := e.policy.complete(ctx, e.row.EnvSessionID, msgs, e.tools)
 		if err != nil {
 			return err
 		}
@@ -178,7 +205,7 @@ func (e *episode) run(ctx context.Context, limit int) error {
 		if !toolDomain(e.spec.Domain) {
 			msg.ToolCalls = nil
 		}
-		e.row.Messages = append(e.row.Messages, msg)
+		e.hist.add(msg)
 		if len(msg.ToolCalls) > 0 {
 			for _, tc := range msg.ToolCalls {
 				args := strings.TrimSpace(tc.Function.Arguments)
@@ -190,12 +217,15 @@ func (e *episode) run(ctx context.Context, limit int) error {
 				if !json.Valid([]byte(args)) {
 					obs = "invalid action: the arguments of " + tc.Function.Name + " are not JSON"
 				} else {
-					raw, _ := json.Marshal(map[string]any{"name": tc.Function.Name, "arguments": json.RawMessage(args)})
+					raw, err := json.Marshal(toolAction{Arguments: json.RawMessage(args), Name: tc.Function.Name})
+					if err != nil {
+						return err
+					}
 					if obs, over, err = e.step(ctx, raw); err != nil {
 						return err
 					}
 				}
-				e.row.Messages = append(e.row.Messages, Message{Role: "tool", ToolCallID: tc.ID, Content: obs})
+				e.hist.add(Message{Role: "tool", ToolCallID: tc.ID, Content: obs})
 				if over {
 					return nil
 				}
@@ -216,13 +246,27 @@ func (e *episode) run(ctx context.Context, limit int) error {
 		if over {
 			return nil
 		}
-		e.row.Messages = append(e.row.Messages, Message{Role: "user", Content: "Observation:\n" + obs})
+		e.hist.add(Message{Role: "user", Content: "Observation:\n" + obs})
 	}
 	if e.row.NumTurns >= e.maxTurns {
 		e.row.StopReason = StopMaxTurns
 		e.row.Truncated = true
 	}
 	return nil
+}
+
+// toolAction is a tool call as the simulator's action parser reads it;
+// the fields are in the order json.Marshal writes a map's keys.
+type toolAction struct {
+	Arguments json.RawMessage `json:"arguments"`
+	Name      string          `json:"name"`
+}
+
+// result is the episode's output row.
+func (e *episode) result() Row {
+	r := e.row
+	r.Messages = e.hist.msgs
+	return r
 }
 
 // ended reports an episode that has its stop reason.
@@ -234,7 +278,7 @@ func (e *episode) branch(idx int, fork *sim.Reply) *episode {
 	c := *e
 	c.row.SampleIdx = idx
 	c.row.EnvSessionID, c.row.ForkParent = fork.SessionID, e.row.EnvSessionID
-	c.row.Messages = slices.Clone(e.row.Messages)
+	c.hist = e.hist.clone()
 	c.row.Turns = slices.Clone(e.row.Turns)
 	c.row.RewardComponents = maps.Clone(e.row.RewardComponents)
 	c.actions = slices.Clone(e.actions)
@@ -272,11 +316,22 @@ func (e *episode) checkReal(ctx context.Context, world string) error {
 	return nil
 }
 
-// newRow starts an episode's row.
-func newRow(groupID string, idx int, t Task, first []Message, fork *sim.Reply, parent, lwm string) Row {
+// newEpisode starts an episode on a fork with the group's first messages
+// (copied, not shared).
+func newEpisode(s Simulator, o *Options, t Task, spec *world.Spec, tools []byte, idx int, first []Message, fork *sim.Reply) *episode {
+	maxTurns := o.MaxTurns
+	if t.MaxTurns > 0 {
+		maxTurns = t.MaxTurns
+	}
+	return &episode{sim: s, policy: o.Policy, spec: spec, tools: tools, maxTurns: maxTurns,
+		row:  newRow(t.ID, idx, t, fork, fork.Info.Parent, o.LWMModel),
+		hist: transcript{msgs: slices.Clone(first)}}
+}
+
+// newRow starts an episode's row, without its messages.
+func newRow(groupID string, idx int, t Task, fork *sim.Reply, parent, lwm string) Row {
 	return Row{
 		GroupID: groupID, SampleIdx: idx, TaskID: t.ID,
-		Messages:         append([]Message(nil), first...),
 		RewardComponents: map[string]float64{},
 		EnvSessionID:     fork.SessionID, ForkParent: parent,
 		LWMModel: lwm, PromptVersion: PromptVersion,

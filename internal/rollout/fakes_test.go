@@ -3,16 +3,20 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
@@ -41,7 +45,19 @@ var issueKey = regexp.MustCompile(`WS-(\d+)`)
 // manager over it holding the tracker world.
 func fakeWorld(t testing.TB) (*sim.Manager, *fakellm.Server) {
 	t.Helper()
-	model := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+	return newFakeWorld(t, false)
+}
+
+// newFakeWorld is fakeWorld; with forget the fake world model drops each
+// request once answered, so a long benchmark's heap holds only what the
+// driver and the simulator keep.
+func newFakeWorld(t testing.TB, forget bool) (*sim.Manager, *fakellm.Server) {
+	t.Helper()
+	var model *fakellm.Server
+	model = fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		if forget {
+			model.Reset()
+		}
 		last := r.Messages[len(r.Messages)-1].Content
 		m := issueKey.FindAllStringSubmatch(last, -1)
 		status := "open"
@@ -81,11 +97,14 @@ func policyTurn(n int) (prompt, gen, logprobs string) {
 
 // fakePolicy is an OpenAI-compatible policy server scripted by pick,
 // which sees the request's messages and returns (tool call arguments or
-// "" for a final text answer). It records every request body.
+// "" for a final text answer). It counts every request and records its
+// body unless forget is set (before the first request).
 type fakePolicy struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	reqs []policyReq
+	srv    *httptest.Server
+	forget bool
+	count  atomic.Int64
+	mu     sync.Mutex
+	reqs   []policyReq
 }
 
 type policyReq struct {
@@ -97,9 +116,12 @@ func newFakePolicy(t testing.TB, pick func(msgs []Message) string) *fakePolicy {
 	p := &fakePolicy{}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		p.mu.Lock()
-		p.reqs = append(p.reqs, policyReq{r.URL.Path, body})
-		p.mu.Unlock()
+		p.count.Add(1)
+		if !p.forget {
+			p.mu.Lock()
+			p.reqs = append(p.reqs, policyReq{r.URL.Path, body})
+			p.mu.Unlock()
+		}
 		var req struct {
 			Messages []Message `json:"messages"`
 		}
@@ -147,4 +169,29 @@ func byInstruction(msgs []Message) string {
 	}
 	k := issueKey.FindString(msgs[1].Content)
 	return fmt.Sprintf(`{"key":%q}`, k)
+}
+
+// readRows decodes every row of a journal.
+func readRows(path string) ([]Row, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []Row
+	lr := trajectory.NewLineReader(f, path, 0)
+	for {
+		line, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var r Row
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		rows = append(rows, r)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -115,26 +117,14 @@ func isNull(r json.RawMessage) bool {
 	return len(r) == 0 || string(r) == "null"
 }
 
-// Complete asks the policy for the next assistant message. It requests
-// logprobs and token ids (vLLM's return_token_ids); servers that ignore
-// them still answer.
-func (p *Policy) Complete(ctx context.Context, sessionID string, msgs []Message, tools []tool) (*reply, error) {
-	body := map[string]any{
-		"model":            p.Model,
-		"messages":         msgs,
-		"logprobs":         true,
-		"return_token_ids": true,
-	}
-	if len(tools) > 0 {
-		body["tools"] = tools
-	}
-	if p.Temperature != nil {
-		body["temperature"] = *p.Temperature
-	}
-	if p.MaxTokens > 0 {
-		body["max_tokens"] = p.MaxTokens
-	}
-	b, err := json.Marshal(body)
+// complete asks the policy for the next assistant message. messages is
+// the JSON array of the conversation so far and tools the JSON array of
+// tool definitions (nil: none), both already encoded, so a turn costs the
+// encoding of its new messages only, not of the whole history again. It
+// requests logprobs and token ids (vLLM's return_token_ids); servers that
+// ignore them still answer.
+func (p *Policy) complete(ctx context.Context, sessionID string, messages, tools []byte) (*reply, error) {
+	b, err := p.requestBody(messages, tools)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +154,80 @@ func (p *Policy) Complete(ctx context.Context, sessionID string, msgs []Message,
 		return nil, fmt.Errorf("policy: %s: %s", resp.Status, bytes.TrimSpace(raw))
 	}
 	return parseCompletion(raw)
+}
+
+// requestBody is the chat completion request: the bytes json.Marshal
+// would write for a map of these fields (keys in sorted order), assembled
+// around the already encoded messages and tools.
+func (p *Policy) requestBody(messages, tools []byte) ([]byte, error) {
+	model, err := json.Marshal(p.Model)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(messages)+len(tools)+len(model)+128)
+	b = append(b, `{"logprobs":true`...)
+	if p.MaxTokens > 0 {
+		b = append(b, `,"max_tokens":`...)
+		b = strconv.AppendInt(b, int64(p.MaxTokens), 10)
+	}
+	b = append(b, `,"messages":`...)
+	b = append(b, messages...)
+	b = append(b, `,"model":`...)
+	b = append(b, model...)
+	b = append(b, `,"return_token_ids":true`...)
+	if p.Temperature != nil {
+		t, err := json.Marshal(*p.Temperature)
+		if err != nil {
+			return nil, fmt.Errorf("policy temperature: %w", err)
+		}
+		b = append(b, `,"temperature":`...)
+		b = append(b, t...)
+	}
+	if len(tools) > 0 {
+		b = append(b, `,"tools":`...)
+		b = append(b, tools...)
+	}
+	return append(b, '}'), nil
+}
+
+// transcript is an episode's conversation and its JSON encoding, grown
+// together: each policy request encodes only the messages added since the
+// previous one.
+type transcript struct {
+	msgs []Message
+	// enc is "[" and the encoded msgs[:n], comma-separated, without the
+	// closing bracket.
+	enc []byte
+	n   int
+}
+
+// add appends messages to the conversation.
+func (t *transcript) add(ms ...Message) { t.msgs = append(t.msgs, ms...) }
+
+// json returns the conversation as a JSON array, the bytes json.Marshal
+// writes for t.msgs. The result is only valid until the next call.
+func (t *transcript) json() ([]byte, error) {
+	if t.enc == nil {
+		t.enc = append(make([]byte, 0, 4096), '[')
+	}
+	for ; t.n < len(t.msgs); t.n++ {
+		m, err := json.Marshal(t.msgs[t.n])
+		if err != nil {
+			return nil, err
+		}
+		if t.n > 0 {
+			t.enc = append(t.enc, ',')
+		}
+		t.enc = append(t.enc, m...)
+	}
+	// The bracket goes past the encoded prefix, where the next message's
+	// comma will overwrite it.
+	return append(t.enc, ']'), nil
+}
+
+// clone is a copy that shares nothing with t.
+func (t *transcript) clone() transcript {
+	return transcript{msgs: slices.Clone(t.msgs), enc: slices.Clone(t.enc), n: t.n}
 }
 
 // parseCompletion reads the first choice and its token fields. Token ids

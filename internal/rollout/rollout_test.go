@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // TestGroupOfEightForks: one reset, eight forks. Every member's first
@@ -247,5 +249,44 @@ func TestPassAt(t *testing.T) {
 		if got := passAt(c.n, c.c, c.k); fmt.Sprintf("%.6f", got) != fmt.Sprintf("%.6f", c.want) {
 			t.Errorf("pass@%d n=%d c=%d: %v, want %v", c.k, c.n, c.c, got, c.want)
 		}
+	}
+}
+
+// TestMalformedTextActionTakesNoTurn: an action that is valid JSON but no
+// tool call (the simulator refuses it) is answered with the parser's
+// error and costs no simulator turn, so the agent's next, valid call is
+// the session's turn 1 and the episode goes on to its reward.
+func TestMalformedTextActionTakesNoTurn(t *testing.T) {
+	m, model := fakeWorld(t)
+	pol := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		switch n := len(r.Messages); {
+		case n <= 2:
+			return fakellm.Reply{Content: `{"name": "", "arguments": {}}`}
+		case n <= 4:
+			return fakellm.Reply{Content: `{"name": "get_issue", "arguments": {"key": "WS-3"}}`}
+		}
+		return fakellm.Reply{Content: "WS-3 is closed."}
+	})
+	t.Cleanup(pol.Close)
+	dir := t.TempDir()
+	res, err := Run(context.Background(), Embedded{M: m}, []Task{{ID: "t", World: "tracker"}}, dir, &Options{
+		Policy: &Policy{URL: pol.URL, Model: "pol"}, GroupSize: 1,
+	})
+	if err != nil || res.Done != 1 {
+		t.Fatalf("err %v result %+v", err, res)
+	}
+	rows, err := readRows(filepath.Join(dir, EpisodesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rows[0]
+	if r.NumTurns != 3 || r.StopReason != StopTerminated || r.Reward != 1 {
+		t.Errorf("turns %d stop %q reward %v", r.NumTurns, r.StopReason, r.Reward)
+	}
+	if got := r.Messages[3].Content; !strings.HasPrefix(got, "Observation:\ninvalid action: ") || !strings.Contains(got, "missing tool name") {
+		t.Errorf("answer to the malformed action: %q", got)
+	}
+	if model.Count() != 1 {
+		t.Errorf("world model asked %d times, want 1", model.Count())
 	}
 }

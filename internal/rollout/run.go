@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -116,13 +115,16 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 		return nil, errors.New("rollout: no policy")
 	}
 	path := filepath.Join(dir, EpisodesFile)
-	done, err := readDone(path)
-	if err != nil {
-		return nil, err
-	}
+	// Opening the journal first cuts a line a kill tore, so the pass over
+	// it reads whole rows only.
 	j, err := trajectory.OpenAppender(path, 0)
 	if err != nil {
 		return nil, err
+	}
+	stats := newSummarizer(o.GroupSize)
+	done, err := readJournal(path, stats)
+	if err != nil {
+		return nil, errors.Join(err, j.Close())
 	}
 	res := &Result{}
 	total := len(tasks) * o.GroupSize
@@ -209,6 +211,7 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 			mu.Lock()
 			for _, r := range rows {
 				sum += r.Reward
+				stats.add(outcomeOf(r))
 			}
 			mu.Unlock()
 			nDone.Add(int64(len(rows)))
@@ -237,7 +240,7 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 			})
 			continue
 		}
-		forks, firsts, spec, err := openGroup(ctx, s, t, todo)
+		forks, firsts, spec, tools, err := openGroup(ctx, s, t, todo)
 		if err != nil {
 			o.Logger.Error("rollout: group failed", "task", t.ID, "err", err)
 			for range todo {
@@ -245,11 +248,6 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 			}
 			continue
 		}
-		maxTurns := o.MaxTurns
-		if t.MaxTurns > 0 {
-			maxTurns = t.MaxTurns
-		}
-		tools := agentTools(spec)
 		for n, i := range todo {
 			if !acquire() {
 				// Close the forks no episode will use.
@@ -258,8 +256,7 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 				}
 				break
 			}
-			e := &episode{sim: s, policy: o.Policy, spec: spec, tools: tools, maxTurns: maxTurns,
-				row: newRow(t.ID, i, t, firsts[n], forks[n], forks[n].Info.Parent, o.LWMModel)}
+			e := newEpisode(s, &o, t, spec, tools, i, firsts[n], forks[n])
 			wg.Go(func() {
 				defer release()
 				err := e.run(ctx, 0)
@@ -267,15 +264,16 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 				if err == nil {
 					err = e.checkReal(ctx, t.RealWorld)
 				}
+				row := e.result()
 				if err == nil {
-					err = j.Append(e.row)
+					err = j.Append(row)
 				}
 				if err != nil {
 					o.Logger.Error("rollout: episode failed", "task", t.ID, "sample", i, "err", err)
 					fail(fmt.Errorf("task %s sample %d: %w", t.ID, i, err))
 					return
 				}
-				written(e.row)
+				written(row)
 			})
 		}
 	}
@@ -285,14 +283,16 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 	progress()
 	cerr := j.Close()
 	res.Done, res.Failed = int(nDone.Load()), int(nFailed.Load())
-	sum2, rerr := summarizeFile(path, o.GroupSize)
-	if rerr == nil {
-		res.Summary = sum2
-		if b, err := json.MarshalIndent(res.Summary, "", "  "); err == nil {
-			rerr = atomicfile.WriteFile(filepath.Join(dir, SummaryFile), append(b, '\n'), nil)
-		}
+	res.Summary = stats.summary()
+	var serr error
+	if b, err := json.MarshalIndent(res.Summary, "", "  "); err == nil {
+		// The summary is recomputed from the journal by any rerun, so a
+		// power loss may take it: no fsync.
+		serr = atomicfile.WriteFile(filepath.Join(dir, SummaryFile), append(b, '\n'), &atomicfile.Options{NoSync: true})
+	} else {
+		serr = err
 	}
-	if err := errors.Join(cerr, rerr, ctx.Err()); err != nil {
+	if err := errors.Join(cerr, serr, ctx.Err()); err != nil {
 		return res, err
 	}
 	if firstErr != nil {
@@ -304,23 +304,27 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 // openGroup resets the task's world once (the root session) and forks the
 // root for each sample to run, so every member starts from the same state
 // and the same prompt; the root is closed once forked. It returns each
-// member's session and first messages.
+// member's session and first messages, the world and its encoded tools.
 //
 // A real environment (backend "real:…") holds state a fork cannot copy, so
 // there each member gets its own reset of the same task (the root is the
 // first), with no fork parent, and its prompt shows its own initial
 // observation.
-func openGroup(ctx context.Context, s Simulator, t Task, todo []int) ([]*sim.Reply, [][]Message, *world.Spec, error) {
+func openGroup(ctx context.Context, s Simulator, t Task, todo []int) ([]*sim.Reply, [][]Message, *world.Spec, []byte, error) {
 	spec, err := s.World(ctx, t.World)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
+	}
+	tools, err := agentToolsJSON(spec)
+	if err != nil {
+		return nil, nil, nil, nil, err
 	}
 	create := func() (*sim.Reply, error) {
 		return s.Create(ctx, sim.CreateRequest{WorldID: t.World, Seed: t.Seed, Labels: map[string]string{"rollout_task": t.ID}})
 	}
 	root, err := create()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	real := strings.HasPrefix(root.Info.Backend, "real:")
 	forks := make([]*sim.Reply, 0, len(todo))
@@ -343,7 +347,7 @@ func openGroup(ctx context.Context, s Simulator, t Task, todo []int) ([]*sim.Rep
 			for _, g := range forks {
 				_ = s.Delete(context.WithoutCancel(ctx), g.SessionID)
 			}
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		obs := root.Observation
 		if real {
@@ -354,94 +358,40 @@ func openGroup(ctx context.Context, s Simulator, t Task, todo []int) ([]*sim.Rep
 		forks = append(forks, f)
 		firsts = append(firsts, firstMessages(spec, t, obs))
 	}
-	return forks, firsts, spec, nil
+	return forks, firsts, spec, tools, nil
 }
 
-// readDone returns the episodes a journal holds.
-func readDone(path string) (map[key]bool, error) {
+// readJournal returns the episodes a journal holds and adds their rows
+// to stats, streaming it so that a long run's journal is never held whole.
+// The journal must end in a whole line ([trajectory.OpenAppender] cuts a
+// torn one).
+func readJournal(path string, stats *summarizer) (map[key]bool, error) {
 	done := map[key]bool{}
-	err := scan(path, func(raw []byte, where string) error {
-		var k key
-		if err := json.Unmarshal(raw, &k); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
-		done[k] = true
-		return nil
-	})
-	return done, err
-}
-
-// summarizeFile summarizes a journal reading only what the statistics
-// need of each row, so a long run's summary does not hold its messages.
-func summarizeFile(path string, k int) (*Summary, error) {
-	var rows []Row
-	err := scan(path, func(raw []byte, where string) error {
-		var r struct {
-			GroupID          string             `json:"group_id"`
-			TaskID           string             `json:"task_id"`
-			Reward           float64            `json:"reward"`
-			RewardComponents map[string]float64 `json:"reward_components"`
-			RealCheck        *RealCheck         `json:"real_check"`
-		}
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
-		row := Row{GroupID: r.GroupID, TaskID: r.TaskID, Reward: r.Reward, RealCheck: r.RealCheck}
-		if v, ok := r.RewardComponents["success"]; ok {
-			row.RewardComponents = map[string]float64{"success": v}
-		}
-		rows = append(rows, row)
-		return nil
-	})
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return done, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	return Summarize(rows, k), nil
-}
-
-// readRows decodes every row of a journal.
-func readRows(path string) ([]Row, error) {
-	var rows []Row
-	err := scan(path, func(raw []byte, where string) error {
-		var r Row
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
-		rows = append(rows, r)
-		return nil
-	})
-	return rows, err
-}
-
-// scan calls fn with each complete line of a JSONL file; a missing file
-// has none, and a torn last line (a crash mid-write) is skipped.
-func scan(path string, fn func(raw []byte, where string) error) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
 	defer f.Close()
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return err
-	}
-	if n := len(b); n > 0 && b[n-1] != '\n' {
-		b = b[:bytes.LastIndexByte(b, '\n')+1]
-	}
-	lr := trajectory.NewLineReader(bytes.NewReader(b), path, 0)
+	lr := trajectory.NewLineReader(f, path, 0)
 	for {
 		line, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return done, nil
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := fn(line, fmt.Sprintf("%s:%d", path, n)); err != nil {
-			return err
+		var r struct {
+			outcome
+			SampleIdx int `json:"sample_idx"`
 		}
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		done[key{r.GroupID, r.SampleIdx}] = true
+		stats.add(r.outcome)
 	}
 }

@@ -50,10 +50,43 @@ type GroupSummary struct {
 }
 
 func passed(r Row) bool {
+	return outcomeOf(r).passed()
+}
+
+// outcome is what the statistics read of a row; a journal line decodes
+// into it without its messages and turns being kept.
+type outcome struct {
+	GroupID          string  `json:"group_id"`
+	TaskID           string  `json:"task_id"`
+	Reward           float64 `json:"reward"`
+	RewardComponents struct {
+		// Success is the world's success rule's component; nil when the
+		// world has none.
+		Success *float64 `json:"success"`
+	} `json:"reward_components"`
+	RealCheck *struct {
+		Deceived bool `json:"deceived"`
+	} `json:"real_check"`
+}
+
+func outcomeOf(r Row) outcome {
+	o := outcome{GroupID: r.GroupID, TaskID: r.TaskID, Reward: r.Reward}
 	if v, ok := r.RewardComponents["success"]; ok {
-		return v > 0
+		o.RewardComponents.Success = &v
 	}
-	return r.Reward > 0
+	if r.RealCheck != nil {
+		o.RealCheck = &struct {
+			Deceived bool `json:"deceived"`
+		}{r.RealCheck.Deceived}
+	}
+	return o
+}
+
+func (o outcome) passed() bool {
+	if o.RewardComponents.Success != nil {
+		return *o.RewardComponents.Success > 0
+	}
+	return o.Reward > 0
 }
 
 // passAt is the unbiased pass@k estimate for n samples of which c passed:
@@ -72,68 +105,98 @@ func passAt(n, c, k int) float64 {
 	return 1 - p
 }
 
-// Summarize computes group statistics; k is the group size pass@k uses.
-func Summarize(rows []Row, k int) *Summary {
-	by := map[string][]Row{}
-	for _, r := range rows {
-		by[r.GroupID] = append(by[r.GroupID], r)
+// summarizer accumulates the statistics episode by episode, holding one
+// tally per group and nothing per episode, so a run's summary costs no
+// memory per row and no second pass over its journal.
+type summarizer struct {
+	k      int
+	groups map[string]*tally
+}
+
+// tally is one group's running sums.
+type tally struct {
+	gs         GroupSummary
+	sum, sumSq float64
+}
+
+func newSummarizer(k int) *summarizer { return &summarizer{k: k, groups: map[string]*tally{}} }
+
+func (s *summarizer) add(o outcome) {
+	t := s.groups[o.GroupID]
+	if t == nil {
+		t = &tally{gs: GroupSummary{GroupID: o.GroupID, TaskID: o.TaskID, RewardMin: math.Inf(1), RewardMax: math.Inf(-1)}}
+		s.groups[o.GroupID] = t
 	}
-	s := &Summary{Episodes: len(rows), K: k, Groups: []GroupSummary{}}
-	ids := make([]string, 0, len(by))
-	for id := range by {
+	g := &t.gs
+	g.N++
+	t.sum += o.Reward
+	t.sumSq += o.Reward * o.Reward
+	g.RewardMin = min(g.RewardMin, o.Reward)
+	g.RewardMax = max(g.RewardMax, o.Reward)
+	ok := o.passed()
+	if ok {
+		g.Passed++
+	}
+	if o.RealCheck != nil {
+		g.RealChecked++
+		if ok {
+			g.SimPassed++
+		}
+		if o.RealCheck.Deceived {
+			g.Deceived++
+		}
+	}
+}
+
+// summary is the statistics of the episodes added so far.
+func (s *summarizer) summary() *Summary {
+	ids := make([]string, 0, len(s.groups))
+	for id := range s.groups {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	out := &Summary{K: s.k, Groups: []GroupSummary{}}
 	total := 0.0
 	for _, id := range ids {
-		g := by[id]
-		gs := GroupSummary{GroupID: id, TaskID: g[0].TaskID, N: len(g), RewardMin: math.Inf(1), RewardMax: math.Inf(-1)}
-		sum := 0.0
-		for _, r := range g {
-			sum += r.Reward
-			gs.RewardMin = min(gs.RewardMin, r.Reward)
-			gs.RewardMax = max(gs.RewardMax, r.Reward)
-			if passed(r) {
-				gs.Passed++
-			}
-			if r.RealCheck != nil {
-				gs.RealChecked++
-				if passed(r) {
-					gs.SimPassed++
-				}
-				if r.RealCheck.Deceived {
-					gs.Deceived++
-				}
-			}
-		}
+		t := s.groups[id]
+		gs := t.gs
+		n := float64(gs.N)
+		gs.RewardMean = t.sum / n
+		// The population variance from the running sums; rounding can
+		// leave a constant group's slightly below zero.
+		gs.RewardStd = math.Sqrt(max(t.sumSq/n-gs.RewardMean*gs.RewardMean, 0))
+		gs.PassAt1 = passAt(gs.N, gs.Passed, 1)
+		gs.PassAtK = passAt(gs.N, gs.Passed, s.k)
 		if gs.SimPassed > 0 {
 			gs.DeceivedRate = float64(gs.Deceived) / float64(gs.SimPassed)
 		}
-		s.RealChecked += gs.RealChecked
-		s.SimPassed += gs.SimPassed
-		s.Deceived += gs.Deceived
-		total += sum
-		gs.RewardMean = sum / float64(len(g))
-		v := 0.0
-		for _, r := range g {
-			v += (r.Reward - gs.RewardMean) * (r.Reward - gs.RewardMean)
-		}
-		gs.RewardStd = math.Sqrt(v / float64(len(g)))
-		gs.PassAt1 = passAt(gs.N, gs.Passed, 1)
-		gs.PassAtK = passAt(gs.N, gs.Passed, k)
-		s.PassAt1 += gs.PassAt1
-		s.PassAtK += gs.PassAtK
-		s.Groups = append(s.Groups, gs)
+		out.Episodes += gs.N
+		out.RealChecked += gs.RealChecked
+		out.SimPassed += gs.SimPassed
+		out.Deceived += gs.Deceived
+		out.PassAt1 += gs.PassAt1
+		out.PassAtK += gs.PassAtK
+		total += t.sum
+		out.Groups = append(out.Groups, gs)
 	}
-	if len(rows) > 0 {
-		s.RewardMean = total / float64(len(rows))
+	if out.Episodes > 0 {
+		out.RewardMean = total / float64(out.Episodes)
 	}
-	if s.SimPassed > 0 {
-		s.DeceivedRate = float64(s.Deceived) / float64(s.SimPassed)
+	if out.SimPassed > 0 {
+		out.DeceivedRate = float64(out.Deceived) / float64(out.SimPassed)
 	}
 	if len(ids) > 0 {
-		s.PassAt1 /= float64(len(ids))
-		s.PassAtK /= float64(len(ids))
+		out.PassAt1 /= float64(len(ids))
+		out.PassAtK /= float64(len(ids))
 	}
-	return s
+	return out
+}
+
+// Summarize computes group statistics; k is the group size pass@k uses.
+func Summarize(rows []Row, k int) *Summary {
+	s := newSummarizer(k)
+	for _, r := range rows {
+		s.add(outcomeOf(r))
+	}
+	return s.summary()
 }

@@ -18,16 +18,11 @@ import (
 func runTree(ctx context.Context, s Simulator, t Task, todo []int, o *Options, acquire func() bool, release func(), wg *sync.WaitGroup) ([]Row, error) {
 	trunk, err := func() (*episode, error) {
 		defer release()
-		forks, firsts, spec, err := openGroup(ctx, s, t, []int{-1})
+		forks, firsts, spec, tools, err := openGroup(ctx, s, t, []int{-1})
 		if err != nil {
 			return nil, err
 		}
-		maxTurns := o.MaxTurns
-		if t.MaxTurns > 0 {
-			maxTurns = t.MaxTurns
-		}
-		e := &episode{sim: s, policy: o.Policy, spec: spec, tools: agentTools(spec), maxTurns: maxTurns,
-			row: newRow(t.ID, -1, t, firsts[0], forks[0], forks[0].Info.Parent, o.LWMModel)}
+		e := newEpisode(s, o, t, spec, tools, -1, firsts[0], forks[0])
 		if err := e.run(ctx, o.BranchAt); err != nil {
 			_ = s.Delete(context.WithoutCancel(ctx), e.row.EnvSessionID)
 			return nil, err
@@ -44,7 +39,7 @@ func runTree(ctx context.Context, s Simulator, t Task, todo []int, o *Options, a
 			return nil, err
 		}
 		for n, i := range todo {
-			rows[n] = trunk.branch(i, &sim.Reply{SessionID: trunk.row.EnvSessionID}).row
+			rows[n] = trunk.branch(i, &sim.Reply{SessionID: trunk.row.EnvSessionID}).result()
 			rows[n].ForkParent = trunk.row.ForkParent
 		}
 		return rows, nil
@@ -82,7 +77,7 @@ func runTree(ctx context.Context, s Simulator, t Task, todo []int, o *Options, a
 				errs = append(errs, err)
 				return
 			}
-			rows[n] = e.row
+			rows[n] = e.result()
 		})
 	}
 	mine.Wait()
