@@ -6,54 +6,83 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentworld/agentworld/internal/sim"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
+	"github.com/agentworld/agentworld/internal/world"
 )
 
+// overheadMode is one way [Run] drives a group in BenchmarkStepOverhead.
+type overheadMode struct {
+	name string
+	// inFlight is Run's MaxInFlight and the direct loop's concurrency.
+	inFlight int
+	// branchAt is Run's BranchAt; the direct loop builds the same tree.
+	branchAt int
+}
+
 // BenchmarkStepOverhead compares a group of 8 episodes of 20 steps run by
-// [Run] one at a time (reset, forks, journal, summary) with the same 160
-// policy calls and simulator steps made directly in a bare loop: a raw
-// POST of the same request, its answer decoded, Manager.Step. Both talk to the same fake
-// policy and fake world model, which answer at once, so the ratio is an
-// upper bound on the driver's share of a real step. Goal: overhead_ratio
-// ≤ 1.2.
+// [Run] (reset, forks, journal, summary) with the same group run by a bare
+// loop that calls the same fake policy server and the same simulator the
+// same number of times: one reset, one fork per member (and one for a tree's
+// trunk), a raw POST of the request a caller would build with json.Marshal
+// and a decode of its message, Manager.Step, a close of every session. The
+// two sides run one after the other in each iteration, in alternating order
+// so that drift in the machine's load hits both, in one process with the
+// same fakes, which answer at once: the ratio is an upper bound on the
+// driver's share of a real step, where the policy takes far longer. Each
+// mode reports wall time and process CPU time (user + system, fakes
+// included on both sides) per step and their ratios. Goal: overhead_ratio
+// ≤ 1.2 in every mode.
 func BenchmarkStepOverhead(b *testing.B) {
+	for _, mode := range []overheadMode{
+		{name: "sequential", inFlight: 1},
+		{name: "parallel", inFlight: 8},
+		{name: "tree", inFlight: 8, branchAt: 10},
+	} {
+		b.Run(mode.name, func(b *testing.B) { benchOverhead(b, mode) })
+	}
+}
+
+func benchOverhead(b *testing.B, mode overheadMode) {
 	const steps, group = 20, 8
-	m, _ := fakeWorld(b)
+	m, _ := newFakeWorld(b, true)
 	pol := newFakePolicy(b, func([]Message) string { return `{"key":"WS-3"}` })
+	pol.forget = true
 	spec, _ := m.World("tracker")
-	tools := agentTools(spec)
 	ctx := context.Background()
 	root := b.TempDir()
-	var driver, direct time.Duration
+	task := Task{ID: "t", World: "tracker", MaxTurns: steps}
+	d := &directLoop{m: m, url: pol.srv.URL + "/v1/chat/completions", spec: spec, tools: agentTools(spec), task: task, steps: steps, mode: mode}
+	var driver, direct, driverCPU, directCPU time.Duration
 	i := 0
 	for b.Loop() {
 		i++
 		dir := filepath.Join(root, fmt.Sprint(i))
 		runDriver := func() {
-			t0 := time.Now()
-			res, err := Run(ctx, Embedded{M: m}, []Task{{ID: "t", World: "tracker", MaxTurns: steps}}, dir, &Options{
-				Policy: &Policy{URL: pol.srv.URL + "/v1", Model: "pol"}, GroupSize: group, MaxInFlight: 1,
+			t0, c0 := time.Now(), processCPU()
+			res, err := Run(ctx, Embedded{M: m}, []Task{task}, dir, &Options{
+				Policy: &Policy{URL: pol.srv.URL + "/v1", Model: "pol"}, GroupSize: group,
+				MaxInFlight: mode.inFlight, BranchAt: mode.branchAt,
 			})
 			driver += time.Since(t0)
+			driverCPU += processCPU() - c0
 			if err != nil || res.Done != group {
 				b.Fatalf("run: %v %+v", err, res)
 			}
 		}
 		runDirect := func() {
-			t0 := time.Now()
-			for range group {
-				directEpisode(b, ctx, m, pol.srv.URL+"/v1/chat/completions", tools, steps)
-			}
+			t0, c0 := time.Now(), processCPU()
+			d.group(b, ctx, group)
 			direct += time.Since(t0)
+			directCPU += processCPU() - c0
 		}
-		// Alternate the order so drift in the machine's load hits both.
 		if i%2 == 0 {
 			runDriver()
 			runDirect()
@@ -62,26 +91,87 @@ func BenchmarkStepOverhead(b *testing.B) {
 			runDriver()
 		}
 	}
-	n := float64(i * steps * group)
+	if n := pol.count.Load(); n != int64(2*i*stepsPerGroup(mode, steps, group)) {
+		b.Fatalf("policy got %d requests, want %d per side", n, i*stepsPerGroup(mode, steps, group))
+	}
+	n := float64(i * stepsPerGroup(mode, steps, group))
 	b.ReportMetric(float64(driver.Nanoseconds())/n, "driver_ns/step")
 	b.ReportMetric(float64(direct.Nanoseconds())/n, "direct_ns/step")
+	b.ReportMetric(float64(driverCPU.Nanoseconds())/n, "driver_cpu_ns/step")
+	b.ReportMetric(float64(directCPU.Nanoseconds())/n, "direct_cpu_ns/step")
 	b.ReportMetric(float64(driver)/float64(direct), "overhead_ratio")
+	b.ReportMetric(float64(driverCPU)/float64(directCPU), "cpu_ratio")
 }
 
-// directEpisode is the bare loop the driver is measured against.
-func directEpisode(b *testing.B, ctx context.Context, m *sim.Manager, url string, tools []tool, steps int) {
-	rep, err := m.Create(ctx, sim.CreateRequest{WorldID: "tracker"})
+// stepsPerGroup is the policy calls (and simulator steps) of one group:
+// every member's, or in a tree the trunk's once and then each member's
+// after the branch.
+func stepsPerGroup(mode overheadMode, steps, group int) int {
+	if mode.branchAt > 0 {
+		return mode.branchAt + group*(steps-mode.branchAt)
+	}
+	return group * steps
+}
+
+// directLoop is the bare loop [Run] is measured against: it calls the
+// policy and the simulator as a caller with no driver would, in the same
+// shape of group as the mode.
+type directLoop struct {
+	m     *sim.Manager
+	url   string
+	spec  *world.Spec
+	tools []tool
+	task  Task
+	steps int
+	mode  overheadMode
+}
+
+// group runs one group: a reset, then its members (at most mode.inFlight
+// at once), each on a fork of the root or, in a tree, of the trunk.
+func (d *directLoop) group(b *testing.B, ctx context.Context, group int) {
+	root, err := d.m.Create(ctx, sim.CreateRequest{WorldID: d.task.World})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer m.Delete(ctx, rep.SessionID)
-	spec, _ := m.World("tracker")
-	msgs := firstMessages(spec, Task{ID: "t", World: "tracker"}, rep.Observation)
-	for turn := 1; turn <= steps; turn++ {
-		body, _ := json.Marshal(map[string]any{"model": "pol", "messages": msgs, "tools": tools, "logprobs": true, "return_token_ids": true})
-		resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	defer d.m.Delete(ctx, root.SessionID)
+	from, msgs, turn := root.SessionID, firstMessages(d.spec, d.task, root.Observation), 0
+	if d.mode.branchAt > 0 {
+		trunk := d.fork(b, ctx, root.SessionID)
+		defer d.m.Delete(ctx, trunk)
+		msgs = d.turns(b, ctx, trunk, msgs, 1, d.mode.branchAt)
+		from, turn = trunk, d.mode.branchAt
+	}
+	sem := make(chan struct{}, d.mode.inFlight)
+	var wg sync.WaitGroup
+	for range group {
+		sem <- struct{}{}
+		id := d.fork(b, ctx, from)
+		wg.Go(func() {
+			defer func() { <-sem }()
+			d.turns(b, ctx, id, append([]Message(nil), msgs...), turn+1, d.steps)
+			d.m.Delete(ctx, id)
+		})
+	}
+	wg.Wait()
+}
+
+func (d *directLoop) fork(b *testing.B, ctx context.Context, id string) string {
+	f, err := d.m.Fork(ctx, id, sim.ForkRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f.SessionID
+}
+
+// turns runs policy turns first..last on a session and returns the
+// history.
+func (d *directLoop) turns(b *testing.B, ctx context.Context, id string, msgs []Message, first, last int) []Message {
+	for turn := first; turn <= last; turn++ {
+		body, _ := json.Marshal(map[string]any{"model": "pol", "messages": msgs, "tools": d.tools, "logprobs": true, "return_token_ids": true})
+		resp, err := policyClient.Post(d.url, "application/json", bytes.NewReader(body))
 		if err != nil {
-			b.Fatal(err)
+			b.Error(err)
+			return msgs
 		}
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -91,53 +181,97 @@ func directEpisode(b *testing.B, ctx context.Context, m *sim.Manager, url string
 			} `json:"choices"`
 		}
 		if err := json.Unmarshal(raw, &c); err != nil || len(c.Choices) == 0 || len(c.Choices[0].Message.ToolCalls) == 0 {
-			b.Fatalf("policy answer %s: %v", raw, err)
+			b.Errorf("policy answer %s: %v", raw, err)
+			return msgs
 		}
 		tc := c.Choices[0].Message.ToolCalls[0]
 		action, _ := json.Marshal(map[string]any{"name": tc.Function.Name, "arguments": json.RawMessage(tc.Function.Arguments)})
-		res, err := m.Step(ctx, rep.SessionID, sim.StepRequest{Action: action, Turn: turn})
+		res, err := d.m.Step(ctx, id, sim.StepRequest{Action: action, Turn: turn})
 		if err != nil {
-			b.Fatal(err)
+			b.Error(err)
+			return msgs
 		}
 		msgs = append(msgs, c.Choices[0].Message, Message{Role: "tool", ToolCallID: tc.ID, Content: res.Observation})
 	}
+	return msgs
 }
 
-// BenchmarkInFlight512 runs 64 and then 128 tasks × G=8 with 512 episodes
-// in flight at once against fakes (the policy answers after 50 ms, so the
-// episodes overlap): no episode may fail; each size reports the most
-// policy requests seen at once and how far the heap rose above its start,
-// which should not grow with the number of tasks.
+// BenchmarkInFlight512 runs 64 and then 128 tasks × G=8 with up to 512
+// episodes in flight against fakes that keep nothing (the policy answers
+// after 100 ms, so the episodes overlap), after one unmeasured run that
+// opens the connections the later ones reuse. Any failed episode fails the
+// benchmark. It reports the most policy requests seen at once, the peak of
+// the live heap (as of each GC) above its level before each run, and the
+// ratio of that peak at 128 tasks to the peak at 64: near 1 when memory is
+// bounded by the episodes in flight, near 2 when it grows with the
+// episodes run.
 func BenchmarkInFlight512(b *testing.B) {
-	for _, tasks := range []int{64, 128} {
-		b.Run(fmt.Sprintf("tasks=%d", tasks), func(b *testing.B) {
-			m, _ := fakeWorld(b)
-			var cur, peak atomic.Int64
-			pol := newFakePolicy(b, func(msgs []Message) string {
-				n := cur.Add(1)
-				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-				}
-				time.Sleep(50 * time.Millisecond)
-				cur.Add(-1)
-				return byInstruction(msgs)
-			})
-			root := b.TempDir()
-			var heap uint64
-			i := 0
-			for b.Loop() {
-				i++
-				dir := filepath.Join(root, fmt.Sprint(i))
-				heap = max(heap, fakellm.HeapGrowth(func() {
-					res, err := Run(context.Background(), Embedded{M: m}, issueTasks(tasks), dir, &Options{
-						Policy: &Policy{URL: pol.srv.URL + "/v1", Model: "pol"}, GroupSize: 8, MaxInFlight: 512,
-					})
-					if err != nil || res.Done != tasks*8 || res.Failed != 0 {
-						b.Fatalf("run: %v %+v", err, res)
-					}
-				}))
-			}
-			b.ReportMetric(float64(peak.Load()), "peak_policy_requests")
-			b.ReportMetric(float64(heap)/(1<<20), "heap_growth_MB")
+	m, _ := newFakeWorld(b, true)
+	var cur, peak atomic.Int64
+	pol := newFakePolicy(b, func(msgs []Message) string {
+		n := cur.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(100 * time.Millisecond)
+		cur.Add(-1)
+		return byInstruction(msgs)
+	})
+	pol.forget = true
+	root := b.TempDir()
+	i := 0
+	run := func(tasks int) {
+		i++
+		res, err := Run(context.Background(), Embedded{M: m}, issueTasks(tasks), filepath.Join(root, fmt.Sprint(i)), &Options{
+			Policy: &Policy{URL: pol.srv.URL + "/v1", Model: "pol"}, GroupSize: 8, MaxInFlight: 512,
 		})
+		if err != nil || res.Done != tasks*8 || res.Failed != 0 {
+			b.Fatalf("%d tasks: %v %+v", tasks, err, res)
+		}
 	}
+	run(64)
+	var live [2]uint64
+	for b.Loop() {
+		for k, tasks := range []int{64, 128} {
+			live[k] = max(live[k], liveHeapGrowth(func() { run(tasks) }))
+		}
+	}
+	if n := pol.count.Load(); n != int64(2*8*(64+i/2*(64+128))) {
+		b.Fatalf("policy got %d requests, want 2 per episode", n)
+	}
+	b.ReportMetric(float64(peak.Load()), "peak_policy_requests")
+	b.ReportMetric(float64(live[0])/(1<<20), "live_heap_MB_64tasks")
+	b.ReportMetric(float64(live[1])/(1<<20), "live_heap_MB_128tasks")
+	b.ReportMetric(float64(live[1])/float64(live[0]), "heap_ratio_128_64")
+}
+
+// liveHeapGrowth runs f and returns how far the live heap (the bytes the
+// last GC found reachable) rose above its level after a GC at the start,
+// sampled every millisecond: what f holds, without the garbage it has not
+// yet collected.
+func liveHeapGrowth(f func()) uint64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	base := s[0].Value.Uint64()
+	peak := base
+	done := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		for {
+			metrics.Read(s)
+			peak = max(peak, s[0].Value.Uint64())
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	f()
+	close(done)
+	sampler.Wait()
+	return peak - base
 }

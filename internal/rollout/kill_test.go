@@ -28,17 +28,23 @@ func issueTasks(n int) []Task {
 	return tasks
 }
 
+// fakeCalls counts the requests a run sent to its fakes.
+type fakeCalls struct{ policy, worldModel int }
+
 // runKillTasks rolls out killTasks × G=8 into dir with fresh fakes; delay
-// slows each policy answer.
-func runKillTasks(t testing.TB, dir string, delay time.Duration) (*Result, error) {
-	m, _ := fakeWorld(t)
+// slows each policy answer. Each episode costs two policy requests (a tool
+// call, then the answer) and one world-model request (the tool call's
+// result).
+func runKillTasks(t testing.TB, dir string, delay time.Duration) (*Result, fakeCalls, error) {
+	m, model := fakeWorld(t)
 	pol := newFakePolicy(t, func(msgs []Message) string {
 		time.Sleep(delay)
 		return byInstruction(msgs)
 	})
-	return Run(context.Background(), Embedded{M: m}, killTasks(), dir, &Options{
+	res, err := Run(context.Background(), Embedded{M: m}, killTasks(), dir, &Options{
 		Policy: &Policy{URL: pol.srv.URL + "/v1", Model: "pol"}, GroupSize: 8, MaxInFlight: 4,
 	})
+	return res, fakeCalls{policy: int(pol.count.Load()), worldModel: model.Count()}, err
 }
 
 // TestKillChild is the process TestKillNineResume kills; it does nothing
@@ -48,7 +54,7 @@ func TestKillChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestKillNineResume")
 	}
-	if _, err := runKillTasks(t, dir, 3*time.Millisecond); err != nil {
+	if _, _, err := runKillTasks(t, dir, 3*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -56,6 +62,8 @@ func TestKillChild(t *testing.T) {
 // TestKillNineResume: 64 tasks × G=8, killed with SIGKILL mid-run and
 // rerun, give every episode exactly once and the same rows as a run never
 // interrupted (session ids aside, which a new simulator assigns afresh).
+// The rerun's fakes see the requests of the unfinished episodes only: no
+// finished episode is run again.
 func TestKillNineResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a process")
@@ -95,12 +103,15 @@ func TestKillNineResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := runKillTasks(t, dir, 0)
+	res, calls, err := runKillTasks(t, dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Resumed != len(before) || res.Resumed+res.Done != 512 {
 		t.Fatalf("killed after %d rows; rerun resumed %d, did %d", len(before), res.Resumed, res.Done)
+	}
+	if want := (fakeCalls{policy: 2 * (512 - len(before)), worldModel: 512 - len(before)}); calls != want {
+		t.Errorf("killed after %d rows, the rerun sent %+v, want %+v", len(before), calls, want)
 	}
 	got, err := readRows(path)
 	if err != nil {
@@ -115,7 +126,7 @@ func TestKillNineResume(t *testing.T) {
 		seen[k] = true
 	}
 	ref := t.TempDir()
-	if _, err := runKillTasks(t, ref, 0); err != nil {
+	if _, _, err := runKillTasks(t, ref, 0); err != nil {
 		t.Fatal(err)
 	}
 	want, err := readRows(filepath.Join(ref, EpisodesFile))
