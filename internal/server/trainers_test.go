@@ -46,40 +46,15 @@ type trainerFixture struct {
 	Result *openEnvExchange `json:"result"`
 }
 
-// The worlds of the trainer fixtures: a terminal and an MCP world whose
-// success rules fire on the fake world model's observations, so episode
-// rewards (summed by every trainer here) are not all zero.
-const (
-	trainerShellSpec = `
-name: shell
-domain: terminal
-task_description: The agent works in /app, a Python project with a failing test.
-action_space: JSON array of {"keystrokes", "duration"} objects sent to tmux.
-initial_state: "root@box:/app# "
-reward:
-  success: {final_observation: 'obs \d+ for'}
-`
-	trainerToolsSpec = `
-name: tools
-domain: mcp
-task_description: An MCP server with an echo tool.
-action_space:
-  - name: echo_message
-    description: Echo a message back.
-    input_schema:
-      type: object
-      properties:
-        message: {type: string, description: The message to echo.}
-      required: [message]
-initial_state: "The server is ready."
-reward:
-  success: {final_observation: 'obs \d+ for'}
-`
-)
+// trainerReward gives the trainer fixtures' worlds (the server tests'
+// terminal world as "shell", and the MCP world "tools") a success rule
+// that fires on the fake world model's observations, so the episode
+// rewards every trainer here sums are not all zero.
+const trainerReward = "reward:\n  success: {final_observation: 'obs \\d+ for'}\n"
 
 func trainerHarness(t *testing.T, opts *Options) *harness {
 	h := newHarness(t, "", opts)
-	for _, y := range []string{trainerShellSpec, trainerToolsSpec} {
+	for _, y := range []string{strings.Replace(termSpec, "name: term", "name: shell", 1) + trainerReward, mcpToolsSpec + trainerReward} {
 		spec, err := world.Parse([]byte(y), "trainer.yaml")
 		if err != nil {
 			t.Fatal(err)
