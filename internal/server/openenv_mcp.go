@@ -116,9 +116,9 @@ func (s *Server) worldToolsResult(name string) (*api.OpenEnvResult, error) {
 	return &api.OpenEnvResult{Observation: api.OpenEnvObservation{Tools: openEnvTools(spec.ActionSpace.Tools)}}, nil
 }
 
-// callToolActionSchema is the action schema of a world with tools:
-// OpenEnv's CallToolAction (mcp_types.py), as pydantic's
-// model_json_schema writes it.
+// callToolActionSchema is the action schema of a world with tools: the
+// fields, defaults and constraints of OpenEnv's CallToolAction
+// (mcp_types.py) in the JSON schema form its /schema answers.
 func callToolActionSchema() map[string]any {
 	return map[string]any{
 		"title":                "CallToolAction",
