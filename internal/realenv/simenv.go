@@ -480,6 +480,16 @@ func NewSimPredictor(f sim.BackendFactory, spec *world.Spec) (*SimPredictor, err
 	return &SimPredictor{Factory: f, Spec: spec, system: sys}, nil
 }
 
+// NewSimPredictorPrompt is [NewSimPredictor] with the system prompt given
+// instead of rendered from spec by the built-in templates: research scores
+// a template version by its rendering of a recording's own components.
+func NewSimPredictorPrompt(f sim.BackendFactory, spec *world.Spec, system string) (*SimPredictor, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	return &SimPredictor{Factory: f, Spec: spec, system: system}, nil
+}
+
 // Predict implements Predictor.
 func (p *SimPredictor) Predict(ctx context.Context, turn int, action string, history []trajectory.Turn) (string, error) {
 	raw, _ := json.Marshal(action)
