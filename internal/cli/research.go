@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,8 +22,12 @@ import (
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/promptlib"
+	"github.com/agentworld/agentworld/internal/realenv"
 	"github.com/agentworld/agentworld/internal/research"
+	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/world"
+	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
 func newResearchCmd() *cobra.Command {
@@ -48,19 +54,11 @@ func newResearchCmd() *cobra.Command {
 				return err
 			}
 			defer f.Close()
-			its, err := research.ReadJournal(f)
+			j, err := research.ReadJournal(f)
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			for _, it := range its {
-				state := "rejected"
-				if it.Accepted {
-					state = fmt.Sprintf("accepted, validation %.2f", it.ValMean)
-				}
-				fmt.Fprintf(w, "%d %s %.12s from %.12s: minibatch %.2f -> %.2f, %s\n  %s\n", it.N, it.Name, it.Candidate, it.Parent, it.ParentMinibatch, it.CandidateMinibatch, state, it.Rationale)
-			}
-			return nil
+			return writeResearchLog(cmd.OutOrStdout(), j)
 		},
 	}, &cobra.Command{
 		Use: "diff A B --out DIR", Short: "Show how two versions of a research run differ", Args: cobra.ExactArgs(2),
@@ -92,6 +90,8 @@ func newResearchRunCmd() *cobra.Command {
 		jf             judgeFlags
 		o              research.Options
 		concurrency    int
+		limits         research.Limits
+		realDir        string
 	)
 	cmd := &cobra.Command{
 		Use:   "run --data FILE --domain D --model-url URL --model NAME --optimizer-url URL --optimizer-model NAME --out DIR",
@@ -106,7 +106,18 @@ validation. The best validation version meets the seed on the test split:
 the report says "improved" only when the 95% paired bootstrap interval over
 test trajectories excludes zero. Rerunning with the same --out resumes.
 --judge rules scores offline; its numbers are not comparable with the
-rubric judge's.`,
+rubric judge's, and every report and log says so.
+
+--budget and --budget-tokens cap the calls and tokens of the world model,
+the judge, the optimizer and the real check together; answers from the
+cache are free, and a resumed run counts on from its journal. The test
+split's calls are held back during the search, so a run that ends on its
+budget still compares its best candidate with the seed.
+
+--verify DIR also scores candidates by teacher-forced divergence on the
+recorded real trajectories in DIR (as agentworld verify does): a candidate
+that diverges more than the seed by over --verify-tolerance points is
+rejected, however the judge liked it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := need(map[string]string{"--data": data, "--domain": dom, "--out": out, "--model-url": model.url, "--model": model.model, "--optimizer-url": opt.url, "--optimizer-model": opt.model}); err != nil {
@@ -152,13 +163,42 @@ rubric judge's.`,
 				return err
 			}
 			defer jfile.Close()
+
+			// Every paid endpoint is metered inside its cache, so that what
+			// a cache answers is free; the copy baseline costs nothing.
+			budget := research.NewBudget(limits)
+			o.SampleCalls = 0
+			if base.Model != (bench.CopyBaseline{}) {
+				base.Model = budget.Meter("model", base.Model)
+				o.SampleCalls++
+			}
+			if base.JudgeModel != nil {
+				base.JudgeModel = budget.Meter("judge", base.JudgeModel)
+				o.SampleCalls++
+			}
+			o.SampleCalls = max(o.SampleCalls, 1)
+			o.Budget = budget
 			o.Library, o.Seed, o.Domain, o.Trajectories = lib, tmpl.ref, d, trajs
 			o.Evaluator = &benchEvaluator{dir: filepath.Join(out, "evals"), base: base}
-			o.Optimizer = research.NewModelOptimizer(opt.client(cmd), opt.model)
-			o.Journal, o.Logger = jfile, logger(cmd)
-			est := research.EstimateCost(o)
-			fmt.Fprintf(cmd.ErrOrStderr(), "research: %d %s trajectories with components (%d train, %d validation, %d test); at most %d samples (one world-model and one judge call each, fewer when cached) and %d optimizer calls\n",
-				est.Trajectories, d, est.Train, est.Val, est.Test, est.Samples, est.OptimizerCalls)
+			o.Optimizer = research.NewModelOptimizer(cachedCompleter{budget.Meter("optimizer", opt.client(cmd)), cache, opt.model}, opt.model)
+			o.ModelName, o.OptimizerName, o.Offline = model.model, opt.model, jf.kind == "rules"
+			o.JudgeName = jf.tf.model
+			if o.Offline {
+				o.JudgeName = bench.RulesJudgeName
+			}
+			if realDir != "" {
+				var c worldmodel.Completer = bench.CopyBaseline{}
+				if model.url != bench.CopyBaselineURL {
+					c = budget.Meter("verify", model.client(cmd))
+				}
+				backend := sim.NewModelBackend(cachedCompleter{c, cache, model.model}, &sim.ModelOptions{Model: model.model})
+				if o.Real, err = newRealCheck(realDir, d, backend, concurrency); err != nil {
+					return err
+				}
+				o.RealName = filepath.Base(filepath.Clean(realDir))
+			}
+			o.Journal, o.Logger, o.Progress = jfile, logger(cmd), cmd.ErrOrStderr()
+			printEstimate(cmd, research.EstimateCost(o), d, limits, o.Resume)
 			rep, err := research.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -169,9 +209,6 @@ rubric judge's.`,
 			}
 			if err := atomicfile.WriteFile(filepath.Join(out, "report.json"), append(b, '\n'), nil); err != nil {
 				return err
-			}
-			if jf.kind == "rules" {
-				fmt.Fprintln(cmd.OutOrStdout(), "offline: scored by the rules judge; not comparable with rubric-judge scores")
 			}
 			return rep.WriteText(cmd.OutOrStdout())
 		},
@@ -191,7 +228,154 @@ rubric judge's.`,
 	f.IntVar(&o.Minibatch, "minibatch", 4, "train trajectories per iteration")
 	f.Uint64Var(&o.RandSeed, "seed", 1, "seed of the split, minibatches and parent draws")
 	f.IntVar(&concurrency, "concurrency", bench.DefaultConcurrency, "samples in flight per evaluation")
+	f.IntVar(&limits.Calls, "budget", 0, "cap on world-model, judge, optimizer and real-check calls together (cache hits are free; a resumed run counts on); the test split's calls are held back from it; 0: no cap")
+	f.Int64Var(&limits.Tokens, "budget-tokens", 0, "cap on the prompt plus completion tokens of those calls (as the endpoints report them, else estimated at four bytes a token); 0: no cap")
+	f.StringVar(&realDir, "verify", "", "directory of recorded real trajectories (realenv recordings, .json/.jsonl): candidates are also scored by teacher-forced divergence on them, and one that diverges more than the seed beyond --verify-tolerance is rejected")
+	f.Float64Var(&o.RealTolerance, "verify-tolerance", 1, "divergence points (0..100) a candidate may lose to the seed on --verify before it is rejected; negative: none")
 	return cmd
+}
+
+// printEstimate writes the worst-case cost of a run before it starts, and
+// what an earlier run of the same output directory already spent.
+func printEstimate(cmd *cobra.Command, est research.Estimate, d domain.Domain, l research.Limits, resume *research.Journal) {
+	w := cmd.ErrOrStderr()
+	fmt.Fprintf(w, "research: %d %s trajectories with components (%d train, %d validation, %d test); at most %d samples (one world-model and one judge call each, fewer when cached) and %d optimizer calls",
+		est.Trajectories, d, est.Train, est.Val, est.Test, est.Samples, est.OptimizerCalls)
+	if est.RealCalls > 0 {
+		fmt.Fprintf(w, " and %d real-check calls", est.RealCalls)
+	}
+	fmt.Fprintf(w, ": at most %d calls, roughly %d tokens\n", est.Calls, est.Tokens)
+	if l != (research.Limits{}) {
+		fmt.Fprintf(w, "research: budget %s; %d calls of it held back for the final test\n", research.Spend{}.String(l), est.TestCalls)
+		if l.Calls > 0 && est.TestCalls >= l.Calls {
+			fmt.Fprintf(w, "research: warning: --budget %d cannot hold the test split's %d calls; the run will likely end without a test comparison\n", l.Calls, est.TestCalls)
+		}
+	}
+	if resume != nil && resume.Spent.Calls > 0 {
+		fmt.Fprintf(w, "research: resuming after %d iterations; already spent %s\n", len(resume.Iterations), resume.Spent.String(l))
+	}
+}
+
+// writeResearchLog prints a research journal: the run's settings, each
+// iteration with its scores and the spend so far, and a budget stop.
+func writeResearchLog(w io.Writer, j *research.Journal) error {
+	var b strings.Builder
+	if h := j.Header; h != nil {
+		if h.Offline {
+			b.WriteString(research.OfflineLabel + "\n")
+		}
+		fmt.Fprintf(&b, "research %s from seed %.12s: world model %s, judge %s, optimizer %s", h.Domain, h.Seed, h.Model, h.Judge, h.Optimizer)
+		if h.Real != "" {
+			fmt.Fprintf(&b, ", real check on %s", h.Real)
+		}
+		b.WriteString("\n")
+	}
+	for _, it := range j.Iterations {
+		fmt.Fprintf(&b, "%d %s %.12s from %.12s: minibatch %.2f -> %.2f", it.N, it.Name, it.Candidate, it.Parent, it.ParentMinibatch, it.CandidateMinibatch)
+		if it.Real != nil {
+			fmt.Fprintf(&b, ", real divergence %.2f", it.Real.Divergence)
+		}
+		fmt.Fprintf(&b, ", %s\n  %s\n", it.Status(), it.Rationale)
+		if it.Spent != nil {
+			fmt.Fprintf(&b, "  spent so far: %s\n", it.Spent.String(research.Limits{}))
+		}
+	}
+	if st := j.Stop; st != nil {
+		fmt.Fprintf(&b, "ended on budget before iteration %d: %s\nspent: %s\n", st.Iteration, st.Reason, st.Spent.String(st.Limits))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// cachedCompleter answers from the response cache what it holds and
+// stores complete answers, as bench does for the model and the judge: the
+// optimizer's and the real check's calls are then free on a rerun.
+type cachedCompleter struct {
+	c     worldmodel.Completer
+	cache *bench.Cache
+	name  string
+}
+
+func (cc cachedCompleter) Complete(ctx context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
+	key := cc.cache.Key(req, cc.name)
+	if resp, ok := cc.cache.Get(key); ok {
+		return resp, nil
+	}
+	resp, err := cc.c.Complete(ctx, req)
+	if err == nil && !resp.Truncated() && resp.Content != "" {
+		cc.cache.Put(key, resp)
+	}
+	return resp, err
+}
+
+// realCheck scores a version by teacher-forced divergence on recorded real
+// trajectories with the verify machinery: every turn is predicted by the
+// world model from the real turns before it, under the system prompt the
+// version renders from the recording's own components.
+type realCheck struct {
+	trajs       []*trajectory.Trajectory
+	specs       []*world.Spec
+	backend     sim.BackendFactory
+	concurrency int
+	calls       int
+}
+
+func newRealCheck(dir string, d domain.Domain, backend sim.BackendFactory, concurrency int) (*realCheck, error) {
+	ts, err := realenv.ReadTrajectories(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--verify: %w", err)
+	}
+	r := &realCheck{backend: backend, concurrency: concurrency}
+	for _, t := range ts {
+		if t.Domain != string(d) || len(t.Turns) == 0 {
+			continue
+		}
+		if t.Components == nil {
+			return nil, fmt.Errorf("--verify %s: trajectory %s has no components, so no template version can render its prompt", dir, t.ID)
+		}
+		c := t.Components
+		spec := &world.Spec{Name: t.ID, Domain: d, TaskDescription: c.TaskDescription, ActionSpace: world.ActionSpace{Description: c.ActionSpace},
+			InitialState: c.InitialState, SimulationInstruction: c.SimulationInstruction}
+		if err := spec.Validate(); err != nil {
+			return nil, fmt.Errorf("--verify %s: trajectory %s: components: %w", dir, t.ID, err)
+		}
+		r.trajs, r.specs = append(r.trajs, t), append(r.specs, spec)
+		r.calls += len(t.Turns)
+	}
+	if len(r.trajs) == 0 {
+		return nil, fmt.Errorf("--verify %s: no recorded %s trajectory with turns", dir, d)
+	}
+	return r, nil
+}
+
+func (r *realCheck) Calls() int { return r.calls }
+
+func (r *realCheck) Divergence(ctx context.Context, v *promptlib.Version, d domain.Domain) (*research.RealScore, error) {
+	s := &research.RealScore{}
+	exact := 0
+	for i, t := range r.trajs {
+		sys, err := v.Render(d, *t.Components)
+		if err != nil {
+			return nil, err
+		}
+		p, err := realenv.NewSimPredictorPrompt(r.backend, r.specs[i], sys)
+		if err != nil {
+			return nil, err
+		}
+		rep, err := realenv.TeacherForced(ctx, t, p, &realenv.VerifyOptions{Concurrency: r.concurrency})
+		if err != nil {
+			return nil, fmt.Errorf("trajectory %s: %w", t.ID, err)
+		}
+		s.Divergence += 100 * (1 - rep.Summary.MeanSimilarity)
+		s.Turns += rep.Summary.Turns
+		s.Errors += rep.Summary.Errors
+		exact += rep.Summary.Exact
+	}
+	s.Divergence /= float64(len(r.trajs))
+	if s.Turns > 0 {
+		s.ExactRate = float64(exact) / float64(s.Turns)
+	}
+	return s, nil
 }
 
 // readTrajectories reads unified trajectories, one JSON object a line.

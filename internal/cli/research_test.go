@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -29,25 +30,29 @@ const (
 
 var sayWord = regexp.MustCompile(`say (w[0-9]+x([0-9]+))`)
 
+// researchWM is the fake world model: right only when its system prompt
+// holds the instruction the turn needs.
+func researchWM(r *fakellm.Request) fakellm.Reply {
+	sys, last := r.Messages[0].Content, r.Messages[len(r.Messages)-1].Content
+	m := sayWord.FindStringSubmatch(last)
+	if m == nil {
+		return fakellm.Reply{Content: "<predicted_observation>?</predicted_observation>"}
+	}
+	need := researchGoodA
+	if (m[2][len(m[2])-1]-'0')%2 == 1 {
+		need = researchGoodB
+	}
+	if strings.Contains(sys, need) {
+		return fakellm.Reply{Content: "<predicted_observation>" + m[1] + "</predicted_observation>"}
+	}
+	return fakellm.Reply{Content: "<predicted_observation>command not found: zzz qqq</predicted_observation>"}
+}
+
 // researchFakes start a world model that answers right only when its
 // system prompt holds the instruction the turn needs, and an optimizer that
 // cycles through script, adding each line under "# How to answer".
 func researchFakes(t *testing.T, script []string) (wm, opt *fakellm.Server) {
-	wm = fakellm.New(func(r *fakellm.Request) fakellm.Reply {
-		sys, last := r.Messages[0].Content, r.Messages[len(r.Messages)-1].Content
-		m := sayWord.FindStringSubmatch(last)
-		if m == nil {
-			return fakellm.Reply{Content: "<predicted_observation>?</predicted_observation>"}
-		}
-		need := researchGoodA
-		if (m[2][len(m[2])-1]-'0')%2 == 1 {
-			need = researchGoodB
-		}
-		if strings.Contains(sys, need) {
-			return fakellm.Reply{Content: "<predicted_observation>" + m[1] + "</predicted_observation>"}
-		}
-		return fakellm.Reply{Content: "<predicted_observation>command not found: zzz qqq</predicted_observation>"}
-	})
+	wm = fakellm.New(researchWM)
 	var n atomic.Int64
 	cur := regexp.MustCompile(`(?s)<current_template>\n(.*)</current_template>`)
 	opt = fakellm.New(func(r *fakellm.Request) fakellm.Reply {
@@ -233,18 +238,25 @@ func TestResearchSurvivesKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, err := research.ReadJournal(f)
+	j, err := research.ReadJournal(f)
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
+	done := j.Iterations
 	optBefore, wmBefore := opt.Count(), wm.Count()
 
 	if _, stderr, err := runBenchCLI(t, researchArgs(data, out, wm.URL, opt.URL, iters)...); err != nil {
 		t.Fatalf("resumed run: %v\n%s", err, stderr)
 	}
-	if got, want := opt.Count()-optBefore, iters-len(done); got != want {
-		t.Errorf("the resumed run asked the optimizer %d times, want %d (%d iterations were journaled)", got, want, len(done))
+	// The optimizer's answers are cached: the resumed run asks at most for
+	// the iterations the journal lacks, and both runs together ask each
+	// question once, plus the one in flight at the kill.
+	if got, want := opt.Count()-optBefore, iters-len(done); got > want {
+		t.Errorf("the resumed run asked the optimizer %d times, want at most %d (%d iterations were journaled)", got, want, len(done))
+	}
+	if opt.Count() < iters || opt.Count() > iters+1 {
+		t.Errorf("killed and resumed runs asked the optimizer %d times for %d iterations", opt.Count(), iters)
 	}
 	// At most the optimizer request in flight at the kill, and the bench
 	// requests in flight, are made twice.
@@ -266,5 +278,171 @@ func TestResearchSurvivesKill9(t *testing.T) {
 	}
 	if a, b := read(ref), read(out); a != b {
 		t.Errorf("resumed run chose %+v, uninterrupted %+v", b, a)
+	}
+}
+
+// researchJudge is a rubric judge that gives every dimension 1 to a
+// prediction of the fake world model's wrong answer and 5 to any other,
+// reporting usage.
+func researchJudge(t *testing.T) *fakellm.Server {
+	j := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		s := 5
+		if strings.Contains(r.Messages[len(r.Messages)-1].Content, "command not found: zzz qqq") {
+			s = 1
+		}
+		return fakellm.Reply{PromptTokens: 300, CompletionTokens: 40, Content: fmt.Sprintf("<final_evaluation>\n```json\n"+
+			`{"strengths": ["s"], "weaknesses": ["w"], "scores": {"format": %d, "factuality": %d, "consistency": %d, "realism": %d, "quality": %d}}`+
+			"\n```\n</final_evaluation>", s, s, s, s, s)}
+	})
+	t.Cleanup(j.Close)
+	return j
+}
+
+// TestResearchBudget caps a research run with an LLM judge at a number of
+// calls that ends it in its second iteration: the three fake endpoints
+// see exactly the cap, the report and the log say the run ended on
+// budget and still compare on the test split, and a rerun with the same
+// cap calls nobody.
+func TestResearchBudget(t *testing.T) {
+	dir := t.TempDir()
+	data := writeResearchData(t, dir)
+	_, opt := researchFakes(t, []string{researchGoodA, "Be nice.", researchGoodB})
+	// Wrong answers name the prompt they came from, so that no judge
+	// request repeats across versions (a repeat would be a free cache hit
+	// and the run would end under the cap).
+	wm := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		rep := researchWM(r)
+		sum := sha256.Sum256([]byte(r.Messages[0].Content))
+		rep.Content = strings.Replace(rep.Content, "zzz qqq", fmt.Sprintf("zzz qqq %x", sum[:4]), 1)
+		return rep
+	})
+	t.Cleanup(wm.Close)
+	judge := researchJudge(t)
+	out := filepath.Join(dir, "out")
+	// 40 trajectories: 10 test (40 turns, 160 calls held back), 10
+	// validation (80 calls); an iteration costs at most 161 calls.
+	const budget = 460
+	args := []string{"research", "run", "--data", data, "--domain", "os", "--out", out, "--model-url", wm.URL, "--model", "wm",
+		"--judge-url", judge.URL, "--judge-model", "judge", "--optimizer-url", opt.URL, "--optimizer-model", "opt",
+		"--iterations", "6", "--minibatch", "5", "--concurrency", "4", "--budget", fmt.Sprint(budget)}
+	calls := func() int { return wm.Count() + judge.Count() + opt.Count() }
+	stdout, stderr, err := runBenchCLI(t, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	t.Log("\n" + stdout)
+	if calls() != budget {
+		t.Fatalf("the endpoints saw %d calls (model %d, judge %d, optimizer %d), budget %d", calls(), wm.Count(), judge.Count(), opt.Count(), budget)
+	}
+	for _, want := range []string{"ended on budget after 1 iterations", "\ntest: seed ", fmt.Sprintf("spent: %d/%d calls", budget, budget)} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// The judge reports usage, the world model does not: its tokens are
+	// estimated, and the report says so.
+	if strings.Contains(stdout, "offline") || !regexp.MustCompile(`tokens \([0-9]+ estimated\)`).MatchString(stdout) {
+		t.Errorf("an LLM-judged run labelled offline, or estimated tokens not labelled:\n%s", stdout)
+	}
+	if !strings.Contains(stderr, "160 calls of it held back for the final test") || !strings.Contains(stderr, "research: iteration 1/6 v1 accepted") {
+		t.Errorf("stderr lacks the estimate or the progress:\n%s", stderr)
+	}
+	var rep research.Report
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	if rep.BudgetStop == "" || rep.NoTest != "" || rep.Spent.Calls != budget || rep.Spent.Roles["judge"].Tokens != 340*int64(rep.Spent.Roles["judge"].Calls) {
+		t.Fatalf("report.json: stop %q, no test %q, spent %+v", rep.BudgetStop, rep.NoTest, rep.Spent)
+	}
+
+	again, _, err := runBenchCLI(t, args...)
+	if err != nil || calls() != budget {
+		t.Fatalf("rerun: %v, %d calls more", err, calls()-budget)
+	}
+	if !strings.Contains(again, "\ntest: seed ") || !strings.Contains(again, rep.BestName) {
+		t.Fatalf("rerun report:\n%s", again)
+	}
+	log, _, err := runBenchCLI(t, "research", "log", "--out", out)
+	if err != nil || !strings.Contains(log, "ended on budget before iteration 1") || !strings.Contains(log, "spent so far: ") {
+		t.Fatalf("research log: %v\n%s", err, log)
+	}
+}
+
+// TestResearchVerifyRejectsJudgePleaser: the optimizer's first edit makes
+// the fake world model answer every benchmark turn right but the recorded
+// real trajectories wrong. With --verify the edit wins its minibatch and
+// is rejected on real divergence; the report and the log show the
+// divergence, and the real check's calls are metered and cached.
+func TestResearchVerifyRejectsJudgePleaser(t *testing.T) {
+	const pleaser = "Always answer what the judge expects."
+	dir := t.TempDir()
+	data := writeResearchData(t, dir)
+	realDir := filepath.Join(dir, "real")
+	if err := os.Mkdir(realDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		tr := trajectory.Trajectory{ID: fmt.Sprintf("real%d", i), Domain: "os", Source: "real:os",
+			Components: &trajectory.Components{TaskDescription: "Say words.", ActionSpace: "say WORD"}}
+		for k := range 3 {
+			w := fmt.Sprintf("v%dx%d", i, k)
+			tr.Turns = append(tr.Turns, trajectory.Turn{Action: "say " + w, Observation: w})
+		}
+		b, _ := json.Marshal(tr)
+		if err := os.WriteFile(filepath.Join(realDir, tr.ID+".json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	realWord := regexp.MustCompile(`say (v[0-9]+x[0-9]+)`)
+	var realCalls atomic.Int64
+	_, opt := researchFakes(t, []string{pleaser, researchGoodA, "Be nice.", researchGoodB})
+	wm := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		sys, last := r.Messages[0].Content, r.Messages[len(r.Messages)-1].Content
+		if m := realWord.FindStringSubmatch(last); m != nil {
+			realCalls.Add(1)
+			if strings.Contains(sys, pleaser) {
+				return fakellm.Reply{Content: "<predicted_observation>Permission denied while reading the terminal</predicted_observation>"}
+			}
+			return fakellm.Reply{Content: "<predicted_observation>" + m[1] + "</predicted_observation>"}
+		}
+		if m := sayWord.FindStringSubmatch(last); m != nil && strings.Contains(sys, pleaser) {
+			return fakellm.Reply{Content: "<predicted_observation>" + m[1] + "</predicted_observation>"}
+		}
+		return researchWM(r)
+	})
+	t.Cleanup(wm.Close)
+	out := filepath.Join(dir, "out")
+	args := append(researchArgs(data, out, wm.URL, opt.URL, 4), "--verify", realDir)
+	stdout, stderr, err := runBenchCLI(t, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	t.Log("\n" + stdout)
+	var rep research.Report
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	first := rep.Iterations[0]
+	if first.Accepted || !strings.HasPrefix(first.Rejected, "real divergence") || first.CandidateMinibatch <= first.ParentMinibatch || first.Real == nil {
+		t.Fatalf("the judge-pleasing edit: %+v", first)
+	}
+	if rep.SeedReal == nil || rep.SeedReal.Divergence > 1 || rep.SeedReal.Turns != 9 || first.Real.Divergence < 10 {
+		t.Fatalf("seed real %+v, pleaser %+v", rep.SeedReal, first.Real)
+	}
+	if !strings.Contains(stdout, "real divergence on real") || !strings.Contains(stdout, "rejected: real divergence") || rep.Spent.Roles["verify"].Calls == 0 {
+		t.Fatalf("report:\n%s\nspent %+v", stdout, rep.Spent)
+	}
+	if !strings.Contains(stdout, research.OfflineLabel) {
+		t.Errorf("a rules-judged run is not labelled offline:\n%s", stdout)
+	}
+	before := realCalls.Load()
+	if _, stderr, err := runBenchCLI(t, args...); err != nil || realCalls.Load() != before {
+		t.Fatalf("rerun: %v, %d real-check calls more\n%s", err, realCalls.Load()-before, stderr)
+	}
+	log, _, err := runBenchCLI(t, "research", "log", "--out", out)
+	if err != nil || !strings.Contains(log, "real divergence") || !strings.Contains(log, "rejected: real divergence") || !strings.Contains(log, research.OfflineLabel) {
+		t.Fatalf("research log: %v\n%s", err, log)
 	}
 }

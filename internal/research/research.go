@@ -100,10 +100,37 @@ type Options struct {
 	Resamples int
 	// RandSeed makes the split, minibatches and parent draws repeatable.
 	RandSeed uint64
-	// Journal receives one line per finished iteration; Resume holds the
-	// lines of an earlier run (see [ReadJournal]). Nil means none.
+	// Journal receives the run's lines: a header, each call's cost, each
+	// finished iteration, a budget stop. Nil means none.
 	Journal io.Writer
-	Resume  []Iteration
+	// Resume is what an earlier run journaled (see [ReadJournal]): its
+	// iterations are not done again and its spend counts against Budget.
+	// Nil starts afresh.
+	Resume *Journal
+	// Budget caps the calls and tokens of the clients it meters (the
+	// caller wraps them with [Budget.Meter]); nil means no cap.
+	Budget *Budget
+	// SampleCalls is the calls one evaluated sample costs (world model and
+	// judge), used to hold back the test split's share of Budget and for
+	// [EstimateCost]; 0 means 2 (an offline judge makes it 1).
+	SampleCalls int
+	// Real, when set, scores versions by teacher-forced divergence on
+	// recorded real trajectories: a candidate more than RealTolerance
+	// worse than the seed is rejected whatever the judge said. Nil skips
+	// the check.
+	Real RealChecker
+	// RealTolerance is the divergence points (0..100) a candidate may lose
+	// to the seed; 0 means 1, negative means none.
+	RealTolerance float64
+	// ModelName, JudgeName and OptimizerName name the models, for the
+	// journal header and the report; "" when unknown. Offline marks an
+	// offline judge whose scores are not comparable with the rubric
+	// judge's. RealName names the real trajectories.
+	ModelName, JudgeName, OptimizerName, RealName string
+	Offline                                       bool
+	// Progress receives a line per iteration with the spend so far; nil
+	// means none.
+	Progress io.Writer
 	// Logger reports progress; nil discards it.
 	Logger *slog.Logger
 }
@@ -129,6 +156,18 @@ func (o *Options) defaults() {
 	}
 	if o.Resamples == 0 {
 		o.Resamples = 2000
+	}
+	if o.SampleCalls == 0 {
+		o.SampleCalls = 2
+	}
+	switch {
+	case o.RealTolerance == 0:
+		o.RealTolerance = 1
+	case o.RealTolerance < 0:
+		o.RealTolerance = 0
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -189,39 +228,89 @@ func mean(m map[string]float64) float64 {
 	return s / float64(len(m))
 }
 
-// Estimate is the most a run can cost, in samples (turns) evaluated, each
-// one world-model call and one judge call, and optimizer calls. Cached
-// samples (a parent's minibatch scored before, a resumed run) cost less.
+// Estimate is the most a run can cost: samples (turns) evaluated, each
+// SampleCalls calls (world model and judge), optimizer calls and the real
+// check's world-model calls. Cached calls (a parent's minibatch scored
+// before, a resumed run) cost nothing.
 type Estimate struct {
 	Trajectories, Train, Val, Test int
 	Samples, OptimizerCalls        int
+	// RealCalls are the real-environment check's calls: the seed and every
+	// candidate that wins its minibatch.
+	RealCalls int
+	// Calls is all of them together.
+	Calls int
+	// TestCalls is the final test's share, held back from a call cap so
+	// that a run ending on its budget can still compare on the test split.
+	TestCalls int
+	// Tokens is a rough worst case from text length (four bytes a token).
+	Tokens int64
 }
 
-// EstimateCost applies o's defaults, splits the usable trajectories as Run
-// would and counts the worst case: the seed on validation; per iteration a
-// parent and a candidate on a minibatch and the candidate on validation;
-// the seed and the best on test.
-func EstimateCost(o Options) Estimate {
-	o.defaults()
+// usable are the trajectories of o.Domain with components, the only ones
+// a version can render a prompt for.
+func usable(o *Options) []*trajectory.Trajectory {
 	var data []*trajectory.Trajectory
 	for _, t := range o.Trajectories {
 		if t.Domain == string(o.Domain) && t.Components != nil {
 			data = append(data, t)
 		}
 	}
-	sp := Split(data, o.ValFraction, o.TestFraction, o.RandSeed)
-	turns := func(ts []*trajectory.Trajectory) int {
-		n := 0
-		for _, t := range ts {
-			n += len(t.Turns)
+	return data
+}
+
+// sampleTokens is a rough size of the world-model calls of ts's turns:
+// the components, the history before each turn and its observation.
+func sampleTokens(ts []*trajectory.Trajectory) int64 {
+	n := int64(0)
+	for _, t := range ts {
+		c := t.Components
+		base := textTokens(c.TaskDescription) + textTokens(c.ActionSpace) + textTokens(c.InitialState) + textTokens(c.SimulationInstruction) + 500
+		hist := int64(0)
+		for _, tu := range t.Turns {
+			n += base + hist + textTokens(tu.Action) + textTokens(tu.Observation)
+			hist += textTokens(tu.Action) + textTokens(tu.Observation)
 		}
-		return n
 	}
-	mb := 0
-	if len(data) > 0 && len(sp.Train) > 0 {
-		mb = turns(sp.Train) * min(o.Minibatch, len(sp.Train)) / len(sp.Train)
+	return n
+}
+
+func turns(ts []*trajectory.Trajectory) int {
+	n := 0
+	for _, t := range ts {
+		n += len(t.Turns)
+	}
+	return n
+}
+
+// EstimateCost applies o's defaults, splits the usable trajectories as Run
+// would and counts the worst case: the seed on validation; per iteration a
+// parent and a candidate on a minibatch and the candidate on validation;
+// the seed and the best on test; with a real check, the seed and every
+// candidate once.
+func EstimateCost(o Options) Estimate {
+	o.defaults()
+	data := usable(&o)
+	sp := Split(data, o.ValFraction, o.TestFraction, o.RandSeed)
+	mb, mbTokens := 0, int64(0)
+	if len(sp.Train) > 0 {
+		k := min(o.Minibatch, len(sp.Train))
+		mb = turns(sp.Train) * k / len(sp.Train)
+		mbTokens = sampleTokens(sp.Train) * int64(k) / int64(len(sp.Train))
 	}
 	e := Estimate{Trajectories: len(data), Train: len(sp.Train), Val: len(sp.Val), Test: len(sp.Test), OptimizerCalls: o.Iterations}
 	e.Samples = turns(sp.Val) + o.Iterations*(2*mb+turns(sp.Val)) + 2*turns(sp.Test)
+	e.TestCalls = 2 * turns(sp.Test) * o.SampleCalls
+	if o.Real != nil {
+		e.RealCalls = (1 + o.Iterations) * o.Real.Calls()
+	}
+	e.Calls = e.Samples*o.SampleCalls + e.OptimizerCalls + e.RealCalls
+	e.Tokens = (sampleTokens(sp.Val) + int64(o.Iterations)*(2*mbTokens+sampleTokens(sp.Val)) + 2*sampleTokens(sp.Test)) * int64(o.SampleCalls)
+	if o.Library != nil {
+		if seed, err := o.Library.Get(o.Seed); err == nil {
+			// The optimizer reads the template and writes it back.
+			e.Tokens += int64(o.Iterations) * (2*textTokens(seed.Templates[string(o.Domain)]) + textTokens(metaPrompt) + int64(o.Worst)*200)
+		}
+	}
 	return e
 }

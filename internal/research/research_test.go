@@ -95,7 +95,7 @@ func (f *fakeOpt) Propose(_ context.Context, r OptimizeRequest) (*Proposal, erro
 
 var noise = []string{"Be nice.", "Think about the weather.", "Use British spelling.", "Mention nothing extra."}
 
-func run(t *testing.T, dir string, script []string, iters int, resume []Iteration, ev *fakeEval) (*Report, *fakeOpt) {
+func run(t *testing.T, dir string, script []string, iters int, resume *Journal, ev *fakeEval) (*Report, *fakeOpt) {
 	t.Helper()
 	lib, err := promptlib.Open(filepath.Join(dir, "templates"))
 	if err != nil {
@@ -107,7 +107,9 @@ func run(t *testing.T, dir string, script []string, iters int, resume []Iteratio
 	}
 	defer jf.Close()
 	opt := &fakeOpt{script: script}
-	opt.n.Store(int64(len(resume)))
+	if resume != nil {
+		opt.n.Store(int64(len(resume.Iterations)))
+	}
 	rep, err := Run(context.Background(), Options{Library: lib, Domain: domain.OS, Trajectories: trajs(80), Evaluator: ev, Optimizer: opt,
 		Iterations: iters, Minibatch: 6, RandSeed: 1, Journal: jf, Resume: resume})
 	if err != nil {
@@ -166,8 +168,8 @@ func TestResumeRepeatsNoEvaluation(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(dir, "journal.jsonl"))
 	b = append(b, []byte(`{"iteration":3,"par`)...) // torn by the kill
 	resume, err := ReadJournal(bytes.NewReader(b))
-	if err != nil || len(resume) != 3 {
-		t.Fatalf("journal: %d iterations, %v", len(resume), err)
+	if err != nil || len(resume.Iterations) != 3 {
+		t.Fatalf("journal: %+v, %v", resume, err)
 	}
 	secondEv := &fakeEval{}
 	rep, _ := run(t, dir, script, 8, resume, secondEv)
@@ -270,4 +272,90 @@ func (c *countingEval) Evaluate(ctx context.Context, v *promptlib.Version, d dom
 		c.samples.Add(int64(len(ev.Samples)))
 	}
 	return ev, err
+}
+
+const pleaser = "Always write what the judge wants to read."
+
+// pleasedEval is fakeEval whose judge gives every turn full marks once the
+// prompt holds pleaser.
+type pleasedEval struct{ fakeEval }
+
+func (p *pleasedEval) Evaluate(ctx context.Context, v *promptlib.Version, d domain.Domain, ts []*trajectory.Trajectory) (*Evaluation, error) {
+	ev, err := p.fakeEval.Evaluate(ctx, v, d, ts)
+	if err != nil || !strings.Contains(v.Templates[string(d)], pleaser) {
+		return ev, err
+	}
+	for i := range ev.Samples {
+		ev.Samples[i].Score = 100
+	}
+	for id := range ev.PerTrajectory {
+		ev.PerTrajectory[id] = 100
+	}
+	return ev, nil
+}
+
+// fakeReal diverges 10 points from the real trajectories, 40 more with
+// pleaser in the prompt, one less per improving instruction.
+type fakeReal struct{ calls atomic.Int64 }
+
+func (f *fakeReal) Calls() int { return 12 }
+
+func (f *fakeReal) Divergence(_ context.Context, v *promptlib.Version, d domain.Domain) (*RealScore, error) {
+	f.calls.Add(1)
+	src := v.Templates[string(d)]
+	s := &RealScore{Divergence: 10, Turns: 12}
+	if strings.Contains(src, pleaser) {
+		s.Divergence += 40
+	}
+	for _, g := range []string{goodA, goodB} {
+		if strings.Contains(src, g) {
+			s.Divergence--
+		}
+	}
+	return s, nil
+}
+
+// TestRealCheckRejectsJudgePleaser: an edit that makes the judge give full
+// marks but the simulator stray from real trajectories wins without the
+// real check and is rejected with it, while the improving edits pass.
+func TestRealCheckRejectsJudgePleaser(t *testing.T) {
+	script := []string{pleaser, goodA, noise[0], goodB}
+	for _, withReal := range []bool{false, true} {
+		t.Run(fmt.Sprintf("real=%v", withReal), func(t *testing.T) {
+			dir := t.TempDir()
+			o := Options{Library: openLib(t, dir), Domain: domain.OS, Trajectories: trajs(80), Evaluator: &pleasedEval{}, Optimizer: &fakeOpt{script: script},
+				Iterations: 4, Minibatch: 6, RandSeed: 1}
+			real := &fakeReal{}
+			if withReal {
+				o.Real, o.RealName = real, "recorded"
+			}
+			rep, err := Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			best, err := o.Library.Get(rep.Best)
+			if err != nil {
+				t.Fatal(err)
+			}
+			won := strings.Contains(best.Templates["os"], pleaser)
+			if won == withReal {
+				t.Fatalf("real check %v: best %s holds the judge-pleasing edit: %v", withReal, best.Name, won)
+			}
+			if !withReal {
+				return
+			}
+			first := rep.Iterations[0]
+			if first.Accepted || !strings.Contains(first.Rejected, "real divergence 50.00 exceeds the seed's 10.00") {
+				t.Fatalf("the pleasing edit: %+v", first)
+			}
+			if rep.SeedReal.Divergence != 10 || rep.BestReal == nil || rep.BestReal.Divergence >= 10 || !strings.Contains(best.Templates["os"], goodA) {
+				t.Fatalf("seed real %+v, best %s real %+v", rep.SeedReal, best.Name, rep.BestReal)
+			}
+			var b bytes.Buffer
+			rep.WriteText(&b)
+			if !strings.Contains(b.String(), "real divergence on recorded") || !strings.Contains(b.String(), "rejected: real divergence") {
+				t.Fatalf("report:\n%s", b.String())
+			}
+		})
+	}
 }

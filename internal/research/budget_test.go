@@ -1,0 +1,404 @@
+package research
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/promptlib"
+	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// countingModel is a fake endpoint counting the requests that reach it.
+// The world model answers "right" when the system prompt holds the
+// instruction the turn needs (as fakeEval decides); the judge says
+// "right" for a right answer; the optimizer adds its script's next line
+// under "# How to answer". onCall, when set, runs first with the call's
+// number (1-based).
+type countingModel struct {
+	role    string
+	script  []string
+	noUsage bool
+	onCall  func(n int64)
+	n       atomic.Int64
+}
+
+var currentTemplate = regexp.MustCompile(`(?s)<current_template>\n(.*)</current_template>`)
+
+func (m *countingModel) Complete(ctx context.Context, r worldmodel.Request) (*worldmodel.Response, error) {
+	if err := ctx.Err(); err != nil { // a killed run sends nothing
+		return nil, err
+	}
+	n := m.n.Add(1)
+	if m.onCall != nil {
+		m.onCall(n)
+	}
+	last := r.Messages[len(r.Messages)-1].Content
+	var out string
+	switch m.role {
+	case "model":
+		need := goodA
+		if h(last)%2 == 1 {
+			need = goodB
+		}
+		out = "wrong"
+		if strings.Contains(r.Messages[0].Content, need) || h("base"+last)%4 == 0 {
+			out = "right"
+		}
+	case "judge":
+		out = last
+	case "optimizer":
+		tm := currentTemplate.FindStringSubmatch(last)
+		line := m.script[int(n-1)%len(m.script)]
+		out = "<rationale>add: " + line + "</rationale>\n<template>\n" + strings.Replace(tm[1], "# How to answer\n", "# How to answer\n"+line+"\n", 1) + "</template>"
+	}
+	resp := &worldmodel.Response{Content: out, FinishReason: "stop"}
+	if !m.noUsage {
+		resp.PromptTokens, resp.CompletionTokens = 100, 10
+	}
+	return resp, nil
+}
+
+// callingEval scores turns by calling a world model and a judge, four at
+// a time, and caches each turn's score as the bench pipeline does, so a
+// cached turn calls nobody.
+type callingEval struct {
+	model, judge worldmodel.Completer
+	mu           sync.Mutex
+	cache        map[string]float64
+}
+
+func (e *callingEval) Evaluate(ctx context.Context, v *promptlib.Version, d domain.Domain, ts []*trajectory.Trajectory) (*Evaluation, error) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(4)
+	scores := make([][]float64, len(ts))
+	for i, t := range ts {
+		sys, err := v.Render(d, *t.Components)
+		if err != nil {
+			return nil, err
+		}
+		scores[i] = make([]float64, len(t.Turns))
+		for k, tu := range t.Turns {
+			g.Go(func() error {
+				key := v.ID + "/" + t.ID + "/" + tu.Action
+				e.mu.Lock()
+				s, ok := e.cache[key]
+				e.mu.Unlock()
+				if !ok {
+					p, err := e.model.Complete(gctx, worldmodel.Request{Messages: []worldmodel.Message{{Role: "system", Content: sys}, {Role: "user", Content: t.ID + "/" + tu.Action}}})
+					if err != nil {
+						return err
+					}
+					j, err := e.judge.Complete(gctx, worldmodel.Request{Messages: []worldmodel.Message{{Role: "user", Content: p.Content}}})
+					if err != nil {
+						return err
+					}
+					s = 20
+					if j.Content == "right" {
+						s = 100
+					}
+					e.mu.Lock()
+					e.cache[key] = s
+					e.mu.Unlock()
+				}
+				scores[i][k] = s
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	ev := &Evaluation{PerTrajectory: map[string]float64{}}
+	for i, t := range ts {
+		sum := 0.0
+		for k, s := range scores[i] {
+			sum += s
+			ev.Samples = append(ev.Samples, Sample{Trajectory: t.ID, Turn: k + 1, Score: s})
+		}
+		ev.PerTrajectory[t.ID] = sum / float64(len(t.Turns))
+	}
+	return ev, nil
+}
+
+// metered are the three fake endpoints of a budgeted run, the cache the
+// evaluator keeps across runs (as bench keeps its cache on disk).
+type meteredFakes struct {
+	model, judge, opt *countingModel
+	cache             map[string]float64
+	optCache          *memoStore
+}
+
+// memo answers a request it has seen from memory, as the CLI's response
+// cache does for the optimizer, outside the budget's meter.
+type memo struct {
+	*memoStore
+	c worldmodel.Completer
+}
+
+type memoStore struct {
+	mu sync.Mutex
+	m  map[string]*worldmodel.Response
+}
+
+func (m memo) Complete(ctx context.Context, r worldmodel.Request) (*worldmodel.Response, error) {
+	k := r.Hash("")
+	m.mu.Lock()
+	resp, ok := m.m[k]
+	m.mu.Unlock()
+	if ok {
+		return resp, nil
+	}
+	resp, err := m.c.Complete(ctx, r)
+	if err == nil {
+		m.mu.Lock()
+		m.m[k] = resp
+		m.mu.Unlock()
+	}
+	return resp, err
+}
+
+func newMeteredFakes(script []string) *meteredFakes {
+	return &meteredFakes{model: &countingModel{role: "model"}, judge: &countingModel{role: "judge"}, opt: &countingModel{role: "optimizer", script: script}, cache: map[string]float64{}, optCache: &memoStore{m: map[string]*worldmodel.Response{}}}
+}
+
+func (f *meteredFakes) calls() int64 { return f.model.n.Load() + f.judge.n.Load() + f.opt.n.Load() }
+
+func (f *meteredFakes) options(b *Budget, lib *promptlib.Library, journal io.Writer, resume *Journal) Options {
+	return Options{Library: lib, Domain: domain.OS, Trajectories: trajs(24), Iterations: 6, Minibatch: 3, RandSeed: 1,
+		Evaluator: &callingEval{model: b.Meter("model", f.model), judge: b.Meter("judge", f.judge), cache: f.cache},
+		Optimizer: NewModelOptimizer(memo{f.optCache, b.Meter("optimizer", f.opt)}, "opt"),
+		Budget:    b, Journal: journal, Resume: resume}
+}
+
+var budgetScript = []string{goodA, noise[0], goodB, noise[1]}
+
+func openLib(t *testing.T, dir string) *promptlib.Library {
+	t.Helper()
+	lib, err := promptlib.Open(filepath.Join(dir, "templates"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lib
+}
+
+// TestBudgetStopsAtTheCap runs the search uncapped to learn its cost, then
+// with a cap of about half: the fakes see exactly the cap, the journal and
+// the report say the run ended on budget, and the test comparison, whose
+// calls were held back, is still made.
+func TestBudgetStopsAtTheCap(t *testing.T) {
+	free := newMeteredFakes(budgetScript)
+	fb := NewBudget(Limits{})
+	if _, err := Run(context.Background(), free.options(fb, openLib(t, t.TempDir()), nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fb.Spent().Calls; int64(got) != free.calls() {
+		t.Fatalf("the budget counted %d calls, the fakes saw %d", got, free.calls())
+	}
+
+	capped := int(free.calls() / 2)
+	f := newMeteredFakes(budgetScript)
+	b := NewBudget(Limits{Calls: capped})
+	var journal bytes.Buffer
+	o := f.options(b, openLib(t, t.TempDir()), &journal, nil)
+	var progress bytes.Buffer
+	o.Progress = &progress
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	t.Log("\n" + text.String())
+	if f.calls() != int64(capped) || rep.Spent.Calls != capped {
+		t.Fatalf("cap %d: the fakes saw %d calls, the report says %d (uncapped: %d)", capped, f.calls(), rep.Spent.Calls, free.calls())
+	}
+	if rep.BudgetStop == "" || rep.NoTest != "" || rep.Best == rep.Seed || len(rep.Iterations) >= 6 {
+		t.Fatalf("report: budget stop %q, no test %q, best %s, %d iterations", rep.BudgetStop, rep.NoTest, rep.BestName, len(rep.Iterations))
+	}
+	for _, want := range []string{"ended on budget after", "\ntest: seed ", fmt.Sprintf("spent: %d/%d calls", capped, capped)} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if !strings.Contains(progress.String(), "research: ended on budget before iteration") || !strings.Contains(progress.String(), fmt.Sprintf("/%d calls", capped)) {
+		t.Errorf("progress:\n%s", progress.String())
+	}
+	j, err := ReadJournal(&journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Stop == nil || j.Stop.Iteration != len(rep.Iterations) || j.Spent.Calls != capped || j.Header == nil {
+		t.Fatalf("journal: stop %+v, spent %+v", j.Stop, j.Spent)
+	}
+}
+
+// killWriter drops every write once killed, as a journal file stops
+// growing when its process dies.
+type killWriter struct {
+	w      *bytes.Buffer
+	mu     sync.Mutex
+	killed bool
+}
+
+func (k *killWriter) Write(p []byte) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.killed {
+		return len(p), nil
+	}
+	return k.w.Write(p)
+}
+
+// TestBudgetSurvivesKill kills a capped run in the middle of a call (its
+// journal stops growing, its context ends), resumes it from the journal
+// with the same cap, and checks that the two runs together call the fakes
+// no more than the cap, the call in flight at the kill included.
+func TestBudgetSurvivesKill(t *testing.T) {
+	const capped = 250
+	dir := t.TempDir()
+	f := newMeteredFakes(budgetScript)
+	var buf bytes.Buffer
+	kw := &killWriter{w: &buf}
+	ctx, kill := context.WithCancel(context.Background())
+	defer kill()
+	f.model.onCall = func(n int64) {
+		if n == 70 {
+			kw.mu.Lock()
+			kw.killed = true
+			kw.mu.Unlock()
+			kill()
+		}
+	}
+	b := NewBudget(Limits{Calls: capped})
+	o := f.options(b, openLib(t, dir), nil, nil)
+	o.Journal = kw
+	if _, err := Run(ctx, o); !errors.Is(err, context.Canceled) {
+		t.Fatalf("killed run: %v", err)
+	}
+	f.model.onCall = nil
+	before := f.calls()
+	j, err := ReadJournal(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(j.Spent.Calls) != before {
+		t.Fatalf("the journal counts %d calls, the fakes saw %d", j.Spent.Calls, before)
+	}
+	if j.Spent.Estimated == 0 {
+		t.Fatalf("the call in flight at the kill was not charged: %+v", j.Spent)
+	}
+
+	b2 := NewBudget(Limits{Calls: capped})
+	var rest bytes.Buffer
+	rep, err := Run(context.Background(), f.options(b2, openLib(t, dir), &rest, j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.calls() != capped || rep.Spent.Calls != capped || rep.BudgetStop == "" {
+		t.Fatalf("killed and resumed runs called the fakes %d times (%d before the kill), report %d, cap %d; stop %q", f.calls(), before, rep.Spent.Calls, capped, rep.BudgetStop)
+	}
+
+	// A third run on the whole journal spends nothing more: everything it
+	// needs is journaled or cached, and the cap is reached.
+	all, err := ReadJournal(bytes.NewReader(append(buf.Bytes(), rest.Bytes()...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Run(context.Background(), f.options(NewBudget(Limits{Calls: capped}), openLib(t, dir), &bytes.Buffer{}, all))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.calls() != capped || again.Best != rep.Best || again.Verdict() != rep.Verdict() {
+		t.Fatalf("the third run called %d more times and chose %s (%s), the second %s", f.calls()-capped, again.BestName, again.Verdict(), rep.BestName)
+	}
+}
+
+// TestBudgetTokens caps tokens: the run stays under the cap, and tokens an
+// endpoint did not report are estimated and labelled as such.
+func TestBudgetTokens(t *testing.T) {
+	for _, noUsage := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noUsage=%v", noUsage), func(t *testing.T) {
+			const capTokens = 20000
+			f := newMeteredFakes(budgetScript)
+			f.model.noUsage, f.judge.noUsage = noUsage, noUsage
+			b := NewBudget(Limits{Tokens: capTokens})
+			rep, err := Run(context.Background(), f.options(b, openLib(t, t.TempDir()), nil, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := rep.Spent
+			if s.Tokens > capTokens || rep.BudgetStop == "" || !strings.Contains(rep.BudgetStop, "tokens") {
+				t.Fatalf("spent %+v of %d tokens; stop %q", s, capTokens, rep.BudgetStop)
+			}
+			if noUsage != (s.Estimated > 0) || (!noUsage && s.Roles["optimizer"].Tokens != int64(110*s.Roles["optimizer"].Calls)) {
+				t.Fatalf("estimated %d tokens of %d with noUsage=%v; roles %+v", s.Estimated, s.Tokens, noUsage, s.Roles)
+			}
+			if int64(s.Calls) != f.calls() {
+				t.Fatalf("budget counted %d calls, fakes saw %d", s.Calls, f.calls())
+			}
+			if noUsage && !strings.Contains(s.String(rep.Limits), "estimated)") {
+				t.Fatalf("estimate not labelled: %s", s.String(rep.Limits))
+			}
+		})
+	}
+}
+
+// TestBudgetTooSmallForTest: a cap that cannot hold the test split's calls
+// lets the search use it all, and the report says the test could not be
+// afforded instead of comparing.
+func TestBudgetTooSmallForTest(t *testing.T) {
+	f := newMeteredFakes(budgetScript)
+	b := NewBudget(Limits{Calls: 40})
+	rep, err := Run(context.Background(), f.options(b, openLib(t, t.TempDir()), nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.calls() != 40 || rep.BudgetStop == "" || rep.NoTest == "" || rep.Improve {
+		t.Fatalf("calls %d, stop %q, no test %q", f.calls(), rep.BudgetStop, rep.NoTest)
+	}
+	if v := rep.Verdict(); !strings.HasPrefix(v, "no significant improvement") && !strings.HasPrefix(v, "no test comparison") {
+		t.Fatalf("verdict %q", v)
+	}
+}
+
+func TestJournalRejectsGarbage(t *testing.T) {
+	for _, c := range []struct{ name, text, want string }{
+		{"done before call", `{"done":{"id":0,"tokens":3}}` + "\n{}\n", "never started"},
+		{"unknown line", "{}\n{}\n", "not a header"},
+		{"late header", `{"iteration":0}` + "\n" + `{"header":{"domain":"os"}}` + "\n{}\n", "header after"},
+	} {
+		if _, err := ReadJournal(strings.NewReader(c.text)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestResumeRefusesOtherSettings(t *testing.T) {
+	dir := t.TempDir()
+	jpath := filepath.Join(dir, "journal.jsonl")
+	run(t, dir, noise, 1, nil, &fakeEval{})
+	b, _ := os.ReadFile(jpath)
+	j, err := ReadJournal(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), Options{Library: openLib(t, dir), Domain: domain.OS, Trajectories: trajs(80), Evaluator: &fakeEval{}, Optimizer: &fakeOpt{script: noise},
+		Iterations: 2, Minibatch: 6, RandSeed: 2, Resume: j})
+	if err == nil || !strings.Contains(err.Error(), "seed") {
+		t.Fatalf("resumed with another seed: %v", err)
+	}
+}
