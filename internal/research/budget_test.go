@@ -295,7 +295,10 @@ func TestBudgetSurvivesKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if int64(j.Spent.Calls) != before {
+	// A call journaled but killed before its request left counts too: the
+	// journal may count up to the four calls in flight more than reached
+	// the fakes, never fewer.
+	if n := int64(j.Spent.Calls); n < before || n > before+4 {
 		t.Fatalf("the journal counts %d calls, the fakes saw %d", j.Spent.Calls, before)
 	}
 	if j.Spent.Estimated == 0 {
@@ -308,10 +311,11 @@ func TestBudgetSurvivesKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.calls() != capped || rep.Spent.Calls != capped || rep.BudgetStop == "" {
+	if f.calls() > capped || f.calls() < capped-4 || rep.Spent.Calls != capped || rep.BudgetStop == "" {
 		t.Fatalf("killed and resumed runs called the fakes %d times (%d before the kill), report %d, cap %d; stop %q", f.calls(), before, rep.Spent.Calls, capped, rep.BudgetStop)
 	}
 
+	after := f.calls()
 	// A third run on the whole journal spends nothing more: everything it
 	// needs is journaled or cached, and the cap is reached.
 	all, err := ReadJournal(bytes.NewReader(append(buf.Bytes(), rest.Bytes()...)))
@@ -322,8 +326,8 @@ func TestBudgetSurvivesKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.calls() != capped || again.Best != rep.Best || again.Verdict() != rep.Verdict() {
-		t.Fatalf("the third run called %d more times and chose %s (%s), the second %s", f.calls()-capped, again.BestName, again.Verdict(), rep.BestName)
+	if f.calls() != after || again.Spent.Calls != capped || again.Best != rep.Best || again.Verdict() != rep.Verdict() {
+		t.Fatalf("the third run called %d more times and chose %s (%s), the second %s", f.calls()-after, again.BestName, again.Verdict(), rep.BestName)
 	}
 }
 
