@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"sync"
 
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -65,64 +67,178 @@ type SourceStats struct {
 }
 
 // ReadData streams every row of a data dir (every *_test.jsonl, sorted by
-// name) or of one JSONL file to fn, in order, holding one line at a time. A
-// malformed line is an error naming file:line unless skipBad is set, in
-// which case it is counted in the stats. fn's error stops the walk.
+// name) or of one JSONL file to fn, in order. A malformed line is an error
+// naming file:line unless skipBad is set, in which case it is counted in the
+// stats. fn's error stops the walk.
+//
+// Rows average ~185 KB and decoding one costs about a millisecond, more
+// than a run can spend per sample on one core, so one goroutine only reads
+// lines and up to GOMAXPROCS others decode and hash them, a few rows ahead
+// of fn; fn still gets the rows one at a time, in order. At most
+// readAhead(GOMAXPROCS) rows are held besides the one fn has.
 func ReadData(dir string, skipBad bool, fn func(*Item) error) (SourceStats, error) {
 	var st SourceStats
 	files, err := trajectory.DataFiles(dir)
 	if err != nil {
 		return st, fmt.Errorf("data %s: %w", dir, err)
 	}
+	workers := runtime.GOMAXPROCS(0)
+	ahead := readAhead(workers)
+	ordered := make(chan *dataLine, ahead) // every line, in file order
+	todo := make(chan *dataLine, ahead)    // lines to decode
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1 + workers)
+	go func() {
+		defer wg.Done()
+		defer close(ordered)
+		defer close(todo)
+		readLines(files, ordered, todo, stop)
+	}()
+	for range workers {
+		go func() {
+			defer wg.Done()
+			for l := range todo {
+				select {
+				case <-stop: // nobody waits for it
+				default:
+					l.decode()
+				}
+				close(l.done)
+			}
+		}()
+	}
+	// On an early return the reader stops at its next line and the
+	// decoders finish the line they hold.
+	defer wg.Wait()
+	defer close(stop)
+
 	seen := make(map[[32]byte]int)
-	for _, path := range files {
-		if err := readFile(path, skipBad, seen, &st, fn); err != nil {
+	for l := range ordered {
+		<-l.done
+		if l.err != nil {
+			if !skipBad || !l.skippable {
+				return st, l.err
+			}
+			st.Skipped++
+			if len(st.SkippedErrors) < maxSkippedErrors {
+				st.SkippedErrors = append(st.SkippedErrors, l.err.Error())
+			}
+			continue
+		}
+		occ := seen[l.sum]
+		seen[l.sum] = occ + 1
+		base := filepath.Base(l.path)
+		it := &Item{Sample: keyOf(l.sum, occ), File: base, Line: l.n, Record: l.rec}
+		if l.invalid != nil {
+			it.Err = fmt.Errorf("%s:%d (task %q id %s): %w", base, l.n, l.rec.Task, l.rec.ID.String(), l.invalid)
+			st.Invalid++
+		}
+		st.Rows++
+		if err := fn(it); err != nil {
 			return st, err
 		}
 	}
 	return st, nil
 }
 
+// readAhead is how many rows ReadData reads ahead of fn with n decoders:
+// enough to keep them all busy while fn waits for a free slot.
+func readAhead(n int) int { return 2*n + 2 }
+
 // maxSkippedErrors bounds SourceStats.SkippedErrors.
 const maxSkippedErrors = 100
 
-func readFile(path string, skipBad bool, seen map[[32]byte]int, st *SourceStats, fn func(*Item) error) error {
+// dataLine is one non-blank line of a data file on its way to fn: read in
+// order, decoded by any worker, and done once decoded (or failed).
+type dataLine struct {
+	path string
+	n    int // 1-based line number
+	raw  []byte
+
+	done chan struct{}
+	// err is an error at this line; skippable ones (a malformed line, a
+	// line over the limit) are passed over under --skip-bad, others (the
+	// file cannot be read) always stop the walk.
+	err       error
+	skippable bool
+	rec       *trajectory.Record
+	sum       [32]byte // SHA-256 of the trimmed line (see SampleKey)
+	invalid   error    // rec.Validate's complaint
+}
+
+// decode turns the raw line into its record and content hash.
+func (l *dataLine) decode() {
+	raw := l.raw
+	l.raw = nil
+	rec := new(trajectory.Record)
+	// Called directly: json.Unmarshal would first scan the whole line to
+	// validate it, and the record's own decoder validates it again.
+	if err := rec.UnmarshalJSON(raw); err != nil {
+		l.err, l.skippable = &trajectory.LineError{File: l.path, Line: l.n, Err: err}, true
+		return
+	}
+	l.rec = rec
+	l.sum = sha256.Sum256(bytes.TrimSpace(raw))
+	l.invalid = rec.Validate()
+}
+
+// readLines reads the files' lines in order, sending each to ordered and,
+// unless it already failed, to todo. It stops after the first error that
+// ends a file, or when stop is closed.
+func readLines(files []string, ordered, todo chan<- *dataLine, stop <-chan struct{}) {
+	send := func(l *dataLine) bool {
+		select {
+		case ordered <- l:
+		case <-stop:
+			return false
+		}
+		if l.err != nil {
+			close(l.done)
+			return true
+		}
+		select {
+		case todo <- l:
+			return true
+		case <-stop:
+			close(l.done)
+			return false
+		}
+	}
+	for _, path := range files {
+		if !readFileLines(path, send) {
+			return
+		}
+	}
+}
+
+// readFileLines sends one file's lines; false means stop reading.
+func readFileLines(path string, send func(*dataLine) bool) bool {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		send(&dataLine{path: path, done: make(chan struct{}), err: err})
+		return false
 	}
 	defer f.Close()
-	base := filepath.Base(path)
-	rr := trajectory.NewRecordReader(f, path)
-	rr.SkipBad = skipBad
-	rr.MaxErrors = maxSkippedErrors
-	defer func() {
-		st.Skipped += rr.Skipped
-		for _, err := range rr.Errors {
-			if len(st.SkippedErrors) < maxSkippedErrors {
-				st.SkippedErrors = append(st.SkippedErrors, err.Error())
-			}
-		}
-	}()
+	lr := trajectory.NewLineReader(f, path, 0)
 	for {
-		rec, n, err := rr.Next()
+		line, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return true
 		}
+		l := &dataLine{path: path, n: n, done: make(chan struct{})}
 		if err != nil {
-			return err
+			// A line over the limit is skipped like a malformed one and
+			// reading goes on after it; any other error ends the file.
+			l.err, l.skippable = err, errors.Is(err, trajectory.ErrLineTooLong)
+			if !send(l) || !l.skippable {
+				return false
+			}
+			continue
 		}
-		sum := sha256.Sum256(bytes.TrimSpace(rr.Raw()))
-		occ := seen[sum]
-		seen[sum] = occ + 1
-		it := &Item{Sample: keyOf(sum, occ), File: base, Line: n, Record: rec}
-		if verr := rec.Validate(); verr != nil {
-			it.Err = fmt.Errorf("%s:%d (task %q id %s): %w", base, n, rec.Task, rec.ID.String(), verr)
-			st.Invalid++
-		}
-		st.Rows++
-		if err := fn(it); err != nil {
-			return err
+		l.raw = bytes.Clone(line)
+		if !send(l) {
+			return false
 		}
 	}
 }
@@ -139,37 +255,62 @@ func CountRows(dir string) (int, error) {
 	total := 0
 	buf := make([]byte, 1<<20)
 	for _, path := range files {
-		f, err := os.Open(path)
+		n, err := countLines(path, buf)
 		if err != nil {
 			return 0, err
 		}
-		blank := true
-		for {
-			n, rerr := f.Read(buf)
-			for _, c := range buf[:n] {
-				switch c {
-				case '\n':
-					if !blank {
-						total++
-					}
-					blank = true
-				case ' ', '\t', '\r':
-				default:
-					blank = false
-				}
-			}
-			if rerr == io.EOF {
-				break
-			}
-			if rerr != nil {
-				f.Close()
-				return 0, rerr
-			}
-		}
-		if !blank {
-			total++
-		}
-		f.Close()
+		total += n
 	}
 	return total, nil
+}
+
+// countLines counts the lines of a file holding a byte other than ' ', '\t'
+// and '\r'. Rows are long and start with '{', so it looks at the start of
+// each line and lets bytes.IndexByte find the next newline.
+func countLines(path string, buf []byte) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n := 0
+	blank := true // nothing but blanks since the last newline
+	for {
+		m, rerr := f.Read(buf)
+		b := buf[:m]
+		for len(b) > 0 {
+			if blank {
+				i := 0
+				for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r') {
+					i++
+				}
+				if i == len(b) {
+					break
+				}
+				if b[i] == '\n' {
+					b = b[i+1:]
+					continue
+				}
+				blank = false
+				b = b[i:]
+			}
+			j := bytes.IndexByte(b, '\n')
+			if j < 0 {
+				break
+			}
+			n++
+			blank = true
+			b = b[j+1:]
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return 0, rerr
+		}
+	}
+	if !blank {
+		n++
+	}
+	return n, nil
 }
