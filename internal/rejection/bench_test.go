@@ -92,9 +92,19 @@ func BenchmarkSampleConcurrency(b *testing.B) {
 		}
 		ratio := float64(el) / float64(ideal)
 		worst = max(worst, ratio)
-		b.Logf("%d requests, %d in flight, 50 ms each: %v against an ideal %v, ratio %.2f (goal ≤ 1.5)", res.Requests, inFlight, el.Round(time.Millisecond), ideal, ratio)
+		b.Logf("%d requests, %d in flight, 50 ms each: %v against an ideal %v, ratio %.2f (goal ≤ 1.5); load average %s", res.Requests, inFlight, el.Round(time.Millisecond), ideal, ratio, loadAverage())
 	}
 	b.ReportMetric(worst, "x_ideal")
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages, which a
+// ratio measured on shared cores needs beside it; "?" where unknown.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }
 
 // instantTeacher answers at once, in process, so the memory benchmark
@@ -142,7 +152,7 @@ func BenchmarkSampleMemory(b *testing.B) {
 		os.Remove(in)
 	}
 	ratio := peaks[1] / peaks[0]
-	b.Logf("peak heap at %d MB / at %d MB: %.2f (goal ≤ 1.5: memory flat in the input size)", sizes[1]>>20, sizes[0]>>20, ratio)
+	b.Logf("peak heap at %d MB / at %d MB: %.2f (goal ≤ 1.5: memory flat in the input size); load average %s", sizes[1]>>20, sizes[0]>>20, ratio, loadAverage())
 	b.ReportMetric(peaks[0], "MB_peak_small")
 	b.ReportMetric(peaks[1], "MB_peak_large")
 	b.ReportMetric(ratio, "x_large/small")

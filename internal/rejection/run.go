@@ -434,11 +434,7 @@ func (r *runner) beam(ctx context.Context, j *job, b int) (*Candidate, error) {
 		c.Reasoning = conversation.Reasoning(resp.Content)
 	}
 	c.Prediction = conversation.ExtractPrediction(resp.Content)
-	item, err := rewardItem(s, c)
-	if err != nil {
-		return nil, err
-	}
-	res := r.o.Scorer.Score(ctx, item)
+	res := r.o.Scorer.Score(ctx, rewardItem(s, c))
 	if res.Dropped && ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -452,10 +448,14 @@ func (r *runner) beam(ctx context.Context, j *job, b int) (*Candidate, error) {
 
 // rewardItem is the reward's view of a beam: the generation against the
 // sample's real observation, with the sample's history as a record so the
-// judge sees the conversation.
-func rewardItem(s *dataset.Sample, c *Candidate) (reward.Item, error) {
+// judge sees the conversation. The record is handed over as is
+// (reward.Item.Record): encoding it per beam for the scorer to decode again
+// was a large share of a fast run's CPU.
+func rewardItem(s *dataset.Sample, c *Candidate) reward.Item {
 	rec := &trajectory.Record{Task: "agentworld/" + s.Domain, ID: trajectory.StringID(s.TrajectoryID),
 		SystemStr: s.System, TurnIdx: s.Turn, TotalTurns: s.TotalTurns}
+	rec.Prompt = make([]string, 0, len(s.History)+1)
+	rec.Response = make([]string, 0, len(s.History)+1)
 	for i, h := range s.History {
 		rec.Prompt = append(rec.Prompt, conversation.ActionPrompt(i+1, h.Action))
 		rec.Response = append(rec.Response, conversation.ObservationResponse(h.Observation))
@@ -465,12 +465,8 @@ func rewardItem(s *dataset.Sample, c *Candidate) (reward.Item, error) {
 	rec.TurnIdx = len(rec.Prompt)
 	rec.CurrentPrompt = rec.Prompt[rec.TurnIdx-1]
 	rec.TotalTurns = max(rec.TotalTurns, rec.TurnIdx)
-	extra, err := json.Marshal(map[string]any{"record": rec})
-	if err != nil {
-		return reward.Item{}, err
-	}
 	return reward.Item{ID: c.ID, GroupID: s.ID, DataSource: "agentworld/" + s.Domain, Prompt: s.Action,
-		Response: c.Content, GroundTruth: s.Observation, ExtraInfo: extra}, nil
+		Response: c.Content, GroundTruth: s.Observation, Record: rec}
 }
 
 // journalBeams appends scored beams to the journal, every beam already

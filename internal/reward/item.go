@@ -30,6 +30,11 @@ type Item struct {
 	// GroundTruth is set) and "action" (the action prompt, when Prompt is
 	// empty, as data export writes it).
 	ExtraInfo json.RawMessage `json:"extra_info,omitempty"`
+	// Record, when set, is what extra_info's "record" would carry, for a
+	// caller in this process that has the record at hand: it is used
+	// instead of ExtraInfo, without encoding and decoding it per item.
+	// It is never serialized.
+	Record *trajectory.Record `json:"-"`
 }
 
 // extraInfo is the part of ExtraInfo the reward reads.
@@ -45,7 +50,9 @@ var errInvalidItem = errors.New("invalid item")
 // carries a record), the action and the ground truth.
 func (it *Item) record() (*trajectory.Record, error) {
 	var ex extraInfo
-	if len(it.ExtraInfo) > 0 && string(it.ExtraInfo) != "null" {
+	if it.Record != nil {
+		ex.Record = it.Record
+	} else if len(it.ExtraInfo) > 0 && string(it.ExtraInfo) != "null" {
 		// extra_info is free-form in every trainer; only an object can
 		// carry the fields read here, anything else is ignored.
 		if trimmed := strings.TrimSpace(string(it.ExtraInfo)); strings.HasPrefix(trimmed, "{") {
