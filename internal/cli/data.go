@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/rejection"
 )
 
 // newDataCmd wires `agentworld data`, the training-data pipeline.
@@ -308,13 +310,27 @@ func newDataExportCmd() *cobra.Command {
 	var ef expandFlags
 	var split, style, trainer string
 	var cpt dataset.CPTOptions
+	var sampled bool
 	cmd := &cobra.Command{
 		Use:   "export FILES...",
 		Short: "Export training files: --mode sft → JSONL for --trainer (ms-swift, LLaMA-Factory, TRL); --mode rl → verl Parquet; --mode cpt → text shards",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Export trajectories (or, with --sampled, the selected set of agentworld
+data sample) as training files. A directory written by data sample may be
+given instead of its sft.jsonl and implies --sampled. Sampled lines keep the
+teacher's reasoning where each trainer reads thinking: inline <think>…</think>
+before the answer for swift, llamafactory-v0, trl, chat and cpt, the
+"reasoning" content block for llamafactory (v1).`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			args, sampled, err := exportInputs(args, sampled)
+			if err != nil {
+				return err
+			}
+			if sampled && (ef.templates != "" || ef.version.ref != "" || ef.version.dir != "") {
+				return fmt.Errorf("--sampled: the sampled set's prompts are the ones its teacher saw; a template applies when expanding or sampling, not here")
+			}
 			if ef.mode == "cpt" {
-				cpt.KeepDuplicates = ef.keepDup
+				cpt.KeepDuplicates, cpt.Sampled = ef.keepDup, sampled
 				return runCPT(cmd, args, &ef, &cpt)
 			}
 			opts, xo, err := ef.options(cmd)
@@ -325,7 +341,7 @@ func newDataExportCmd() *cobra.Command {
 			if err != nil {
 				return flagErr("trainer", err)
 			}
-			eo := &dataset.ExportOptions{Format: tr.Format(), KeepDuplicates: ef.keepDup, Split: split, RewardStyle: style}
+			eo := &dataset.ExportOptions{Format: tr.Format(), KeepDuplicates: ef.keepDup, Split: split, RewardStyle: style, Sampled: sampled}
 			if xo.Mode == dataset.RL {
 				eo.Format = dataset.FormatVerl
 				if ef.out == "" || ef.out == "-" {
@@ -343,8 +359,32 @@ func newDataExportCmd() *cobra.Command {
 	cmd.Flags().Int64Var(&cpt.ShardBytes, "shard-bytes", 256<<20, "--mode cpt: largest shard file in bytes (a single larger document gets a shard alone)")
 	cmd.Flags().StringSliceVar(&cpt.Corpus, "mix-corpus", nil, "--mode cpt: your own documents to mix in (JSONL with a text field, or .txt/.md files)")
 	cmd.Flags().Float64Var(&cpt.CorpusRatio, "mix-ratio", 0, "--mode cpt: share of estimated tokens from --mix-corpus, in [0, 1)")
+	cmd.Flags().BoolVar(&sampled, "sampled", false, "inputs are agentworld data sample's selected set (its sft.jsonl): teacher targets with reasoning, one sample per line")
 	cmd.Flags().StringVar(&trainer, "trainer", "swift", "sft layout: swift or llamafactory (one sample per trajectory, exact per-turn weights); llamafactory-v0 or trl (per-turn samples, weights approximated by seeded sampling); chat (per-turn, weights not applied)")
 	return cmd
+}
+
+// exportInputs resolves export's arguments: a directory written by data
+// sample stands for its sft.jsonl and makes the input the sampled set,
+// which then must be the whole input.
+func exportInputs(args []string, sampled bool) ([]string, bool, error) {
+	files := make([]string, len(args))
+	dirs := 0
+	for i, a := range args {
+		files[i] = a
+		if st, err := os.Stat(a); err == nil && st.IsDir() {
+			f := filepath.Join(a, rejection.SFTFile)
+			if _, err := os.Stat(f); err != nil {
+				return nil, false, fmt.Errorf("%s is a directory without %s (give trajectory files, or a directory agentworld data sample wrote)", a, rejection.SFTFile)
+			}
+			files[i] = f
+			dirs++
+		}
+	}
+	if dirs > 0 && dirs < len(args) && !sampled {
+		return nil, false, fmt.Errorf("a data sample directory and other files: give --sampled if all of them are data sample's selected set")
+	}
+	return files, sampled || dirs > 0, nil
 }
 
 func newDataConvertCmd() *cobra.Command {

@@ -36,6 +36,11 @@ type CPTOptions struct {
 	// ratio is lower and the manifest says so. Corpus documents are used
 	// at most once, in order.
 	CorpusRatio float64
+	// Sampled reads the input as `agentworld data sample`'s selected set
+	// (ReadSampledLine): one document per kept beam, SampledCPTDocument,
+	// with the system prompt the line carries; false (the zero value)
+	// reads trajectories.
+	Sampled bool
 }
 
 // CPTLine is one line of a CPT shard: the document text, which trainers'
@@ -217,6 +222,9 @@ func ExportCPT(ctx context.Context, files []string, dir string, xo *ExpandOption
 		return nil
 	}
 	err := run(ctx, files, o, sum, func(w int, batch []inLine) ([]cptItem, []*RecordError, int64, error) {
+		if c.Sampled {
+			return sampledCPTItems(batch)
+		}
 		var items []cptItem
 		errs, ok, err := eachTrajectory(batch, func(l *inLine, t *trajectory.Trajectory) error {
 			system, tmpl, tmplID := "", "", ""

@@ -121,6 +121,11 @@ type Sample struct {
 	Stats       Stats             `json:"stats"`
 	Category    string            `json:"category"`
 	Weight      float64           `json:"weight"`
+	// Teacher is set on a sample read from `agentworld data sample`'s
+	// selected set (ReadSampledLine): Observation is then the teacher's
+	// kept prediction, not the recorded one, and the target carries the
+	// teacher's reasoning.
+	Teacher *Teacher `json:"teacher,omitempty"`
 }
 
 // Message is one chat message, the unit trainers consume.
@@ -153,8 +158,10 @@ func (s *Sample) Prompt() []Message {
 // which is what the simulator and the benchmark extract from a generation.
 // Earlier turns appear in the prompt the way the published inference shows
 // them (ObservationResponse); only the generated turn carries the tag.
+// A sample with a Teacher has the teacher's reasoning before the tag, the
+// way thinking models write it (InlineReasoning).
 func (s *Sample) Target() string {
-	return conversation.Answer(s.Observation)
+	return InlineReasoning(s.reasoning(), conversation.Answer(s.Observation))
 }
 
 // ContentHash identifies a sample by what a trainer sees: system prompt,
@@ -177,6 +184,9 @@ func (s *Sample) ContentHash() [16]byte {
 	}
 	put(s.Action)
 	put(s.Observation)
+	if s.Teacher != nil {
+		put(s.Teacher.Reasoning)
+	}
 	var out [16]byte
 	copy(out[:], h.Sum(nil))
 	return out

@@ -152,6 +152,15 @@ type ExportOptions struct {
 	RowGroup int
 	// RowGroupBytes bounds the text buffered in one row group; 0 means 64 MiB.
 	RowGroupBytes int
+	// Sampled reads the input as `agentworld data sample`'s selected set
+	// (its sft.jsonl, ReadSampledLine) instead of trajectories: each line
+	// is one sample whose target is the kept teacher beam, reasoning
+	// included, and is written once in the chosen format (a per-trajectory
+	// format writes it as a conversation whose history weighs 0). Only
+	// xo's Seed is used (the sampled formats' draws); FormatVerl is
+	// refused, RL rows being prompts with the recorded observation. False
+	// (the zero value) reads trajectories.
+	Sampled bool
 }
 
 type outItem struct {
@@ -184,7 +193,10 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 	if e.RowGroupBytes <= 0 {
 		e.RowGroupBytes = 64 << 20
 	}
-	if e.Format.perTrajectory() && xo != nil && xo.Mode != SFT {
+	if e.Sampled && e.Format == FormatVerl {
+		return nil, fmt.Errorf("the sampled set holds SFT targets; RL prompts come from trajectories (export them with --mode rl)")
+	}
+	if e.Format.perTrajectory() && xo != nil && xo.Mode != SFT && !e.Sampled {
 		return nil, fmt.Errorf("a per-trajectory SFT layout needs every turn: expand with mode sft, not rl")
 	}
 	o := opts.norm()
@@ -203,8 +215,58 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 	seen := map[[16]byte]struct{}{}
 	sum := &Summary{}
 	pending, pendingBytes := 0, 0
+	var seed uint64
+	if xo != nil {
+		seed = xo.Seed
+	}
 	err := run(ctx, files, o, sum, func(w int, batch []inLine) ([]outItem, []*RecordError, int64, error) {
 		var items []outItem
+		// perTurn adds a sample in a per-turn format; draw is its seeded
+		// uniform draw for the sampled formats.
+		perTurn := func(s *Sample, draw func() float64) error {
+			it := outItem{hash: s.ContentHash()}
+			if e.Format.sampled() {
+				if it.copies = sampledCopies(s.Weight, draw()); it.copies == 0 {
+					return nil
+				}
+			}
+			var err error
+			switch e.Format {
+			case FormatVerl:
+				row := RLRowOf(s, e.Split, e.RewardStyle)
+				it.row = &row
+			case FormatChat, FormatChatSampled:
+				it.line, err = trajectory.Marshal(ChatLineOf(s))
+			case FormatTRL:
+				it.line, err = trajectory.Marshal(TRLLineOf(s))
+			default:
+				it.line, err = trajectory.Marshal(s)
+			}
+			items = append(items, it)
+			return err
+		}
+		if e.Sampled {
+			errs, ok, err := eachSampled(batch, func(l *inLine, s *Sample) error {
+				var err error
+				switch e.Format {
+				case FormatSwift, FormatLlamaFactory:
+					it := outItem{hash: s.ContentHash()}
+					if e.Format == FormatLlamaFactory {
+						it.line, err = trajectory.Marshal(SampledLFLineOf(s))
+					} else {
+						it.line, err = trajectory.Marshal(SampledSwiftLineOf(s))
+					}
+					items = append(items, it)
+				default:
+					err = perTurn(s, func() float64 { return sampledRNG(seed, s).Float64() })
+				}
+				if err != nil {
+					return fmt.Errorf("%s:%d: %w", l.file, l.n, err)
+				}
+				return nil
+			})
+			return items, errs, ok, err
+		}
 		errs, ok, err := eachTrajectory(batch, func(l *inLine, t *trajectory.Trajectory) error {
 			var traj []*Sample
 			err := exps[w].Expand(t, func(s *Sample) error {
@@ -212,26 +274,7 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 					traj = append(traj, s)
 					return nil
 				}
-				it := outItem{hash: s.ContentHash()}
-				if e.Format.sampled() {
-					if it.copies = sampledCopies(s.Weight, exps[w].rng(t, "sft-sample", s.Turn).Float64()); it.copies == 0 {
-						return nil
-					}
-				}
-				var err error
-				switch e.Format {
-				case FormatVerl:
-					row := RLRowOf(s, e.Split, e.RewardStyle)
-					it.row = &row
-				case FormatChat, FormatChatSampled:
-					it.line, err = trajectory.Marshal(ChatLineOf(s))
-				case FormatTRL:
-					it.line, err = trajectory.Marshal(TRLLineOf(s))
-				default:
-					it.line, err = trajectory.Marshal(s)
-				}
-				items = append(items, it)
-				return err
+				return perTurn(s, func() float64 { return exps[w].rng(t, "sft-sample", s.Turn).Float64() })
 			})
 			if err == nil && len(traj) > 0 {
 				it := outItem{hash: trajectoryHash(traj)}

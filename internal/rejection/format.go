@@ -99,20 +99,24 @@ func (c *Candidate) assistant(th Thinking) Message {
 	case th == ThinkField:
 		m.ReasoningContent = c.Reasoning
 	default:
-		m.Content = "<think>\n" + c.Reasoning + "\n</think>\n\n" + answer
+		m.Content = dataset.InlineReasoning(c.Reasoning, answer)
 	}
 	return m
 }
 
 // SFTLine is one selected SFT sample: dataset's chat export line of the
 // sample (every field it writes travels along) with its target replaced by
-// the kept beam, ID naming the beam, Sample the expanded sample.
+// the kept beam, ID naming the beam, Sample the expanded sample. It is
+// also the sampled set `agentworld data export --sampled` reads back
+// (dataset.ReadSampledLine) into every trainer layout.
 type SFTLine struct {
 	dataset.ChatLine
-	Messages []Message `json:"messages"`
-	ID       string    `json:"id"`
-	Sample   string    `json:"sample"`
-	Reward   float64   `json:"reward"`
+	Messages     []Message `json:"messages"`
+	ID           string    `json:"id"`
+	Sample       string    `json:"sample"`
+	TrajectoryID string    `json:"trajectory_id"`
+	TotalTurns   int       `json:"total_turns"`
+	Reward       float64   `json:"reward"`
 }
 
 // sftLine builds the SFT line of a kept beam.
@@ -128,7 +132,7 @@ func sftLine(s *dataset.Sample, c *Candidate, th Thinking) SFTLine {
 	last.ChatMessage = target
 	msgs[len(msgs)-1] = last
 	cl.Messages = nil
-	return SFTLine{ChatLine: cl, Messages: msgs, ID: c.ID, Sample: s.ID, Reward: c.beam().Reward}
+	return SFTLine{ChatLine: cl, Messages: msgs, ID: c.ID, Sample: s.ID, TrajectoryID: s.TrajectoryID, TotalTurns: s.TotalTurns, Reward: c.beam().Reward}
 }
 
 // PairLine is one preference pair. prompt, chosen and rejected are the
