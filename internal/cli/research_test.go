@@ -65,16 +65,22 @@ func researchFakes(t *testing.T, script []string) (wm, opt *fakellm.Server) {
 	return wm, opt
 }
 
+// sayTrajectory is trajectory i of the fakes' world: each turn says a word
+// (prefix, i, turn) and observes it.
+func sayTrajectory(id, source, prefix string, i, turns int) trajectory.Trajectory {
+	tr := trajectory.Trajectory{ID: id, Domain: "os", Source: source,
+		Components: &trajectory.Components{TaskDescription: "Say words.", ActionSpace: "say WORD"}}
+	for k := range turns {
+		w := fmt.Sprintf("%s%dx%d", prefix, i, k)
+		tr.Turns = append(tr.Turns, trajectory.Turn{Action: "say " + w, Observation: w})
+	}
+	return tr
+}
+
 func writeResearchData(t *testing.T, dir string) string {
 	var b bytes.Buffer
 	for i := range 40 {
-		tr := trajectory.Trajectory{ID: fmt.Sprintf("r%02d", i), Domain: "os", Source: "test",
-			Components: &trajectory.Components{TaskDescription: "Say words.", ActionSpace: "say WORD"}}
-		for k := range 4 {
-			w := fmt.Sprintf("w%dx%d", i, k)
-			tr.Turns = append(tr.Turns, trajectory.Turn{Action: "say " + w, Observation: w})
-		}
-		line, err := json.Marshal(tr)
+		line, err := json.Marshal(sayTrajectory(fmt.Sprintf("r%02d", i), "test", "w", i, 4))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,12 +389,7 @@ func TestResearchVerifyRejectsJudgePleaser(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		tr := trajectory.Trajectory{ID: fmt.Sprintf("real%d", i), Domain: "os", Source: "real:os",
-			Components: &trajectory.Components{TaskDescription: "Say words.", ActionSpace: "say WORD"}}
-		for k := range 3 {
-			w := fmt.Sprintf("v%dx%d", i, k)
-			tr.Turns = append(tr.Turns, trajectory.Turn{Action: "say " + w, Observation: w})
-		}
+		tr := sayTrajectory(fmt.Sprintf("real%d", i), "real:os", "v", i, 3)
 		b, _ := json.Marshal(tr)
 		if err := os.WriteFile(filepath.Join(realDir, tr.ID+".json"), b, 0o644); err != nil {
 			t.Fatal(err)

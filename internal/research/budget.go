@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -124,6 +125,9 @@ type Budget struct {
 	stopped error
 	cancel  context.CancelCauseFunc
 	journal *journal
+	// progress receives a spend line every `every` finished calls.
+	progress io.Writer
+	every    int
 }
 
 // NewBudget caps a run at l (zero fields: no cap).
@@ -148,12 +152,14 @@ func (b *Budget) Meter(role string, c worldmodel.Completer) worldmodel.Completer
 	return &metered{b: b, role: role, c: c}
 }
 
-// restore continues from an earlier run's spend and journals to j.
-func (b *Budget) restore(s Spend, next int, j *journal) {
+// restore continues from an earlier run's spend, journals to j and
+// reports the spend to progress every `every` calls (never when every <= 0).
+func (b *Budget) restore(s Spend, next int, j *journal, progress io.Writer, every int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.spent, b.next, b.journal = s.clone(), next, j
 	b.finished = s.Calls
+	b.progress, b.every = progress, every
 }
 
 // phase starts a part of the run: calls refused from now on cancel it, and
@@ -247,6 +253,9 @@ func (b *Budget) settle(id int, role string, est int64, resp *worldmodel.Respons
 	b.finished++
 	b.spent.add(role, 0, tokens, estimated)
 	b.journal.write(journalLine{Done: &doneLine{ID: id, Tokens: tokens, Estimated: estimated}})
+	if b.every > 0 && b.finished%b.every == 0 {
+		fmt.Fprintf(b.progress, "research: spent %s\n", b.spent.String(b.limits))
+	}
 	b.drained.Broadcast()
 }
 

@@ -215,7 +215,7 @@ func TestBudgetStopsAtTheCap(t *testing.T) {
 	var journal bytes.Buffer
 	o := f.options(b, openLib(t, t.TempDir()), &journal, nil)
 	var progress bytes.Buffer
-	o.Progress = &progress
+	o.Progress, o.ProgressCalls = &progress, 50
 	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +234,7 @@ func TestBudgetStopsAtTheCap(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	if !strings.Contains(progress.String(), "research: ended on budget before iteration") || !strings.Contains(progress.String(), fmt.Sprintf("/%d calls", capped)) {
+	if !strings.Contains(progress.String(), "research: ended on budget before iteration") || !strings.Contains(progress.String(), fmt.Sprintf("research: spent 100/%d calls", capped)) {
 		t.Errorf("progress:\n%s", progress.String())
 	}
 	j, err := ReadJournal(&journal)

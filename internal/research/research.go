@@ -128,9 +128,12 @@ type Options struct {
 	// judge's. RealName names the real trajectories.
 	ModelName, JudgeName, OptimizerName, RealName string
 	Offline                                       bool
-	// Progress receives a line per iteration with the spend so far; nil
-	// means none.
+	// Progress receives a line per iteration and every ProgressCalls
+	// calls with the spend so far; nil means none.
 	Progress io.Writer
+	// ProgressCalls is how many calls pass between spend lines; 0 means
+	// 100, negative means none between iterations.
+	ProgressCalls int
 	// Logger reports progress; nil discards it.
 	Logger *slog.Logger
 }
@@ -168,6 +171,9 @@ func (o *Options) defaults() {
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	if o.ProgressCalls == 0 {
+		o.ProgressCalls = 100
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

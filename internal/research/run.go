@@ -248,7 +248,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if b == nil {
 		b = NewBudget(Limits{})
 	}
-	b.restore(resume.Spent, resume.nextCall, jr)
+	b.restore(resume.Spent, resume.nextCall, jr, o.Progress, o.ProgressCalls)
 
 	rep := &Report{Domain: string(o.Domain), Seed: seed.ID, SeedName: seed.Name, Model: o.ModelName, Judge: o.JudgeName, Optimizer: o.OptimizerName, Offline: o.Offline,
 		Splits: map[string]int{"train": len(sp.Train), "val": len(sp.Val), "test": len(sp.Test)}, Limits: b.Limits()}
