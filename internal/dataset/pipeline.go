@@ -544,14 +544,19 @@ func (d *docReader) Next() ([]byte, int, error) {
 // invalid ones, and calls fn on every valid trajectory; ok counts the
 // trajectories fn accepted. An error from fn stops the batch.
 func eachTrajectory(batch []inLine, fn func(l *inLine, t *trajectory.Trajectory) error) (errs []*RecordError, ok int64, err error) {
+	return eachDecoded(batch, DecodeTrajectory, fn)
+}
+
+// eachDecoded is eachTrajectory for any line decoder.
+func eachDecoded[T any](batch []inLine, decode func(data []byte, file string, line int) (T, []*RecordError), fn func(l *inLine, v T) error) (errs []*RecordError, ok int64, err error) {
 	for i := range batch {
 		l := &batch[i]
-		t, es := DecodeTrajectory(l.data, l.file, l.n)
+		v, es := decode(l.data, l.file, l.n)
 		if len(es) > 0 {
 			errs = append(errs, es...)
 			continue
 		}
-		if err := fn(l, t); err != nil {
+		if err := fn(l, v); err != nil {
 			return nil, 0, err
 		}
 		ok++

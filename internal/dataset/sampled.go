@@ -197,23 +197,10 @@ func trajectoryOfBeam(beam string, turn int) string {
 	return t
 }
 
-// eachSampled decodes the lines of a batch as ReadSampledLine does, collects
-// the errors of the invalid ones, and calls fn on every valid sample; ok
-// counts the samples fn accepted. An error from fn stops the batch.
+// eachSampled is eachTrajectory for lines of the sampled set
+// (ReadSampledLine).
 func eachSampled(batch []inLine, fn func(l *inLine, s *Sample) error) (errs []*RecordError, ok int64, err error) {
-	for i := range batch {
-		l := &batch[i]
-		s, es := ReadSampledLine(l.data, l.file, l.n)
-		if len(es) > 0 {
-			errs = append(errs, es...)
-			continue
-		}
-		if err := fn(l, s); err != nil {
-			return nil, 0, err
-		}
-		ok++
-	}
-	return errs, ok, nil
+	return eachDecoded(batch, ReadSampledLine, fn)
 }
 
 // sampledRNG is the seeded draw of a sampled-set line for the formats that
