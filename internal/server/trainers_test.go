@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -52,9 +53,17 @@ type trainerFixture struct {
 // rewards every trainer here sums are not all zero.
 const trainerReward = "reward:\n  success: {final_observation: 'obs \\d+ for'}\n"
 
+// trainerWorlds are the fixtures' worlds by name, as YAML.
+func trainerWorlds() map[string]string {
+	return map[string]string{
+		"shell": strings.Replace(termSpec, "name: term", "name: shell", 1) + trainerReward,
+		"tools": mcpToolsSpec + trainerReward,
+	}
+}
+
 func trainerHarness(t *testing.T, opts *Options) *harness {
 	h := newHarness(t, "", opts)
-	for _, y := range []string{strings.Replace(termSpec, "name: term", "name: shell", 1) + trainerReward, mcpToolsSpec + trainerReward} {
+	for _, y := range trainerWorlds() {
 		spec, err := world.Parse([]byte(y), "trainer.yaml")
 		if err != nil {
 			t.Fatal(err)
@@ -238,19 +247,29 @@ func recorder(t *testing.T, target string) (string, func() []recordedCall) {
 
 // TestTrainerAdapters runs each adapter of examples/trainers under its
 // driver (the trainer's calls, against a stand-in of the trainer's base
-// class with upstream's signatures) against a real server behind a
-// recording proxy: the requests it sends are exactly its fixture's, and
-// the trainer gets the fixture's result (a GRPO group's shared start,
-// summed rewards, ended episodes).
+// class with upstream's signatures) against a real `agentworld serve`
+// process (the fixtures' worlds, a fake world model) behind a recording
+// proxy: the requests it sends are exactly its fixture's, and the trainer
+// gets the fixture's result (a GRPO group's shared start, summed rewards,
+// ended episodes).
 func TestTrainerAdapters(t *testing.T) {
-	py := testkit.LookPath(t, "python3", "install python3")
+	py := testkit.LookPath(t, "python3", "install python3 (.ci/setup.d/30-python.sh)")
+	gobin := testkit.LookPath(t, "go", "install Go")
+	bin := buildAgentworld(t, gobin)
+	worlds := t.TempDir()
+	for name, y := range trainerWorlds() {
+		if err := os.WriteFile(filepath.Join(worlds, name+".yaml"), []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, f := range loadTrainerFixtures(t) {
 		if f.Adapter == "" {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			h := trainerHarness(t, nil)
-			proxyURL, calls := recorder(t, h.srv.URL)
+			model := newFakeModel(t)
+			proxyURL, calls := recorder(t, startServe(t, bin, "--no-db", "--addr", "127.0.0.1:0", "--worlds", worlds,
+				"--model", model.URL(), "--model-name", "wm"))
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "trainers", f.Driver),
@@ -280,6 +299,71 @@ func TestTrainerAdapters(t *testing.T) {
 			checkReply(t, -1, *f.Result, out)
 		})
 	}
+}
+
+// buildAgentworld builds the agentworld binary (with the test's -race
+// flag, so its packages come from the build cache this test was built
+// from).
+func buildAgentworld(t *testing.T, gobin string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "agentworld")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, gobin, append(args, "../../cmd/agentworld")...).CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// servingOn is the line `agentworld serve` prints once it listens.
+var servingOn = regexp.MustCompile(`serving on (http://\S+)`)
+
+// startServe starts `agentworld serve` with args and returns its base
+// URL; the process is killed when the test ends.
+func startServe(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found, read := make(chan string, 1), make(chan struct{})
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-read // stderr ends with the process; then Wait may close it
+		_ = cmd.Wait()
+	})
+	go func() { // reads stderr to the end, so the server never blocks on it
+		defer close(read)
+		var log bytes.Buffer
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := servingOn.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+			log.WriteString(sc.Text() + "\n")
+		}
+		close(found)
+		t.Logf("serve's log:\n%s", log.Bytes())
+	}()
+	select {
+	case u, ok := <-found:
+		if !ok {
+			t.Fatal("serve exited before listening")
+		}
+		return u
+	case <-time.After(time.Minute):
+		t.Fatal("serve did not listen within a minute")
+	}
+	return ""
 }
 
 // TestOpenEnvWorldSchema: GET /schema describes the world a bare reset
