@@ -319,7 +319,7 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(conc)
-	src, rerr := ReadData(o.Data, o.SkipBad, func(it *Item) error {
+	src, rerr := readData(o.Data, o.SkipBad, conc, func(it *Item) error {
 		if err := gctx.Err(); err != nil {
 			return err
 		}

@@ -75,15 +75,24 @@ type SourceStats struct {
 // than a run can spend per sample on one core, so one goroutine only reads
 // lines and up to GOMAXPROCS others decode and hash them, a few rows ahead
 // of fn; fn still gets the rows one at a time, in order. At most
-// readAhead(GOMAXPROCS) rows are held besides the one fn has.
+// 2×GOMAXPROCS+2 rows are held besides the one fn has.
 func ReadData(dir string, skipBad bool, fn func(*Item) error) (SourceStats, error) {
+	return readData(dir, skipBad, 0, fn)
+}
+
+// readData is ReadData decoding up to ahead rows ahead of fn (at least
+// 2×GOMAXPROCS+2, enough to keep every decoder busy). A run passes its
+// concurrency: samples in flight tend to finish together (they were sent
+// together), and the rows that refill their slots should be decoded by
+// then, during the wait, not after it.
+func readData(dir string, skipBad bool, ahead int, fn func(*Item) error) (SourceStats, error) {
 	var st SourceStats
 	files, err := trajectory.DataFiles(dir)
 	if err != nil {
 		return st, fmt.Errorf("data %s: %w", dir, err)
 	}
 	workers := runtime.GOMAXPROCS(0)
-	ahead := readAhead(workers)
+	ahead = max(ahead, 2*workers+2)
 	ordered := make(chan *dataLine, ahead) // every line, in file order
 	todo := make(chan *dataLine, ahead)    // lines to decode
 	stop := make(chan struct{})
@@ -141,10 +150,6 @@ func ReadData(dir string, skipBad bool, fn func(*Item) error) (SourceStats, erro
 	}
 	return st, nil
 }
-
-// readAhead is how many rows ReadData reads ahead of fn with n decoders:
-// enough to keep them all busy while fn waits for a free slot.
-func readAhead(n int) int { return 2*n + 2 }
 
 // maxSkippedErrors bounds SourceStats.SkippedErrors.
 const maxSkippedErrors = 100
