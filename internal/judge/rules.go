@@ -135,10 +135,12 @@ func addScore(v *Verdict, x float64, good, bad string) {
 }
 
 // normalizeText collapses horizontal whitespace and trims every line.
+// Runs of blanks never span a newline, so the whole text is collapsed at
+// once (one allocation, not one per line).
 func normalizeText(s string) string {
-	lines := strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
+	lines := strings.Split(collapseBlanks(strings.ReplaceAll(s, "\r\n", "\n")), "\n")
 	for i, l := range lines {
-		lines[i] = pytext.Strip(collapseBlanks(l))
+		lines[i] = pytext.Strip(l)
 	}
 	return pytext.Strip(strings.Join(lines, "\n"))
 }
@@ -153,8 +155,8 @@ func maskedLines(s string) []string { return normalizedLines(maskMeta(s)) }
 // strip of normalizeText only removes empty lines at either end).
 func normalizedLines(masked string) []string {
 	var out []string
-	for l := range strings.SplitSeq(strings.ReplaceAll(masked, "\r\n", "\n"), "\n") {
-		if l = pytext.Strip(collapseBlanks(l)); l != "" {
+	for l := range strings.SplitSeq(collapseBlanks(strings.ReplaceAll(masked, "\r\n", "\n")), "\n") {
+		if l = pytext.Strip(l); l != "" {
 			out = append(out, l)
 		}
 	}
@@ -203,16 +205,31 @@ func multisetJaccard(a, b []string) float64 {
 }
 
 // tokenF1 is the bag-of-tokens F1 of two texts whose metadata is masked.
+// Recall and precision share their hits (the size of the multisets'
+// intersection), so one count of the truth's tokens serves both.
 func tokenF1(pred, truth string) float64 {
-	p, t := strings.Fields(pred), strings.Fields(truth)
-	if len(p) == 0 || len(t) == 0 {
-		if len(p) == len(t) {
+	have := make(map[string]int)
+	nt := 0
+	for w := range strings.FieldsSeq(truth) {
+		have[w]++
+		nt++
+	}
+	np, hit := 0, 0
+	for w := range strings.FieldsSeq(pred) {
+		np++
+		if have[w] > 0 {
+			have[w]--
+			hit++
+		}
+	}
+	if np == 0 || nt == 0 {
+		if np == nt {
 			return 1
 		}
 		return 0
 	}
-	r := recall(t, p)
-	prec := recall(p, t)
+	r := float64(hit) / float64(nt)
+	prec := float64(hit) / float64(np)
 	if r+prec == 0 {
 		return 0
 	}

@@ -73,6 +73,43 @@ func refLastLine(s string) string {
 	return strings.TrimRight(lines[len(lines)-1], " \t\r")
 }
 
+func refRecall(want, got []string) float64 {
+	if len(want) == 0 {
+		if len(got) == 0 {
+			return 1
+		}
+		return 0
+	}
+	have := make(map[string]int, len(got))
+	for _, g := range got {
+		have[g]++
+	}
+	hit := 0
+	for _, w := range want {
+		if have[w] > 0 {
+			have[w]--
+			hit++
+		}
+	}
+	return float64(hit) / float64(len(want))
+}
+
+func refTokenF1(pred, truth string) float64 {
+	p, t := strings.Fields(pred), strings.Fields(truth)
+	if len(p) == 0 || len(t) == 0 {
+		if len(p) == len(t) {
+			return 1
+		}
+		return 0
+	}
+	r := refRecall(t, p)
+	prec := refRecall(p, t)
+	if r+prec == 0 {
+		return 0
+	}
+	return 2 * r * prec / (r + prec)
+}
+
 // checkScanners compares every scanner with its expression on one text.
 func checkScanners(t *testing.T, s string) {
 	t.Helper()
@@ -94,6 +131,13 @@ func checkScanners(t *testing.T, s string) {
 		}
 		if got, want := hasBid(l), refBid.MatchString(l); got != want {
 			t.Errorf("hasBid(%q) = %v, want %v", l, got, want)
+		}
+	}
+	// tokenF1 against a text sharing some of s's tokens.
+	other := s[len(s)/3:] + " " + strings.ToUpper(s[:len(s)/3]) + " x y"
+	for _, p := range [][2]string{{s, other}, {other, s}, {s, s}, {s, ""}, {"", s}} {
+		if got, want := tokenF1(p[0], p[1]), refTokenF1(p[0], p[1]); got != want {
+			t.Errorf("tokenF1(%q, %q) = %v, want %v", p[0], p[1], got, want)
 		}
 	}
 	// trailingObject is used on lines but must hold on any text.
