@@ -100,6 +100,10 @@ Scores are in [0, 25] (rubric in [5, 25] mixed with rule 0 or 25); --scale
 multiplies what the trainer routes return (0.04 gives [0, 1]).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := ho.Edge.Validate(); err != nil {
+				return err
+			}
+			ho.Edge.Hints = settingHints("reward serve", rewardSettingFlags)
 			if ho.APIKey == "" {
 				ho.APIKey = envconfig.APIKey.Value()
 			}
@@ -118,7 +122,7 @@ multiplies what the trainer routes return (0.04 gives [0, 1]).`,
 			}
 			logger(cmd).Info("agentworld reward serve", "addr", ln.Addr().String(), "judge", s.JudgeModel(), "auth", ho.APIKey != "")
 			fmt.Fprintf(cmd.ErrOrStderr(), "serving rewards on http://%s (judge %s)\n", ln.Addr(), s.JudgeModel())
-			return reward.Serve(cmd.Context(), ln, reward.NewHandler(s, &ho), drain, logger(cmd))
+			return reward.NewHandler(s, &ho).Serve(cmd.Context(), ln, drain)
 		},
 	}
 	f.register(cmd)
@@ -130,6 +134,7 @@ multiplies what the trainer routes return (0.04 gives [0, 1]).`,
 	fl.Float64Var(&ho.Scale, "scale", 1, "factor on the numbers the trainer routes return (0.04 maps [0, 25] to [0, 1])")
 	fl.IntVar(&ho.MaxBatch, "max-batch", 4096, "items per request at most")
 	fl.DurationVar(&drain, "drain-timeout", 2*time.Minute, "on shutdown, how long requests in flight may take to finish")
+	registerEdgeFlags(cmd, &ho.Edge, false)
 	return cmd
 }
 

@@ -117,6 +117,7 @@ func (f *simFlags) serve(cmd *cobra.Command) (*simulator, error) {
 	}
 	o := f.srv
 	o.Registry, o.Metrics, o.MCP, o.Logger = reg, met, a.MCP, logger(cmd)
+	o.Edge.Hints = settingHints("serve", serveSettingFlags)
 	return &simulator{App: a, Server: server.New(a.Manager, &o)}, nil
 }
 
@@ -208,15 +209,7 @@ simulation.`,
 	fl.StringSliceVar(&f.cfg.AllowExtraBody, "allow-extra-body", nil, "a sampling.extra_body key clients' inline world specs may set, e.g. top_k (repeatable; none by default; request fields such as model, messages, n are never allowed)")
 	fl.DurationVar(&f.cfg.IdleTTL, "idle-ttl", 0, "expire sessions idle this long (default 30m)")
 	fl.StringVar(&f.srv.DefaultWorld, "default-world", "", "world for OpenEnv /reset without world_id (default: first by name)")
-	e := &f.srv.Edge
-	fl.StringSliceVar(&e.AllowedHosts, "allowed-hosts", nil, "Host names served beside localhost, loopback addresses and the --addr host (comma list; name or name:port; * any): for a proxy or a DNS name in front of serve")
-	fl.StringSliceVar(&e.AllowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], comma list; * any) whose cross-origin requests are served; none by default")
-	fl.DurationVar(&e.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers")
-	fl.DurationVar(&e.ReadTimeout, "read-timeout", time.Minute, "time a client has to send a whole request, body included (steps are not bound by it)")
-	fl.DurationVar(&e.WriteTimeout, "write-timeout", time.Minute, "time each write of a response may take (a slow step is not bound by it, a client that stops reading is)")
-	fl.DurationVar(&e.IdleTimeout, "idle-timeout", 2*time.Minute, "close keep-alive connections idle this long")
-	fl.DurationVar(&e.WebSocketIdle, "ws-idle-timeout", 30*time.Minute, "close /ws connections that send nothing this long (their sessions are released)")
-	fl.IntVar(&e.MaxConns, "max-conns", 1024, "connections held at once (further clients wait); negative: no cap")
+	registerEdgeFlags(cmd, &f.srv.Edge, true)
 	return cmd
 }
 

@@ -50,11 +50,11 @@ func register(v Var) Var {
 
 // The variables agentworld reads.
 var (
-	// APIKey is the bearer token `serve` requires, and the one `play
+	// APIKey is the bearer token `serve` and `reward serve` require, and the one `play
 	// --server` sends.
 	APIKey = register(Var{
 		Name:        "AGENTWORLD_API_KEY",
-		Description: "bearer token the server requires on every route but /health (serve) and sends (play --server), when --api-key is not given",
+		Description: "bearer token the server requires on every route but /health (serve, reward serve) and sends (play --server), when --api-key is not given",
 		Secret:      true,
 	})
 	// ModelAPIKey is sent to the world-model server.

@@ -16,6 +16,6 @@ func ExampleHelp() {
 	fmt.Println(envconfig.APIKey.Value() == "sk-secret")
 	// Output:
 	// Environment variables:
-	//   AGENTWORLD_API_KEY  bearer token the server requires on every route but /health (serve) and sends (play --server), when --api-key is not given
+	//   AGENTWORLD_API_KEY  bearer token the server requires on every route but /health (serve, reward serve) and sends (play --server), when --api-key is not given
 	// true
 }

@@ -2,7 +2,6 @@ package reward
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/httpedge"
 )
 
 // Routes of the reward server. OpenRLHF posts to the URL it is given
@@ -29,11 +29,22 @@ const (
 	VerifyPath    = "/verify"
 )
 
+// SettingMaxBatch names HandlerOptions.MaxBatch in [httpedge.Edge.Hints]:
+// a batch over it is refused with that setting's hint.
+const SettingMaxBatch = "MaxBatch"
+
 // HandlerOptions tune a [Handler]; nil means every default.
 type HandlerOptions struct {
 	// APIKey, when set, is required as "Authorization: Bearer KEY" on every
 	// route but /health.
 	APIKey string
+	// Edge is the HTTP edge, the same as serve's (see [httpedge.Edge]):
+	// Host and Origin allow-lists on every route (/health included), JSON
+	// bodies, timeouts, the connection limit, and the hints naming the
+	// operator's settings (MaxBatch among them) in refusals. The zero value
+	// is the safe default; entries that [httpedge.Edge.Validate] refuses
+	// are ignored.
+	Edge httpedge.Edge
 	// DataSource is the domain assumed for trainer requests that name none
 	// (OpenRLHF and slime labels that are plain ground truths); "" means
 	// the generic judge prompt and domain-independent rules.
@@ -42,7 +53,8 @@ type HandlerOptions struct {
 	// slime, NeMo Gym); 0 means 1, the published [0, 25] range. 0.04 maps
 	// it to [0, 1].
 	Scale float64
-	// MaxBodyBytes bounds a request body; 0 means 64 MiB.
+	// MaxBodyBytes bounds a request body, refused unread when its declared
+	// length is larger; 0 means 64 MiB.
 	MaxBodyBytes int64
 	// MaxBatch bounds the items of one request; 0 means 4096.
 	MaxBatch int
@@ -57,10 +69,11 @@ type HandlerOptions struct {
 // Handler serves a [Scorer] over HTTP: the native batch API and the routes
 // OpenRLHF, slime and NeMo Gym call, plus /health and /metrics.
 type Handler struct {
-	s   *Scorer
-	o   HandlerOptions
-	mux *http.ServeMux
-	log *slog.Logger
+	s    *Scorer
+	o    HandlerOptions
+	mux  *http.ServeMux
+	log  *slog.Logger
+	gate *httpedge.Guard
 }
 
 // NewHandler makes the HTTP handler of s.
@@ -82,11 +95,26 @@ func NewHandler(s *Scorer, opts *HandlerOptions) *Handler {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	eo := &httpedge.Options{APIKey: o.APIKey, MaxBodyBytes: o.MaxBodyBytes, Logger: h.log}
+	gate, err := httpedge.New(o.Edge, eo)
+	if err != nil {
+		h.log.Warn("ignoring the allowed hosts and origins", "err", err)
+		e := o.Edge
+		e.AllowedHosts, e.AllowedOrigins = nil, nil
+		gate, _ = httpedge.New(e, eo)
+	}
+	h.gate = gate
 	h.route("POST "+BatchPath, h.batch)
 	h.route("POST "+GetRewardPath, h.openRLHF)
 	h.route("POST "+SlimePath, h.slime)
 	h.route("POST "+VerifyPath, h.verify)
-	h.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+	// Health answers without auth, for probes, but only to this server's
+	// own names (a probe names it by a loopback name or an IP address).
+	h.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		if ref := h.gate.AdmitOpen(w, r); ref != nil {
+			writeRefusal(w, ref)
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "judge": s.JudgeModel()})
 	})
 	if o.Registry != nil {
@@ -98,38 +126,22 @@ func NewHandler(s *Scorer, opts *HandlerOptions) *Handler {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// route registers f behind the bearer check, the body limit and metrics.
+// route registers f behind the edge (Host, Origin, bearer token, JSON
+// body within its limit, read before f runs) and metrics.
 func (h *Handler) route(pattern string, f http.HandlerFunc) {
 	name := pattern[strings.IndexByte(pattern, ' ')+1:]
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := h.gate.Writer(w)
 		if h.o.Metrics != nil {
-			defer func() { h.o.Metrics.observeRequest(name, sw.status, time.Since(start)) }()
+			defer func() { h.o.Metrics.observeRequest(name, sw.Status, time.Since(start)) }()
 		}
-		if h.o.APIKey != "" && !authorized(r, h.o.APIKey) {
-			sw.Header().Set("WWW-Authenticate", `Bearer realm="agentworld"`)
-			writeError(sw, http.StatusUnauthorized, "missing or wrong bearer token")
+		if ref := h.gate.Admit(sw, r); ref != nil {
+			writeRefusal(sw, ref)
 			return
 		}
-		r.Body = http.MaxBytesReader(sw, r.Body, h.o.MaxBodyBytes)
 		f(sw, r)
 	})
-}
-
-func authorized(r *http.Request, key string) bool {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(key)) == 1
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -142,17 +154,18 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg}})
 }
 
-// decode reads the request body into v; on failure it answers 400 (413
-// for a body over the limit) naming what is wrong and returns false.
+// writeRefusal answers a request the edge refused, naming the request
+// part at fault.
+func writeRefusal(w http.ResponseWriter, ref *httpedge.Refusal) {
+	writeJSON(w, ref.Status, map[string]any{"error": map[string]any{"message": ref.Message, "field": ref.Field, "code": ref.Code}})
+}
+
+// decode reads the request body (already read and bounded by the edge)
+// into v; on failure it answers 400 naming what is wrong and returns false.
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	err := json.NewDecoder(r.Body).Decode(v)
 	if err == nil {
 		return true
-	}
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("field body: request body exceeds %d bytes", tooBig.Limit))
-		return false
 	}
 	if errors.Is(err, io.EOF) {
 		err = errors.New("empty body")
@@ -163,7 +176,8 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 
 func (h *Handler) tooMany(w http.ResponseWriter, n int) bool {
 	if n > h.o.MaxBatch {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("field items: %d items exceed the limit of %d per request", n, h.o.MaxBatch))
+		msg := fmt.Sprintf("field items: %d items exceed the limit of %d per request", n, h.o.MaxBatch)
+		writeError(w, http.StatusRequestEntityTooLarge, h.o.Edge.WithHint(msg, SettingMaxBatch))
 		return true
 	}
 	return false
@@ -498,15 +512,14 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-// Serve serves h on ln until ctx ends, then drains: it stops accepting,
-// lets requests in flight finish (their judge calls included) for up to
-// drain, and then closes what is left.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler, drain time.Duration, log *slog.Logger) error {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+// Serve serves h on ln, under the edge's connection limit and timeouts,
+// until ctx ends, then drains: it stops accepting, lets requests in flight
+// finish (their judge calls included) for up to drain, and then closes
+// what is left.
+func (h *Handler) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
+	log := h.log
+	srv := h.gate.HTTPServer(h, log)
+	ln = h.gate.Listen(ln)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

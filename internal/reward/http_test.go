@@ -279,6 +279,7 @@ func TestLoadAcceptance(t *testing.T) {
 			}
 			b, _ := json.Marshal(req)
 			hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+BatchPath, bytes.NewReader(b))
+			hr.Header.Set("Content-Type", "application/json")
 			resp, err := client.Do(hr)
 			if err != nil {
 				errs <- err
@@ -384,7 +385,7 @@ func TestServeDrains(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- Serve(ctx, ln, NewHandler(s, nil), 10*time.Second, nil) }()
+	go func() { served <- NewHandler(s, nil).Serve(ctx, ln, 10*time.Second) }()
 	answered := make(chan int, 1)
 	go func() {
 		b, _ := json.Marshal(BatchRequest{Items: []Item{item("a", tag(screen), screen)}})

@@ -9,7 +9,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentworld/agentworld/internal/api"
+	"github.com/agentworld/agentworld/internal/httpedge"
 	"github.com/agentworld/agentworld/internal/mcpworld"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -36,7 +35,8 @@ import (
 // default.
 type Options struct {
 	// APIKey, when set, is required as "Authorization: Bearer KEY" on every
-	// route except /health and /healthz.
+	// route except /health and /healthz (which still check Host and
+	// Origin).
 	APIKey string
 	// MaxBodyBytes bounds a request body; 0 means 8 MiB.
 	MaxBodyBytes int64
@@ -71,7 +71,7 @@ type Server struct {
 	reg     *prometheus.Registry
 	metrics *Metrics
 	edge    Edge
-	hosts   *hostPolicy
+	gate    *httpedge.Guard
 
 	// groups are the cached roots of resets that carry a group_key.
 	groups groupRoots
@@ -108,13 +108,15 @@ func New(m *sim.Manager, opts *Options) *Server {
 		met = NewMetrics(o.Registry)
 	}
 	met.trackSessions(o.Registry, m)
-	edge := o.Edge.withDefaults()
-	hosts, err := newHostPolicy(edge)
+	eo := &httpedge.Options{APIKey: o.APIKey, MaxBodyBytes: o.MaxBodyBytes, Logger: log}
+	guard, err := httpedge.New(o.Edge, eo)
 	if err != nil {
 		log.Warn("ignoring the allowed hosts and origins", "err", err)
-		hosts, _ = newHostPolicy(Edge{})
+		e := o.Edge
+		e.AllowedHosts, e.AllowedOrigins = nil, nil
+		guard, _ = httpedge.New(e, eo)
 	}
-	s := &Server{m: m, opts: o, log: log, mux: http.NewServeMux(), reg: o.Registry, metrics: met, edge: edge, hosts: hosts, wsStop: make(chan struct{})}
+	s := &Server{m: m, opts: o, log: log, mux: http.NewServeMux(), reg: o.Registry, metrics: met, edge: guard.Edge(), gate: guard, wsStop: make(chan struct{})}
 	s.routes()
 	if o.MCP != nil {
 		f := o.MCP
@@ -148,6 +150,8 @@ func (s *Server) OnShutdown(f func(context.Context)) {
 func (s *Server) Handler() http.Handler { return s.mux }
 
 func (s *Server) routes() {
+	// Health answers without auth, for probes, but only to this server's
+	// own names: a probe names it by a loopback name or an IP address.
 	s.mux.HandleFunc("GET /health", s.health)
 	s.mux.HandleFunc("GET /healthz", s.health)
 	s.handleFunc("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP)
@@ -179,54 +183,14 @@ func (s *Server) handleFunc(pattern string, f http.HandlerFunc) {
 func (s *Server) guard(route string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: 200, writeTimeout: s.edge.WriteTimeout}
-		defer func() { s.metrics.observeRequest(route, sw.status, time.Since(start)) }()
+		sw := s.gate.Writer(w)
+		defer func() { s.metrics.observeRequest(route, sw.Status, time.Since(start)) }()
 		if !s.admit(sw, r) {
 			return
 		}
 		h.ServeHTTP(sw, r)
 	})
 }
-
-func (s *Server) authorized(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.opts.APIKey)) == 1
-}
-
-// statusWriter records the status for metrics and gives every write its
-// own deadline (WriteTimeout from when it starts), so a client that stops
-// reading is dropped while a step that thinks for minutes, or a long
-// event stream, is not cut.
-type statusWriter struct {
-	http.ResponseWriter
-	status       int
-	writeTimeout time.Duration
-}
-
-func (w *statusWriter) deadline() {
-	if w.writeTimeout > 0 {
-		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.writeTimeout))
-	}
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.deadline()
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	w.deadline()
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController and websocket.Accept reach the
-// underlying writer (hijacking).
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -248,6 +212,9 @@ func readBody(r *http.Request) ([]byte, error) {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if !s.admitOpen(w, r) {
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "healthy", "sessions": s.m.Len()})
 }
 
@@ -414,15 +381,8 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
 // and ends WebSocket loops after their current message. It does not close
 // the Manager: whoever made it does (app.App.Close), after Serve returns.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	s.hosts.listenOn(ln.Addr())
-	if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() && len(s.edge.AllowedHosts) == 0 {
-		s.log.Info("listening on every address: clients must name this host by IP address or a loopback name; allow DNS names with --allowed-hosts")
-	}
-	ln = limitConns(ln, s.edge.MaxConns)
-	// No WriteTimeout here: it would run from the end of the request's
-	// headers and cut long steps; statusWriter sets one per write instead.
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: s.edge.ReadHeaderTimeout, ReadTimeout: s.edge.ReadTimeout,
-		IdleTimeout: s.edge.IdleTimeout, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	ln = s.gate.Listen(ln)
+	srv := s.gate.HTTPServer(s.mux, s.log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -1,0 +1,98 @@
+package httpedge
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestAdmitOrder: each check refuses with its status, field and code, in
+// the order that reads nothing a refused client sent (a foreign Host is
+// refused before auth, auth before the content type, the content type
+// before the length); an admitted request reaches the handler with its
+// body, and a setting's hint ends the message it decided.
+func TestAdmitOrder(t *testing.T) {
+	g, err := New(Edge{AllowedHosts: []string{"sim.example"}, Hints: map[string]string{SettingAllowedHosts: "set by x --allowed-hosts"}},
+		&Options{APIKey: "k3y", MaxBodyBytes: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		Status      int
+		Field, Code string
+		Body        string
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ref := g.Admit(w, r); ref != nil {
+			w.Header().Set("X-Field", ref.Field)
+			w.Header().Set("X-Code", ref.Code)
+			w.WriteHeader(ref.Status)
+			io.WriteString(w, ref.Message)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		io.WriteString(w, "admitted "+string(b))
+	}))
+	defer srv.Close()
+	json, auth := "application/json", "Bearer k3y"
+	for _, tc := range []struct {
+		name, host, origin, auth, ctype, body string
+		want                                  got
+	}{
+		{"foreign host, no auth, text", "evil.example", "", "", "text/plain", "x", got{403, "Host", "forbidden_host", `field Host: "evil.example" is not a name of this server (set by x --allowed-hosts)`}},
+		{"cross origin, no auth", "", "https://evil.example", "", "text/plain", "x", got{403, "Origin", "forbidden_origin", `field Origin: cross-origin requests from "https://evil.example" are not allowed`}},
+		{"no auth, text", "", "", "", "text/plain", "x", got{401, "Authorization", "unauthorized", "missing or wrong bearer token"}},
+		{"wrong token", "", "", "Bearer nope", json, "{}", got{401, "Authorization", "unauthorized", "missing or wrong bearer token"}},
+		{"text, too long", "", "", auth, "text/plain", strings.Repeat("x", 65), got{415, "Content-Type", "unsupported_media_type", `field Content-Type: "text/plain"; send application/json`}},
+		{"too long", "", "", auth, json, strings.Repeat("x", 65), got{413, "body", "too_large", "field body: request body of 65 bytes exceeds 64 bytes"}},
+		{"allowed host", "sim.example:9", "", auth, "application/vnd.api+json", `{"a":1}`, got{200, "", "", `admitted {"a":1}`}},
+		{"same origin", "", srv.URL, auth, json, `{}`, got{200, "", "", `admitted {}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(tc.body))
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			for k, v := range map[string]string{"Origin": tc.origin, "Authorization": tc.auth, "Content-Type": tc.ctype} {
+				if v != "" {
+					req.Header.Set(k, v)
+				}
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if diff := cmp.Diff(tc.want, got{resp.StatusCode, resp.Header.Get("X-Field"), resp.Header.Get("X-Code"), string(b)}); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if refused := tc.want.Status != 200; refused != resp.Close {
+				t.Errorf("refused %v, connection closed %v", refused, resp.Close)
+			}
+		})
+	}
+}
+
+func TestWithHintAndDefaults(t *testing.T) {
+	e := Edge{Hints: map[string]string{"MaxBatch": "set by reward serve --max-batch"}}
+	if got := e.WithHint("too many", "MaxBatch"); got != "too many (set by reward serve --max-batch)" {
+		t.Errorf("WithHint = %q", got)
+	}
+	for _, setting := range []string{"Other", ""} {
+		if got := e.WithHint("too many", setting); got != "too many" {
+			t.Errorf("WithHint(%q) = %q", setting, got)
+		}
+	}
+	d := Edge{MaxConns: -1}.WithDefaults()
+	if d.MaxConns != -1 || d.ReadTimeout != DefaultReadTimeout || d.WebSocketIdle != DefaultWebSocketIdle {
+		t.Errorf("defaults: %+v", d)
+	}
+	if _, err := New(Edge{AllowedHosts: []string{"https://x"}}, nil); err == nil {
+		t.Error("New accepted a host with a scheme")
+	}
+}
