@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -97,6 +98,9 @@ uninterrupted run.`,
 			}
 			o.Progress, o.ProgressInterval, o.Logger = cmd.ErrOrStderr(), progressEvery, logger(cmd)
 			res, err := rejection.Run(cmd.Context(), args, out, &o)
+			if errors.Is(err, rejection.ErrSettingsChanged) {
+				return fmt.Errorf("%w (the output directory is --out)", err)
+			}
 			if err != nil {
 				return err
 			}

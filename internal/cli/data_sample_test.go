@@ -290,8 +290,8 @@ func TestDataSampleEndToEnd(t *testing.T) {
 	if d := cmp.Diff(before, readOutputs(t, out)); d != "" {
 		t.Errorf("outputs changed on rerun:\n%s", d)
 	}
-	// Other settings into the same directory are refused.
-	if _, _, err := runBenchCLI(t, append(sampleArgs(srv.URL, out, samplesPath), "--beams", "2")...); err == nil || !strings.Contains(err.Error(), "different settings") {
+	// Other settings into the same directory are refused, naming the flag.
+	if _, _, err := runBenchCLI(t, append(sampleArgs(srv.URL, out, samplesPath), "--beams", "2")...); err == nil || !strings.Contains(err.Error(), "different settings") || !strings.Contains(err.Error(), "--out") {
 		t.Errorf("a rerun with other settings: %v", err)
 	}
 }

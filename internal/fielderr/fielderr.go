@@ -31,6 +31,12 @@ type Error struct {
 	// printed after Msg; nil means none.
 	Err error
 
+	// Setting names the operator's setting that decided this error, a
+	// configuration field such as "MaxInlineSpecBytes", when the input is
+	// refused by a limit or an allow-list rather than being wrong in itself;
+	// a caller that knows how the setting is changed (a command-line flag)
+	// can say so. "" means none. Public and Error leave it out.
+	Setting string
 	// inner is the field error this one was moved from by Under; it stays
 	// in the chain so the inner kind still matches.
 	inner *Error
@@ -44,6 +50,12 @@ func New(kind error, path, format string, args ...any) *Error {
 // Wrap returns an error of kind on path whose message is err's.
 func Wrap(kind error, path string, err error) *Error {
 	return &Error{Path: path, Kind: kind, Err: err}
+}
+
+// WithSetting sets e.Setting and returns e.
+func (e *Error) WithSetting(setting string) *Error {
+	e.Setting = setting
+	return e
 }
 
 // Detail is what is wrong: Msg, then the cause when there is one.
@@ -108,7 +120,7 @@ func Under(kind error, prefix string, err error) error {
 	if !ok {
 		return Wrap(kind, prefix, err)
 	}
-	out := &Error{Path: Join(prefix, fe.Path), Msg: fe.Msg, Kind: fe.Kind, Err: fe.Err, inner: fe}
+	out := &Error{Path: Join(prefix, fe.Path), Msg: fe.Msg, Kind: fe.Kind, Err: fe.Err, Setting: fe.Setting, inner: fe}
 	if kind != nil {
 		out.Kind = kind
 	}

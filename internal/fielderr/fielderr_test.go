@@ -3,6 +3,7 @@ package fielderr
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -65,6 +66,11 @@ func TestUnder(t *testing.T) {
 	}
 	if Under(errOuter, "x", nil) != nil {
 		t.Error("Under(nil) is not nil")
+	}
+	// The setting that decided a refusal moves with it and stays out of the message.
+	limited := New(errInner, "tools", "%d tools over the limit", 600).WithSetting("MaxInlineTools")
+	if fe, _ := As(Under(errOuter, "world", limited)); fe.Setting != "MaxInlineTools" || strings.Contains(fe.Error(), "MaxInlineTools") {
+		t.Errorf("Under of a limited field: setting %q, message %q", fe.Setting, fe.Error())
 	}
 }
 

@@ -643,7 +643,7 @@ func (r *runner) checkSettings(files []string) error {
 		if !reflect.DeepEqual(old, st) {
 			ob, _ := json.Marshal(old)
 			nb, _ := json.Marshal(st)
-			return fmt.Errorf("%w: %s holds %s; this run is %s; use another --out", ErrSettingsChanged, r.out, ob, nb)
+			return fmt.Errorf("%w: %s holds %s; this run is %s; use another output directory", ErrSettingsChanged, r.out, ob, nb)
 		}
 		return nil
 	} else if !errors.Is(err, os.ErrNotExist) {

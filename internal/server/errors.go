@@ -29,7 +29,11 @@ type Error struct {
 	// RetryAfter, when > 0, marks the error retryable and is sent as the
 	// Retry-After header.
 	RetryAfter time.Duration
-	Cause      error
+	// Setting names the operator's setting that decided the error (a
+	// [fielderr.Error.Setting]); the reply carries its hint from
+	// [Edge.Hints]. "" means none.
+	Setting string
+	Cause   error
 }
 
 func (e *Error) Error() string {
@@ -104,7 +108,7 @@ func toError(err error) *Error {
 		}
 		e := &Error{Status: k.status, Code: k.code, RetryAfter: k.retryAfter, Public: k.public, Cause: err}
 		if fe, ok := fielderr.As(err); ok {
-			e.Field = fe.Path
+			e.Field, e.Setting = fe.Path, fe.Setting
 			if e.Public == "" {
 				e.Public = fe.Public()
 			}
@@ -117,8 +121,20 @@ func toError(err error) *Error {
 	return &Error{Status: http.StatusInternalServerError, Public: "internal error", Code: "internal", Cause: err}
 }
 
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+// clientError is toError with the hint of the setting that decided the
+// error, when the operator gave one (Edge.Hints).
+func (s *Server) clientError(err error) *Error {
 	e := toError(err)
+	if e.Setting == "" {
+		return e
+	}
+	c := *e // toError may return err itself
+	c.Public = s.edge.WithHint(e.Public, e.Setting)
+	return &c
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := s.clientError(err)
 	if e.Status >= 500 {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", err)
 	} else {

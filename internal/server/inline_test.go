@@ -9,13 +9,15 @@ import (
 
 // TestLargeInlineSpecIsRefused posts a 4.5 MB inline world spec (under the
 // body limit): it is refused with 413 naming the field before it is
-// parsed, and a spec within the bounds still creates a session.
+// parsed, with the operator's hint for the limit, and a spec within the
+// bounds still creates a session.
 func TestLargeInlineSpecIsRefused(t *testing.T) {
-	h := newHarness(t, "", nil)
+	hint := "set by serve --max-inline-spec-bytes"
+	h := newHarness(t, "", &Options{Edge: Edge{Hints: map[string]string{"MaxInlineSpecBytes": hint}}})
 	big := `{"world": {"domain": "terminal", "task_description": "` + strings.Repeat("t", 4_500_000) + `", "action_space": "keys"}}`
 	var e api.ErrorBody
-	if st := h.do("POST", "/v1/sessions", big, &e); st != 413 || e.Error.Field != "world" || !strings.Contains(e.Error.Message, "--max-inline-spec-bytes") {
-		t.Fatalf("4.5 MB inline spec: status %d field %q (%s), want 413 on world naming the flag", st, e.Error.Field, e.Error.Message)
+	if st := h.do("POST", "/v1/sessions", big, &e); st != 413 || e.Error.Field != "world" || !strings.HasSuffix(e.Error.Message, "("+hint+")") {
+		t.Fatalf("4.5 MB inline spec: status %d field %q (%s), want 413 on world ending with the hint", st, e.Error.Field, e.Error.Message)
 	}
 	var created struct {
 		SessionID string `json:"session_id"`

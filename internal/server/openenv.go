@@ -312,7 +312,7 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 		return wsjson.Write(wctx, c, api.OpenEnvWSMessage{Type: typ, Data: b})
 	}
 	sendErr := func(err error) error {
-		e := toError(err)
+		e := s.clientError(err)
 		d := map[string]any{"message": e.Public, "code": wsCode(e), "status": e.Status}
 		if e.Field != "" {
 			d["field"] = e.Field

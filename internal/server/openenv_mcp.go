@@ -242,8 +242,8 @@ func rpcFail(id json.RawMessage, code int, msg string) rpcResponse {
 
 // rpcFromErr maps a manager error: a client's mistake (4xx) is invalid
 // params, anything else an internal error, each with the public message.
-func rpcFromErr(id json.RawMessage, err error) rpcResponse {
-	e := toError(err)
+func (s *Server) rpcFromErr(id json.RawMessage, err error) rpcResponse {
+	e := s.clientError(err)
 	if e.Status >= 400 && e.Status < 500 {
 		return rpcFail(id, rpcInvalidParams, e.Public)
 	}
@@ -288,12 +288,12 @@ func (s *Server) openEnvRPC(ctx context.Context, raw []byte, conn *rpcConn) rpcR
 		if len(req.Params) > 0 && string(req.Params) != "null" {
 			var err error
 			if extra, err = openEnvDecode(req.Params, &rr, true); err != nil {
-				return rpcFromErr(req.ID, err)
+				return s.rpcFromErr(req.ID, err)
 			}
 		}
 		rep, err := s.resetCreate(ctx, rr, extra)
 		if err != nil {
-			return rpcFromErr(req.ID, err)
+			return s.rpcFromErr(req.ID, err)
 		}
 		if conn != nil {
 			*conn.current = rep.SessionID
@@ -308,7 +308,7 @@ func (s *Server) openEnvRPC(ctx context.Context, raw []byte, conn *rpcConn) rpcR
 			return rpcFail(req.ID, rpcInvalidRequest, "Cannot close active WebSocket-managed session via MCP method")
 		}
 		if err := s.m.Delete(ctx, p.SessionID); err != nil {
-			return rpcFromErr(req.ID, err)
+			return s.rpcFromErr(req.ID, err)
 		}
 		return ok(map[string]any{"session_id": p.SessionID, "closed": true})
 	case "tools/list":
@@ -316,7 +316,7 @@ func (s *Server) openEnvRPC(ctx context.Context, raw []byte, conn *rpcConn) rpcR
 		if session != "" {
 			t, err := s.sessionTools(ctx, session)
 			if err != nil {
-				return rpcFromErr(req.ID, err)
+				return s.rpcFromErr(req.ID, err)
 			}
 			tools = t
 		} else if spec, found := s.m.World(s.defaultWorld()); found {
@@ -341,11 +341,11 @@ func (s *Server) openEnvRPC(ctx context.Context, raw []byte, conn *rpcConn) rpcR
 		act, _ := json.Marshal(map[string]json.RawMessage{"name": mustRaw(p.Name), "arguments": args})
 		res, err := s.m.Step(ctx, session, sim.StepRequest{Action: act})
 		if err != nil {
-			return rpcFromErr(req.ID, err)
+			return s.rpcFromErr(req.ID, err)
 		}
 		spec, err := s.m.SessionSpec(ctx, session)
 		if err != nil {
-			return rpcFromErr(req.ID, err)
+			return s.rpcFromErr(req.ID, err)
 		}
 		out, terr := toolResult(spec, p.Name, res.Observation)
 		if terr != nil {

@@ -53,7 +53,7 @@ func turnBytes(t HistoryTurn) int {
 // world.<field>.
 func (m *Manager) ParseInlineSpec(raw []byte) (*world.Spec, error) {
 	if lim := m.opts.MaxInlineSpecBytes; lim > 0 && len(raw) > lim {
-		return nil, fielderr.New(ErrTooLarge, "world", "inline world spec of %d bytes exceeds the server's limit of %d bytes (serve --max-inline-spec-bytes); load large worlds with serve --worlds and name them with world_id", len(raw), lim)
+		return nil, fielderr.New(ErrTooLarge, "world", "inline world spec of %d bytes exceeds the server's limit of %d bytes; load large worlds on the server and name them with world_id", len(raw), lim).WithSetting("MaxInlineSpecBytes")
 	}
 	spec, err := world.Parse(raw, "inline")
 	if err != nil {
@@ -75,7 +75,7 @@ func (m *Manager) ParseInlineSpec(raw []byte) (*world.Spec, error) {
 // checkInlineTools applies MaxInlineTools to an inline spec.
 func (m *Manager) checkInlineTools(spec *world.Spec) error {
 	if lim := m.opts.MaxInlineTools; lim > 0 && len(spec.ActionSpace.Tools) > lim {
-		return fielderr.New(ErrTooLarge, "world.action_space.tools", "%d tools exceed the server's limit of %d (serve --max-inline-tools)", len(spec.ActionSpace.Tools), lim)
+		return fielderr.New(ErrTooLarge, "world.action_space.tools", "%d tools exceed the server's limit of %d", len(spec.ActionSpace.Tools), lim).WithSetting("MaxInlineTools")
 	}
 	return nil
 }
@@ -95,7 +95,7 @@ func (m *Manager) checkInlineSampling(spec *world.Spec) error {
 				allowed = strings.Join(m.opts.ExtraBodyKeys, ", ")
 			}
 			return fielderr.New(ErrBadRequest, "world.sampling.extra_body."+k,
-				"not allowed in an inline spec (the server allows: %s; serve --allow-extra-body KEY)", allowed)
+				"not allowed in an inline spec (the server allows: %s)", allowed).WithSetting("ExtraBodyKeys")
 		}
 	}
 	return nil
@@ -108,9 +108,9 @@ func (m *Manager) checkModel(name string) error {
 		return nil
 	}
 	if len(m.opts.Models) == 0 {
-		return fielderr.New(ErrBadRequest, "model", "%q: this server does not let clients choose the model (serve --allow-model NAME)", name)
+		return fielderr.New(ErrBadRequest, "model", "%q: this server does not let clients choose the model", name).WithSetting("Models")
 	}
-	return fielderr.New(ErrBadRequest, "model", "%q is not served here (the server allows: %s)", name, strings.Join(m.opts.Models, ", "))
+	return fielderr.New(ErrBadRequest, "model", "%q is not served here (the server allows: %s)", name, strings.Join(m.opts.Models, ", ")).WithSetting("Models")
 }
 
 // inlineDigest is SessionRecord.Inline for a new session: the hex SHA-256

@@ -372,7 +372,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 		return nil, fmt.Errorf("encode world spec: %w", err)
 	}
 	if lim := m.opts.MaxSessionBytes; lim > 0 && len(specJSON)+len(sys) >= lim {
-		return nil, fielderr.New(ErrTooLarge, "world", "the spec and its system prompt take %d bytes, over the session size limit of %d (serve --max-session-bytes)", len(specJSON)+len(sys), lim)
+		return nil, fielderr.New(ErrTooLarge, "world", "the spec and its system prompt take %d bytes, over the session size limit of %d", len(specJSON)+len(sys), lim).WithSetting("MaxSessionBytes")
 	}
 	if err := m.enter(); err != nil {
 		return nil, err
@@ -445,7 +445,7 @@ func (m *Manager) resolveWorld(req CreateRequest) (*world.Spec, error) {
 			return nil, fielderr.Under(ErrBadRequest, "world", err)
 		}
 		if req.World.Reward.Judged() && m.opts.SuccessJudge == nil {
-			return nil, fielderr.New(ErrBadRequest, "world.reward.success.judge", "%v", errNoSuccessJudge)
+			return nil, fielderr.New(ErrBadRequest, "world.reward.success.judge", "%v", errNoSuccessJudge).WithSetting("SuccessJudge")
 		}
 		return req.World, nil
 	case req.WorldID != "":

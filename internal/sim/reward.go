@@ -97,4 +97,5 @@ func (m *Manager) judgeSuccess(ctx context.Context, info SessionInfo, act conver
 }
 
 // errNoSuccessJudge is why a judged criterion cannot be decided here.
-var errNoSuccessJudge = errors.New("this server has no success judge (serve --success-judge-url and --success-judge-model)")
+// The operator's setting that provides one is Options.SuccessJudge.
+var errNoSuccessJudge = errors.New("this server has no success judge")

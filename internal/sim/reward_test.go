@@ -197,15 +197,15 @@ func TestWorldRewardSuccessJudge(t *testing.T) {
 
 // TestSuccessJudgeRefusedWithoutJudge: an inline spec declaring a judged
 // criterion on a manager without a success judge is refused at create,
-// naming the field and the flag.
+// naming the field and the setting.
 func TestSuccessJudgeRefusedWithoutJudge(t *testing.T) {
 	m := newTestManager(t, &scriptedModel{replies: []worldmodel.Response{{Content: "x"}}}, Options{})
 	spec := termWorld()
 	spec.Reward = &world.Reward{Success: &world.SuccessRule{Judge: &world.SuccessJudge{Criterion: "done"}}}
 	_, err := m.Create(context.Background(), CreateRequest{World: spec})
 	fe, ok := fielderr.As(err)
-	if !ok || !errors.Is(err, ErrBadRequest) || fe.Path != "world.reward.success.judge" || !strings.Contains(err.Error(), "--success-judge-url") {
-		t.Fatalf("create: %v, want a bad request on world.reward.success.judge naming --success-judge-url", err)
+	if !ok || !errors.Is(err, ErrBadRequest) || fe.Path != "world.reward.success.judge" || fe.Setting != "SuccessJudge" {
+		t.Fatalf("create: %v, want a bad request on world.reward.success.judge naming the SuccessJudge setting", err)
 	}
 }
 

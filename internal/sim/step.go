@@ -287,7 +287,7 @@ func (m *Manager) step(ctx context.Context, s *session, env Environment, info Se
 		if size >= lim {
 			res.Truncated = true
 			status = StatusTruncated
-			res.Info.EndReason = fmt.Sprintf("session size limit of %d bytes reached (serve --max-session-bytes)", lim)
+			res.Info.EndReason = fmt.Sprintf("session size limit of %d bytes reached", lim)
 		}
 	}
 	rec := TurnRecord{Turn: turn, HistoryTurn: ht, Result: res}
