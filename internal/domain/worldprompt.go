@@ -80,6 +80,11 @@ func DefaultSimulationInstruction(d Domain) string {
 	return rules(t)
 }
 
+// TemplateRules is the default simulation instruction of a template from
+// [ParseWorldTemplate]: its "rules" block, trimmed; "" when it has none.
+// A prompt rendered with an empty SimulationInstruction carries this text.
+func TemplateRules(t *template.Template) string { return rules(t) }
+
 // rules executes t's "rules" block; "" when it has none or it fails.
 func rules(t *template.Template) string {
 	if t.Lookup("rules") == nil {

@@ -156,13 +156,14 @@ func TestMixes(t *testing.T) {
 		t.Fatalf("%+v", m)
 	}
 	tests := []struct{ name, file, want string }{
-		{"zero weight", "sft:\n  - {version: v0, weight: 0}\n", "sft[0].weight: must be > 0"},
-		{"unknown version", "rl:\n  - {version: v0, weight: 1}\n  - {version: v8, weight: 1}\n", "rl[1].version: template version not found"},
-		{"missing version", "cpt:\n  - {weight: 1}\n", "cpt[0].version: empty"},
-		{"twice", "cpt:\n  - {version: v1, weight: 1}\n  - {version: " + v1.ID[:8] + ", weight: 1}\n", "cpt[1].version: " + v1.ID[:8] + " is already cpt[0]"},
+		{"zero weight", "sft:\n  - {version: v0, weight: 0}\n", "mixes.yaml:2: bad template mixes: sft[0].weight: must be a finite number > 0"},
+		{"unknown version", "rl:\n  - {version: v0, weight: 1}\n  - {version: v8, weight: 1}\n", "mixes.yaml:3: bad template mixes: rl[1].version: template version not found"},
+		{"missing version", "cpt:\n  - {weight: 1}\n", "mixes.yaml:2: bad template mixes: cpt[0].version: empty"},
+		{"twice", "cpt:\n  - {version: v1, weight: 1}\n  - version: " + v1.ID[:8] + "\n    weight: 1\n", "mixes.yaml:3: bad template mixes: cpt[1].version: " + v1.ID[:8] + " is already cpt[0]"},
+		{"weight line", "sft:\n  - version: v0\n\n    weight: -2\n", "mixes.yaml:4: bad template mixes: sft[0].weight"},
 		{"unknown stage", "dpo:\n  - {version: v0, weight: 1}\n", "dpo"},
 		{"empty", "", "no stage declares a version"},
-		{"not a list", "sft: v0\n", "bad template mixes"},
+		{"not a list", "sft: v0\n", "want a mapping of stages (cpt, sft, rl) to lists of {version, weight}"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -135,17 +135,23 @@ func (v *Version) Domains() []string {
 // Render is the system prompt of domain d with components c under this
 // version. Under v0 it is byte-identical to [trajectory.WorldSystemPrompt].
 func (v *Version) Render(d domain.Domain, c trajectory.Components) (string, error) {
-	t, ok := v.parsed[d]
-	if !ok {
-		return "", fmt.Errorf("template version %s (%s) has no template for domain %s", v.Name, v.Short(), d)
-	}
-	return domain.RenderWorldTemplate(t, domain.WorldPromptParts{
+	return v.RenderParts(d, Parts{
 		TaskDescription:       c.TaskDescription,
 		ActionSpace:           c.ActionSpace,
 		InitialState:          c.InitialState,
 		Demonstrations:        trajectory.RenderDemonstrations(c.Demonstrations),
 		SimulationInstruction: c.SimulationInstruction,
 	})
+}
+
+// RenderParts is Render from components already in text form, as
+// [Library.Decompose] recovers them from a rendered prompt.
+func (v *Version) RenderParts(d domain.Domain, p Parts) (string, error) {
+	t, ok := v.parsed[d]
+	if !ok {
+		return "", fmt.Errorf("template version %s (%s) has no template for domain %s", v.Name, v.Short(), d)
+	}
+	return domain.RenderWorldTemplate(t, p)
 }
 
 // SystemPrompt is Render as a [trajectory.SystemPromptFunc], for the
