@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/promptlib"
 	"github.com/agentworld/agentworld/internal/rejection"
 )
 
@@ -142,7 +144,7 @@ func runCPT(cmd *cobra.Command, files []string, ef *expandFlags, co *dataset.CPT
 	if ef.out == "" || ef.out == "-" {
 		return fmt.Errorf("export --mode cpt writes shards into a directory: give --out DIR")
 	}
-	if ef.stage == "" && ef.templates != "" {
+	if ef.stage == "" && ef.mixes != "" {
 		ef.stage = "cpt"
 	}
 	ef.mode = "sft"
@@ -201,14 +203,15 @@ func writeConfig(w io.Writer, path, format string) error {
 }
 
 // expandFlags are the flags of commands that expand trajectories into
-// samples (expand, export): the pipeline's, the expansion's, --out and
-// --keep-duplicates.
+// samples (expand, export): the pipeline's, the expansion's, the template
+// version or stage mix, --out and --keep-duplicates.
 type expandFlags struct {
-	pf                                          pipelineFlags
-	mode, policy, templates, config, out, stage string
-	version                                     templateFlags
-	seed                                        uint64
-	keepDup                                     bool
+	pf                                             pipelineFlags
+	mode, policy, mixes, oldTemplates, config, out string
+	stage                                          string
+	version                                        templateFlags
+	seed                                           uint64
+	keepDup                                        bool
 }
 
 func (e *expandFlags) add(cmd *cobra.Command, outHelp string) {
@@ -218,11 +221,18 @@ func (e *expandFlags) add(cmd *cobra.Command, outHelp string) {
 	cmd.Flags().StringVar(&e.mode, "mode", "sft", "sft: every turn; rl: exactly one turn per trajectory; export also takes cpt: one text document per trajectory")
 	cmd.Flags().StringVar(&e.policy, "policy", "uniform", "rl turn choice: uniform, or weighted by the masking category weight")
 	cmd.Flags().Uint64Var(&e.seed, "seed", 0, "seed of the rl turn choice and template draws")
-	cmd.Flags().StringVar(&e.templates, "templates", "", "YAML template library: weighted system-prompt versions, optionally with per-stage mixes")
-	e.version.register(cmd, "world-model template version (as serve --template: a name like v3 or an id prefix) rendering the system prompt of trajectories with components; samples pin it")
-	cmd.Flags().StringVar(&e.stage, "stage", "", "mix of the --templates file to draw from (default: the --mode, when the file declares mixes)")
+	e.version.register(cmd, "world-model template version (as serve --template: a name like v3 or an id prefix) every system prompt is rendered with; samples pin it")
+	cmd.Flags().StringVar(&e.mixes, "mixes", "", "stage mixes YAML (as template mixes checks): each trajectory draws a version by weight from the mix of --stage; samples pin it")
+	cmd.Flags().StringVar(&e.stage, "stage", "", "mix of the --mixes file to draw from: cpt, sft or rl (default: the --mode)")
+	cmd.Flags().StringVar(&e.oldTemplates, "templates", "", "replaced by --mixes and template versions")
+	_ = cmd.Flags().MarkHidden("templates")
 	cmd.Flags().StringVar(&e.config, "config", "", "masking config YAML (default: the built-in seven categories)")
 }
+
+// errOldTemplates answers the retired --templates flag with what to use.
+var errOldTemplates = errors.New("--templates (a file of free-form templates) was replaced by template versions, the ones serve, bench and research use: " +
+	"add versions to a library (agentworld template, agentworld research) and select one with --template VERSION --template-dir DIR, " +
+	"or declare weighted versions per stage in a --mixes file (check it with agentworld template mixes FILE); " + promptlib.MixesShape)
 
 func (e *expandFlags) options(cmd *cobra.Command) (*dataset.Options, *dataset.ExpandOptions, error) {
 	opts, err := e.pf.options(cmd)
@@ -242,32 +252,68 @@ func (e *expandFlags) options(cmd *cobra.Command) (*dataset.Options, *dataset.Ex
 		return nil, nil, err
 	}
 	xo := &dataset.ExpandOptions{Mode: mode, Policy: pol, Seed: e.seed, Masking: cfg}
-	if e.templates != "" && (e.version.ref != "" || e.version.dir != "") {
-		return nil, nil, fmt.Errorf("--template and --templates: give one")
+	if e.oldTemplates != "" {
+		return nil, nil, errOldTemplates
 	}
-	if e.templates != "" {
-		ts, err := dataset.LoadTemplates(e.templates)
+	if e.mixes != "" && e.version.ref != "" {
+		return nil, nil, fmt.Errorf("--template and --mixes: give one (a single version, or a file of weighted versions per stage)")
+	}
+	if e.stage != "" && e.mixes == "" {
+		return nil, nil, fmt.Errorf("--stage needs --mixes")
+	}
+	lib, err := e.version.library()
+	if err != nil {
+		return nil, nil, err
+	}
+	xo.Library = lib
+	switch {
+	case e.mixes != "":
+		m, err := promptlib.LoadMixes(e.mixes, lib)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, flagErr("mixes", err)
 		}
 		stage := e.stage
 		if stage == "" {
 			stage = e.mode
 		}
-		if xo.Templates, err = ts.ForStage(stage); err != nil {
+		es, err := m.Stage(stage)
+		if err != nil {
 			return nil, nil, flagErr("stage", err)
 		}
-	} else if e.stage != "" {
-		return nil, nil, fmt.Errorf("--stage needs --templates")
-	}
-	if e.version.ref != "" || e.version.dir != "" {
+		if len(es) == 0 {
+			return nil, nil, fmt.Errorf("--mixes %s declares no %s versions (add a %q list, or choose another --stage)", e.mixes, stage, stage)
+		}
+		xo.Templates = es
+	case e.version.ref != "":
 		v, err := e.version.version()
 		if err != nil {
 			return nil, nil, err
 		}
-		xo.Version = &dataset.PromptVersion{Render: v.SystemPrompt(), Name: v.Name, ID: v.ID}
+		xo.Templates = promptlib.Single(v)
+	default:
+		// As serve: components are rendered by the library's promoted
+		// version (v0 without a library); own prompts are kept.
+		if xo.Default, err = lib.Promoted(); err != nil {
+			return nil, nil, flagErr("template-dir", err)
+		}
 	}
 	return opts, xo, nil
+}
+
+// writeMeta records, beside an export written to a file, the template
+// versions it used (dataset.ExportMeta).
+func (e *expandFlags) writeMeta(format string, xo *dataset.ExpandOptions, sum *dataset.Summary) error {
+	if e.out == "" || e.out == "-" || sum == nil {
+		return nil
+	}
+	m := dataset.NewExportMeta(format, xo, sum)
+	if e.mixes != "" {
+		m.Mixes, m.Stage = e.mixes, e.stage
+		if m.Stage == "" {
+			m.Stage = e.mode
+		}
+	}
+	return dataset.WriteExportMeta(dataset.MetaPath(e.out), m)
 }
 
 // runToOutput runs fn writing to --out (atomically) and prints the summary.
@@ -297,9 +343,14 @@ func newDataExpandCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runToOutput(cmd, ef.out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
-				return dataset.Export(ctx, args, w, xo, &dataset.ExportOptions{Format: dataset.FormatSamples, KeepDuplicates: ef.keepDup}, opts)
-			})
+			var sum *dataset.Summary
+			if err := runToOutput(cmd, ef.out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
+				sum, err = dataset.Export(ctx, args, w, xo, &dataset.ExportOptions{Format: dataset.FormatSamples, KeepDuplicates: ef.keepDup}, opts)
+				return sum, err
+			}); err != nil {
+				return err
+			}
+			return ef.writeMeta("samples", xo, sum)
 		},
 	}
 	ef.add(cmd, "output file (default stdout)")
@@ -326,7 +377,7 @@ before the answer for swift, llamafactory-v0, trl, chat and cpt, the
 			if err != nil {
 				return err
 			}
-			if sampled && (ef.templates != "" || ef.version.ref != "" || ef.version.dir != "") {
+			if sampled && (ef.mixes != "" || ef.version.ref != "" || ef.version.dir != "") {
 				return fmt.Errorf("--sampled: the sampled set's prompts are the ones its teacher saw; a template applies when expanding or sampling, not here")
 			}
 			if ef.mode == "cpt" {
@@ -348,9 +399,18 @@ before the answer for swift, llamafactory-v0, trl, chat and cpt, the
 					return fmt.Errorf("export --mode rl writes Parquet: give --out FILE.parquet")
 				}
 			}
-			return runToOutput(cmd, ef.out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
-				return dataset.Export(ctx, args, w, xo, eo, opts)
-			})
+			format := tr.String()
+			if xo.Mode == dataset.RL {
+				format = "verl"
+			}
+			var sum *dataset.Summary
+			if err := runToOutput(cmd, ef.out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
+				sum, err = dataset.Export(ctx, args, w, xo, eo, opts)
+				return sum, err
+			}); err != nil {
+				return err
+			}
+			return ef.writeMeta(format, xo, sum)
 		},
 	}
 	ef.add(cmd, "output file (default stdout; required for rl Parquet)")

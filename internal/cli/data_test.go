@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,23 +61,35 @@ func TestDataCommands(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cptDir, "cpt-manifest.json")); err != nil {
 		t.Fatal(err)
 	}
-	lib := filepath.Join(dir, "lib.yaml")
-	os.WriteFile(lib, []byte("templates:\n  - {name: v0, text: 'A {{.Domain}}'}\n  - {name: v1, parent: v0, text: 'B {{.Domain}}'}\nmixes:\n  cpt: {v0: 1}\n  sft: {v1: 1}\n"), 0o644)
-	for mode, want := range map[string]string{"cpt": `"template":"v0"`, "sft": `"template":"v1"`} {
-		args := []string{"export", "--progress=false", "--mode", mode, "--templates", lib, "-o", filepath.Join(dir, mode+"-lib"), trajs}
+	lib := filepath.Join(dir, "templates")
+	v1 := addVersion(t, lib, "terminal", "Keep the prompt line.")
+	mixes := filepath.Join(dir, "mixes.yaml")
+	os.WriteFile(mixes, []byte("cpt:\n  - {version: v0, weight: 1}\nsft:\n  - {version: v1, weight: 1}\n"), 0o644)
+	for mode, want := range map[string]string{"cpt": `"template":"v0"`, "sft": `"template":"v1","template_id":"` + v1.ID + `"`} {
+		out := filepath.Join(dir, mode+"-lib")
+		args := []string{"export", "--progress=false", "--mode", mode, "--mixes", mixes, "--template-dir", lib, "-o", out, trajs}
 		if _, _, err := runData(t, args...); err != nil {
-			t.Fatalf("export --mode %s with a library: %v", mode, err)
+			t.Fatalf("export --mode %s with mixes: %v", mode, err)
 		}
-		got, _ := os.ReadFile(filepath.Join(dir, mode+"-lib"))
+		got, _ := os.ReadFile(out)
 		if mode == "cpt" {
-			got, _ = os.ReadFile(filepath.Join(dir, mode+"-lib", "cpt-00000.jsonl"))
+			got, _ = os.ReadFile(filepath.Join(out, "cpt-00000.jsonl"))
+		} else {
+			meta, err := os.ReadFile(out + ".meta.json")
+			if err != nil || !strings.Contains(string(meta), `"name": "v1",
+      "id": "`+v1.ID+`"`) || !strings.Contains(string(meta), `"stage": "sft"`) {
+				t.Fatalf("export metadata: %v\n%s", err, meta)
+			}
 		}
-		if !strings.Contains(string(got), want) || !strings.Contains(string(got), `"template_id":"`) {
+		if !strings.Contains(string(got), want) {
 			t.Fatalf("--mode %s drew from the wrong mix or pinned nothing:\n%.300s", mode, got)
 		}
 	}
-	if _, _, err := runData(t, "export", "--progress=false", "--mode", "rl", "--templates", lib, "-o", filepath.Join(dir, "x.parquet"), trajs); err == nil {
-		t.Fatal("--mode rl with a library lacking an rl mix accepted")
+	if _, _, err := runData(t, "export", "--progress=false", "--mode", "rl", "--mixes", mixes, "--template-dir", lib, "-o", filepath.Join(dir, "x.parquet"), trajs); err == nil || !strings.Contains(err.Error(), "declares no rl versions") {
+		t.Fatalf("--mode rl with mixes lacking an rl mix: %v", err)
+	}
+	if _, _, err := runData(t, "export", "--progress=false", "--templates", "examples/prompts.yaml", trajs); !errors.Is(err, errOldTemplates) || !strings.Contains(err.Error(), "{version, weight}") {
+		t.Fatalf("--templates: %v", err)
 	}
 	if _, _, err := runData(t, "export", "--progress=false", "--mode", "cpt", trajs); err == nil {
 		t.Fatal("cpt export without --out accepted")

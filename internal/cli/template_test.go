@@ -153,8 +153,8 @@ func TestTemplateCommands(t *testing.T) {
 func TestDataTemplateVersion(t *testing.T) {
 	dir := t.TempDir()
 	v1 := addVersion(t, dir, "os", "Keep listings sorted.")
-	in := writeResearchData(t, dir) // os trajectories with components only
-	out := filepath.Join(dir, "sft.jsonl")
+	in := writeResearchData(t, dir)                // os trajectories with components only
+	out := filepath.Join(t.TempDir(), "sft.jsonl") // not in the library: its .meta.json would be read as a version
 	if _, stderr, err := runBenchCLI(t, "data", "expand", "--template", "v1", "--template-dir", dir, in, "-o", out); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -186,7 +186,7 @@ func TestDataTemplateVersion(t *testing.T) {
 	if !bytes.Contains(all, []byte(`"template_id":"`+v1.ID+`"`)) || !bytes.Contains(all, []byte("Keep listings sorted.")) {
 		t.Fatalf("cpt shards %v do not pin v1", shards)
 	}
-	if _, _, err := runBenchCLI(t, "data", "expand", "--template", "v1", "--template-dir", dir, "--templates", "x.yaml", in, "-o", out); err == nil || !strings.Contains(err.Error(), "give one") {
-		t.Fatalf("--template with --templates: %v", err)
+	if _, _, err := runBenchCLI(t, "data", "expand", "--template", "v1", "--template-dir", dir, "--mixes", "x.yaml", in, "-o", out); err == nil || !strings.Contains(err.Error(), "give one") {
+		t.Fatalf("--template with --mixes: %v", err)
 	}
 }

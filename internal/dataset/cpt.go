@@ -136,9 +136,9 @@ type cptItem struct {
 // ExportCPT writes trajectories (and optionally a user corpus) as
 // continued-pretraining documents into size-bounded JSONL shards
 // dir/cpt-00000.jsonl, … and a manifest dir/cpt-manifest.json, dropping
-// exact duplicate documents. xo's Templates and Seed choose each
-// trajectory's system prompt (the version drawn for its first turn); its
-// Mode and Policy are not used.
+// exact duplicate documents. xo's Templates, Default and Seed choose each
+// trajectory's system prompt as for its samples; its Mode and Policy are
+// not used.
 func ExportCPT(ctx context.Context, files []string, dir string, xo *ExpandOptions, co *CPTOptions, opts *Options) (*CPTManifest, *Summary, error) {
 	var c CPTOptions
 	if co != nil {
@@ -227,22 +227,13 @@ func ExportCPT(ctx context.Context, files []string, dir string, xo *ExpandOption
 		}
 		var items []cptItem
 		errs, ok, err := eachTrajectory(batch, func(l *inLine, t *trajectory.Trajectory) error {
-			system, tmpl, tmplID := "", "", ""
-			if exps[w].opts.Templates == nil {
-				s, versioned, err := exps[w].versionPrompt(t)
-				if err != nil {
-					return fmt.Errorf("%s:%d: %w", l.file, l.n, err)
-				}
-				system = s
-				if versioned {
-					tmpl, tmplID = exps[w].opts.Version.Name, exps[w].opts.Version.ID
-				}
-			} else {
-				s, tm, err := exps[w].systemPrompt(t, 0)
-				if err != nil {
-					return fmt.Errorf("%s:%d: %w", l.file, l.n, err)
-				}
-				system, tmpl, tmplID = s, tm.Name, tm.ID()
+			system, v, err := exps[w].systemPrompt(t)
+			if err != nil {
+				return fmt.Errorf("%s:%d: %w", l.file, l.n, err)
+			}
+			tmpl, tmplID := "", ""
+			if v != nil {
+				tmpl, tmplID = v.Name, v.ID
 			}
 			text := CPTDocument(system, t.Turns)
 			items = append(items, cptItem{hash: sha256Of(text), line: CPTLine{

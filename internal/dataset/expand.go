@@ -1,21 +1,15 @@
 package dataset
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"math/rand/v2"
-	"os"
 	"strings"
-	"text/template"
-
-	"github.com/goccy/go-yaml"
 
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/promptlib"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -77,26 +71,26 @@ type ExpandOptions struct {
 	// choice for a trajectory depends only on Seed, its id, domain and
 	// turns, never on file order or worker count. Zero is a valid seed.
 	Seed uint64
-	// Templates, when set, renders every sample's system prompt with a
-	// template drawn from the weighted set; nil keeps the trajectory's
-	// own prompt (or assembles it from its components).
-	Templates *TemplateSet
-	// Version, when set and Templates is nil, renders the system prompt of
-	// every trajectory that carries components with a world-model template
-	// version (promptlib: the versions serve and research use), and samples
-	// pin it by name and id; trajectories without components keep their
-	// own prompt and pin nothing. Nil renders as without it.
-	Version *PromptVersion
+	// Templates, when set, is the mix of world-model template versions
+	// (promptlib: the versions serve, bench and research use) the system
+	// prompts are rendered with: each trajectory draws one version by
+	// weight from Seed and the trajectory, and all its samples pin that
+	// version's name and id. A trajectory with components is rendered from
+	// them; one with only its own prompt has it split back into components
+	// (promptlib.Library.Decompose) and rendered again, and a prompt that
+	// cannot be split is an error naming the file and line. Nil keeps
+	// every trajectory's own prompt and renders components with Default.
+	Templates []promptlib.MixEntry
+	// Library recognises the prompts its versions rendered when splitting
+	// them; nil recognises v0 and the published sectioned layout.
+	Library *promptlib.Library
+	// Default renders the system prompt of a trajectory that carries only
+	// components when Templates is nil, and its samples pin it; nil means
+	// v0, the built-in templates.
+	Default *promptlib.Version
 	// Masking gives each sample its category and loss weight; nil means
 	// the default config.
 	Masking *MaskingConfig
-}
-
-// PromptVersion is a world-model template version as expansion needs it:
-// its renderer, name and content id.
-type PromptVersion struct {
-	Render   trajectory.SystemPromptFunc
-	Name, ID string
 }
 
 // Sample is one turn-level training example.
@@ -109,9 +103,10 @@ type Sample struct {
 	// Turn is 1-based; TotalTurns is the trajectory's length.
 	Turn       int `json:"turn"`
 	TotalTurns int `json:"total_turns"`
-	// Template names the template version the system prompt came from and
-	// TemplateID pins its text (Template.ID), so a sample says exactly
-	// which prompt it was made with.
+	// Template names the template version (promptlib) the system prompt
+	// was rendered with and TemplateID pins its content id, so a sample
+	// says exactly which prompt it was made with; both are empty for a
+	// trajectory's own prompt.
 	Template    string            `json:"template,omitempty"`
 	TemplateID  string            `json:"template_id,omitempty"`
 	System      string            `json:"system"`
@@ -192,122 +187,6 @@ func (s *Sample) ContentHash() [16]byte {
 	return out
 }
 
-// Template is one version of the world-model system prompt, a Go
-// text/template over TemplateData.
-type Template struct {
-	Name string `yaml:"name" json:"name"`
-	// Weight is the version's share when no stage mix is chosen; it may be
-	// 0 (left out) in a file with mixes.
-	Weight float64 `yaml:"weight,omitempty" json:"weight,omitempty"`
-	// Parent names the version this one was derived from ("" for a root).
-	Parent string `yaml:"parent,omitempty" json:"parent,omitempty"`
-	Text   string `yaml:"text" json:"text"`
-	tmpl   *template.Template
-	id     string
-}
-
-// TemplateData is what a template sees. Fields of missing components are
-// empty; SystemPrompt is the trajectory's own rendered prompt.
-type TemplateData struct {
-	Domain                string
-	SystemPrompt          string
-	TaskDescription       string
-	ActionSpace           string
-	InitialState          string
-	Demonstrations        []trajectory.Demonstration
-	SimulationInstruction string
-}
-
-// TemplateSet is a weighted set of template versions (the multi-template
-// exposure: each sample sees one version, drawn by weight).
-type TemplateSet struct {
-	Templates []Template `yaml:"templates" json:"templates"`
-	// Mixes declares per training stage (cpt, sft, rl, or any name) the
-	// weighted versions it draws from; see Stage.
-	Mixes map[string]map[string]float64 `yaml:"mixes,omitempty" json:"mixes,omitempty"`
-	total float64
-}
-
-// ErrBadTemplates reports an unusable template file.
-var ErrBadTemplates = errors.New("bad templates")
-
-// LoadTemplates reads a YAML (or JSON) file:
-//
-//	templates:
-//	  - name: v3
-//	    weight: 2
-//	    text: "You simulate {{.Domain}}.\n{{.TaskDescription}}\n..."
-func LoadTemplates(path string) (*TemplateSet, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseTemplates(b, path)
-}
-
-// templatesShape is the file format, quoted by the errors about its shape
-// so that a wrong file says what a right one looks like.
-const templatesShape = `want a mapping with one key, "templates", holding a list of {name, weight, text}, e.g.
-templates:
-  - name: v1
-    weight: 1
-    text: "You simulate {{.Domain}}. {{.TaskDescription}}"`
-
-// ParseTemplates decodes and compiles a template set; name is for errors.
-func ParseTemplates(data []byte, name string) (*TemplateSet, error) {
-	var ts TemplateSet
-	if err := yaml.UnmarshalWithOptions(data, &ts, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v\n%s", name, ErrBadTemplates, err, templatesShape)
-	}
-	if len(ts.Templates) == 0 {
-		return nil, fmt.Errorf("%s: %w: no templates\n%s", name, ErrBadTemplates, templatesShape)
-	}
-	seen := map[string]bool{}
-	for i := range ts.Templates {
-		t := &ts.Templates[i]
-		field := fmt.Sprintf("templates[%d]", i)
-		if t.Name == "" || seen[t.Name] {
-			return nil, fmt.Errorf("%s: %w: %s.name %q is empty or repeated", name, ErrBadTemplates, field, t.Name)
-		}
-		seen[t.Name] = true
-		if t.Weight < 0 || math.IsNaN(t.Weight) || math.IsInf(t.Weight, 0) || t.Weight == 0 && len(ts.Mixes) == 0 {
-			return nil, fmt.Errorf("%s: %w: %s.weight must be > 0 (or ≥ 0 in a file with mixes)", name, ErrBadTemplates, field)
-		}
-		tm, err := template.New(t.Name).Option("missingkey=error").Parse(t.Text)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w: %s.text: %v", name, ErrBadTemplates, field, err)
-		}
-		t.tmpl = tm
-		t.id = templateID(t.Text)
-		ts.total += t.Weight
-	}
-	if err := ts.checkLibrary(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return &ts, nil
-}
-
-// pick maps u in [0,1) to a template by weight.
-func (ts *TemplateSet) pick(u float64) *Template {
-	x := u * ts.total
-	for i := range ts.Templates {
-		x -= ts.Templates[i].Weight
-		if x < 0 {
-			return &ts.Templates[i]
-		}
-	}
-	return &ts.Templates[len(ts.Templates)-1]
-}
-
-func templateData(t *trajectory.Trajectory) TemplateData {
-	d := TemplateData{Domain: t.Domain, SystemPrompt: t.SystemPrompt}
-	if c := t.Components; c != nil {
-		d.TaskDescription, d.ActionSpace, d.InitialState = c.TaskDescription, c.ActionSpace, c.InitialState
-		d.Demonstrations, d.SimulationInstruction = c.Demonstrations, c.SimulationInstruction
-	}
-	return d
-}
-
 // AssembleSystemPrompt renders a trajectory's system prompt without a
 // template: the prompt itself when set; otherwise the domain's world-model
 // prompt built from the five components, exactly what `agentworld serve`
@@ -355,11 +234,14 @@ type Expander struct {
 	// weights is scratch for the weighted policy.
 	weights []float64
 	stats   []Stats
-	// system is the system prompt of the trajectory being expanded, when no
-	// templates are drawn (one render per trajectory, not per sample);
-	// versioned says it was rendered by opts.Version.
-	system    string
-	versioned bool
+	// system is the system prompt of the trajectory being expanded (one
+	// render per trajectory) and version the template version it was
+	// rendered with (nil: the trajectory's own prompt).
+	system  string
+	version *promptlib.Version
+	// rr splits and renders own prompts under each version of Templates,
+	// keeping what it compiled.
+	rr map[string]*promptlib.Rerenderer
 }
 
 // NewExpander checks the options; nil means defaults.
@@ -375,10 +257,25 @@ func NewExpander(o *ExpandOptions) (*Expander, error) {
 		}
 		v.Masking = cfg
 	}
-	if v.Templates != nil && !(v.Templates.total > 0) {
-		return nil, fmt.Errorf("%w: no version has a weight > 0: choose a stage mix", ErrBadTemplates)
+	if v.Templates != nil && len(v.Templates) == 0 {
+		return nil, fmt.Errorf("template mix: no version (want at least one {version, weight})")
 	}
-	return &Expander{opts: v}, nil
+	for i, e := range v.Templates {
+		if e.Resolved == nil || !(e.Weight > 0) {
+			return nil, fmt.Errorf("template mix [%d] %q: no resolved version with a weight > 0 (use promptlib.ParseMixes or promptlib.Single)", i, e.Version)
+		}
+	}
+	if v.Default == nil {
+		v.Default = builtinVersion
+	}
+	if v.Library == nil {
+		v.Library = builtinLibrary
+	}
+	x := &Expander{opts: v, rr: map[string]*promptlib.Rerenderer{}}
+	for _, e := range v.Templates {
+		x.rr[e.Resolved.ID] = promptlib.NewRerenderer(v.Library, e.Resolved)
+	}
+	return x, nil
 }
 
 // mix derives an independent random stream for (seed, trajectory, salt).
@@ -398,11 +295,9 @@ func (e *Expander) Expand(t *trajectory.Trajectory, emit func(*Sample) error) er
 	for _, tu := range t.Turns {
 		e.stats = append(e.stats, e.sc.Score(tu.Action, tu.Observation))
 	}
-	if e.opts.Templates == nil {
-		var err error
-		if e.system, e.versioned, err = e.versionPrompt(t); err != nil {
-			return err
-		}
+	var err error
+	if e.system, e.version, err = e.systemPrompt(t); err != nil {
+		return err
 	}
 	if e.opts.Mode == RL {
 		return e.emit(t, e.chooseTurn(t), emit)
@@ -467,52 +362,64 @@ func (e *Expander) emit(t *trajectory.Trajectory, k int, emit func(*Sample) erro
 	for i := 0; i < k; i++ {
 		s.History[i] = trajectory.Turn{Action: t.Turns[i].Action, Observation: t.Turns[i].Observation}
 	}
-	system, tm, err := e.systemPrompt(t, k)
-	if err != nil {
-		return err
-	}
-	s.System = system
-	if tm != nil {
-		s.Template, s.TemplateID = tm.Name, tm.ID()
-	} else if e.versioned {
-		s.Template, s.TemplateID = e.opts.Version.Name, e.opts.Version.ID
+	s.System = e.system
+	if v := e.version; v != nil {
+		s.Template, s.TemplateID = v.Name, v.ID
 	}
 	return emit(s)
 }
 
-// versionPrompt is t's system prompt without drawn templates: rendered
-// by opts.Version when set and t has components (versioned), else the
-// trajectory's own (AssembleSystemPrompt).
-func (e *Expander) versionPrompt(t *trajectory.Trajectory) (string, bool, error) {
-	v := e.opts.Version
-	if v == nil || t.Components == nil {
-		return AssembleSystemPrompt(t), false, nil
+// systemPrompt is t's system prompt and the version that rendered it (nil
+// for the trajectory's own prompt): under Templates, a version drawn by
+// weight from the seed and the trajectory, rendering its components or
+// its own prompt split back into them; without, its own prompt, or its
+// components rendered by Default.
+func (e *Expander) systemPrompt(t *trajectory.Trajectory) (string, *promptlib.Version, error) {
+	if e.opts.Templates == nil {
+		if strings.TrimSpace(t.SystemPrompt) != "" || t.Components == nil {
+			return AssembleSystemPrompt(t), nil, nil
+		}
+		if _, err := domain.Parse(t.Domain); err != nil {
+			return AssembleSystemPrompt(t), nil, nil // no world template: the components under headings
+		}
+		s, err := e.render(e.opts.Default, t)
+		if err != nil {
+			return "", nil, err
+		}
+		return s, e.opts.Default, nil
+	}
+	v := promptlib.Pick(e.opts.Templates, e.rng(t, "template", 0).Float64()).Resolved
+	if t.Components != nil {
+		s, err := e.render(v, t)
+		return s, v, err
 	}
 	d, err := domain.Parse(t.Domain)
 	if err != nil {
-		return "", false, fmt.Errorf("trajectory %s: %w", t.ID, err)
+		return "", nil, fmt.Errorf("trajectory %s: %w", t.ID, err)
+	}
+	s, err := e.rr[v.ID].Rerender(d, t.SystemPrompt)
+	if err != nil {
+		return "", nil, fmt.Errorf("trajectory %s: system_prompt: template version %s: %w", t.ID, v.Name, err)
+	}
+	return s, v, nil
+}
+
+// render is t's components rendered by v.
+func (e *Expander) render(v *promptlib.Version, t *trajectory.Trajectory) (string, error) {
+	d, err := domain.Parse(t.Domain)
+	if err != nil {
+		return "", fmt.Errorf("trajectory %s: %w", t.ID, err)
 	}
 	s, err := v.Render(d, *t.Components)
 	if err != nil {
-		return "", false, fmt.Errorf("trajectory %s: template version %s: %w", t.ID, v.Name, err)
+		return "", fmt.Errorf("trajectory %s: template version %s: %w", t.ID, v.Name, err)
 	}
-	return s, true, nil
+	return s, nil
 }
 
-// systemPrompt is the system prompt of turn k (0-based) of t and the name
-// the template version it came from (nil without templates): a version
-// drawn by weight from the seed, the trajectory and the turn, or the
-// trajectory's own prompt. Only during Expand.
-func (e *Expander) systemPrompt(t *trajectory.Trajectory, k int) (string, *Template, error) {
-	ts := e.opts.Templates
-	if ts == nil {
-		// Set by Expand, once per trajectory.
-		return e.system, nil, nil
-	}
-	tm := ts.pick(e.rng(t, "template", k).Float64())
-	var b bytes.Buffer
-	if err := tm.tmpl.Execute(&b, templateData(t)); err != nil {
-		return "", nil, fmt.Errorf("template %s for trajectory %s: %w", tm.Name, t.ID, err)
-	}
-	return b.String(), tm, nil
-}
+// builtinVersion and builtinLibrary are v0 and the library holding only
+// it, made once.
+var (
+	builtinVersion    = promptlib.Builtin()
+	builtinLibrary, _ = promptlib.Open("")
+)

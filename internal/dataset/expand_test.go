@@ -157,60 +157,6 @@ func TestWeightedPolicyPrefersInformativeTurns(t *testing.T) {
 	}
 }
 
-func TestTemplatesWeightedDraw(t *testing.T) {
-	ts, err := ParseTemplates([]byte(`templates:
-  - name: v1
-    weight: 3
-    text: "v1 {{.Domain}}: {{.TaskDescription}}"
-  - name: v2
-    weight: 1
-    text: "v2 {{.SystemPrompt}}{{range .Demonstrations}} [{{.Action}}→{{.Observation}}]{{end}}"
-`), "t.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, _ := NewExpander(&ExpandOptions{Templates: ts, Seed: 3})
-	tr := &trajectory.Trajectory{ID: "t", Domain: "mcp", Components: &trajectory.Components{TaskDescription: "tools", ActionSpace: "[]",
-		Demonstrations: []trajectory.Demonstration{{Action: "a", Observation: "o"}}}}
-	for k := 0; k < 400; k++ {
-		tr.Turns = append(tr.Turns, trajectory.Turn{Action: "call", Observation: "result"})
-	}
-	counts := map[string]int{}
-	err = e.Expand(tr, func(s *Sample) error {
-		counts[s.Template]++
-		switch s.Template {
-		case "v1":
-			if s.System != "v1 mcp: tools" {
-				t.Fatalf("v1 rendered %q", s.System)
-			}
-		case "v2":
-			if s.System != "v2  [a→o]" {
-				t.Fatalf("v2 rendered %q", s.System)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if counts["v1"] < 250 || counts["v1"] > 350 {
-		t.Errorf("draws %v, want about 3:1", counts)
-	}
-	for _, bad := range []string{"templates: []", "templates: [{name: a, weight: 0, text: x}]", "templates: [{name: a, weight: 1, text: '{{'}]", "bogus: 1"} {
-		if _, err := ParseTemplates([]byte(bad), "bad.yaml"); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	// A file of the wrong shape (a bare list, an unknown key, nothing) is
-	// told what the right one looks like.
-	for _, bad := range []string{"- name: v1\n  weight: 1\n  text: x\n", "bogus: 1", ""} {
-		_, err := ParseTemplates([]byte(bad), "bad.yaml")
-		if err == nil || !strings.Contains(err.Error(), "templates:\n  - name: v1\n    weight: 1\n    text:") {
-			t.Errorf("%q: error %v does not show the expected shape", bad, err)
-		}
-	}
-}
-
 // TestExportParquetReadsBack writes RL prompts as Parquet and reads them
 // back with the expected columns and values.
 func TestExportParquetReadsBack(t *testing.T) {

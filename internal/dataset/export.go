@@ -171,6 +171,9 @@ type outItem struct {
 	// formats set it (an item drawn zero times is not produced at all), and
 	// dedup applies before it, so a repeated turn is not a duplicate.
 	copies int
+	// pin is the template version the item's system prompt came from
+	// (TemplatePin); "" for a trajectory's own prompt.
+	pin string
 }
 
 // Export streams trajectories from files through expansion (and masking)
@@ -224,7 +227,7 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 		// perTurn adds a sample in a per-turn format; draw is its seeded
 		// uniform draw for the sampled formats.
 		perTurn := func(s *Sample, draw func() float64) error {
-			it := outItem{hash: s.ContentHash()}
+			it := outItem{hash: s.ContentHash(), pin: TemplatePin(s.Template, s.TemplateID)}
 			if e.Format.sampled() {
 				if it.copies = sampledCopies(s.Weight, draw()); it.copies == 0 {
 					return nil
@@ -250,7 +253,7 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 				var err error
 				switch e.Format {
 				case FormatSwift, FormatLlamaFactory:
-					it := outItem{hash: s.ContentHash()}
+					it := outItem{hash: s.ContentHash(), pin: TemplatePin(s.Template, s.TemplateID)}
 					if e.Format == FormatLlamaFactory {
 						it.line, err = trajectory.Marshal(SampledLFLineOf(s))
 					} else {
@@ -277,7 +280,7 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 				return perTurn(s, func() float64 { return exps[w].rng(t, "sft-sample", s.Turn).Float64() })
 			})
 			if err == nil && len(traj) > 0 {
-				it := outItem{hash: trajectoryHash(traj)}
+				it := outItem{hash: trajectoryHash(traj), pin: TemplatePin(traj[0].Template, traj[0].TemplateID)}
 				if e.Format == FormatLlamaFactory {
 					it.line, err = trajectory.Marshal(LFLineOf(traj))
 				} else {
@@ -317,6 +320,7 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 					pending, pendingBytes = 0, 0
 				}
 				sum.Written++
+				sum.pinned(it.pin, 1)
 				continue
 			}
 			it.line = append(it.line, '\n')
@@ -326,6 +330,7 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 				}
 				sum.Written++
 			}
+			sum.pinned(it.pin, max(it.copies, 1))
 		}
 		return nil
 	})

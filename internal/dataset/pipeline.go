@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -144,7 +146,21 @@ type Summary struct {
 	SkipReasons map[string]int64 `json:"skip_reasons,omitempty"`
 	Written     int64            `json:"written"`
 	Duplicates  int64            `json:"duplicates,omitempty"`
-	Elapsed     time.Duration    `json:"elapsed_ns"`
+	// Templates counts the written lines per template version their
+	// system prompt was rendered with ("name@id", TemplatePin); lines with
+	// a trajectory's own prompt are not counted.
+	Templates map[string]int64 `json:"templates,omitempty"`
+	Elapsed   time.Duration    `json:"elapsed_ns"`
+}
+
+func (s *Summary) pinned(pin string, n int) {
+	if pin == "" {
+		return
+	}
+	if s.Templates == nil {
+		s.Templates = map[string]int64{}
+	}
+	s.Templates[pin] += int64(n)
 }
 
 func (s *Summary) skip(e *RecordError) {
@@ -177,6 +193,13 @@ func (s *Summary) String() string {
 		b.WriteString("; skipped by reason:")
 		for _, k := range keys {
 			fmt.Fprintf(&b, " %s=%d", k, s.SkipReasons[k])
+		}
+	}
+	if len(s.Templates) > 0 {
+		b.WriteString("; lines per template version:")
+		for _, k := range slices.Sorted(maps.Keys(s.Templates)) {
+			name, id, _ := strings.Cut(k, "@")
+			fmt.Fprintf(&b, " %s@%.12s=%d", name, id, s.Templates[k])
 		}
 	}
 	return b.String()
