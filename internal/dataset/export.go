@@ -197,7 +197,7 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *ExpandOption
 		e.RowGroupBytes = 64 << 20
 	}
 	if e.Sampled && e.Format == FormatVerl {
-		return nil, fmt.Errorf("the sampled set holds SFT targets; RL prompts come from trajectories (export them with --mode rl)")
+		return nil, fmt.Errorf("the sampled set holds SFT targets; RL prompts come from trajectories (export them in mode rl)")
 	}
 	if e.Format.perTrajectory() && xo != nil && xo.Mode != SFT && !e.Sampled {
 		return nil, fmt.Errorf("a per-trajectory SFT layout needs every turn: expand with mode sft, not rl")
