@@ -14,13 +14,12 @@ import (
 // terminal, a plain line every interval otherwise).
 type progress struct {
 	w        io.Writer
-	total    int
 	interval time.Duration
 	ticker   *progressline.Ticker
 
-	mu                    sync.Mutex
-	done, failed, resumed int
-	started               time.Time
+	mu                           sync.Mutex
+	total, done, failed, resumed int
+	started                      time.Time
 }
 
 func newProgress(w io.Writer, total int, interval time.Duration) *progress {
@@ -33,6 +32,14 @@ func (p *progress) stop() {
 	if p.ticker != nil {
 		p.ticker.Stop()
 	}
+}
+
+// setTotal sets the total once it is known (a run counts its rows while
+// the first samples are already in flight).
+func (p *progress) setTotal(n int) {
+	p.mu.Lock()
+	p.total = n
+	p.mu.Unlock()
 }
 
 func (p *progress) add(n int, failed, resumed bool) {
@@ -50,14 +57,14 @@ func (p *progress) add(n int, failed, resumed bool) {
 // line renders the current state.
 func (p *progress) line() string {
 	p.mu.Lock()
-	done, failed, resumed := p.done, p.failed, p.resumed
+	done, failed, resumed, total := p.done, p.failed, p.resumed, p.total
 	p.mu.Unlock()
-	rate, eta := progressline.Rate(int64(done), int64(resumed), int64(p.total), p.started)
+	rate, eta := progressline.Rate(int64(done), int64(resumed), int64(total), p.started)
 	pct := 0.0
-	if p.total > 0 {
-		pct = 100 * float64(done) / float64(p.total)
+	if total > 0 {
+		pct = 100 * float64(done) / float64(total)
 	}
-	s := fmt.Sprintf("bench: %d/%d (%.0f%%)  %.1f samples/s  ETA %s  failed %d", done, p.total, pct, rate, eta, failed)
+	s := fmt.Sprintf("bench: %d/%d (%.0f%%)  %.1f samples/s  ETA %s  failed %d", done, total, pct, rate, eta, failed)
 	if resumed > 0 {
 		s += fmt.Sprintf("  resumed %d", resumed)
 	}

@@ -289,15 +289,16 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 		}
 	}
 
-	var total int
+	total := len(predDone)
 	if p.inf != nil {
-		n, err := CountRows(o.Data)
-		if err != nil {
-			return nil, err
+		// Counting the rows reads the whole data (160 MB for the published
+		// set) and only feeds the progress total, so it runs beside the
+		// first requests (see below); that the data is there is checked
+		// before anything is written.
+		if _, err := trajectory.DataFiles(o.Data); err != nil {
+			return nil, fmt.Errorf("data %s: %w", o.Data, err)
 		}
-		total = n
-	} else {
-		total = len(predDone)
+		total = 0
 	}
 
 	var err error
@@ -315,6 +316,19 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 		}
 	}
 	p.progress = newProgress(o.Progress, total, o.ProgressInterval)
+	type count struct {
+		n   int
+		err error
+	}
+	var counted chan count
+	if p.inf != nil {
+		counted = make(chan count, 1)
+		go func() {
+			n, err := CountRows(o.Data)
+			p.progress.setTotal(n)
+			counted <- count{n, err}
+		}()
+	}
 	p.progress.start()
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -343,6 +357,11 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 		return nil
 	})
 	werr := g.Wait()
+	var nerr error
+	if counted != nil {
+		c := <-counted
+		total, nerr = c.n, c.err
+	}
 	p.progress.stop()
 	var cerr error
 	if p.preds != nil {
@@ -356,7 +375,7 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 	p.sum.Truncated = int(p.truncated.Load())
 	p.sum.GenericJudge = int(p.generic.Load())
 	p.sum.CacheHits, p.sum.CacheMisses = o.Cache.Hits(), o.Cache.Misses()
-	if err := errors.Join(rerr, werr, cerr); err != nil {
+	if err := errors.Join(rerr, werr, cerr, nerr); err != nil {
 		p.sum.Elapsed = time.Since(start)
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return &p.sum, fmt.Errorf("bench run interrupted (finished samples are kept; rerun to resume): %w", ctxErr)
