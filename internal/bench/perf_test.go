@@ -177,7 +177,8 @@ func sampleHeap(fn func()) uint64 {
 // all CPU the process spends is the harness's. It prints the ratio to that
 // floor and the harness's CPU per sample beside the ideal: one decode of the
 // row into plain strings and one encode of the request body, measured in
-// the same run on the same rows (what any Go harness must spend).
+// the same run on the same rows (what any Go harness must spend), and how
+// many requests the endpoint held on average (at most 64).
 //
 //	go test -run '^$' -bench Run840 -benchtime 1x ./internal/bench
 func BenchmarkRun840(b *testing.B) {
@@ -186,7 +187,10 @@ func BenchmarkRun840(b *testing.B) {
 		concurrency = 64
 		latency     = 100 * time.Millisecond
 	)
+	var load inFlight
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		load.change(+1)
+		defer load.change(-1)
 		_, _ = io.Copy(io.Discard, r.Body)
 		time.Sleep(latency)
 		w.Header().Set("Content-Type", "application/json")
@@ -206,6 +210,7 @@ func BenchmarkRun840(b *testing.B) {
 					o.Rules = judge.RuleScorer{}
 				}
 				runtime.GC()
+				load.reset()
 				cpu0 := processCPU()
 				start := time.Now()
 				sum, err := bench.Run(context.Background(), o)
@@ -221,12 +226,53 @@ func BenchmarkRun840(b *testing.B) {
 				b.ReportMetric(floor.Seconds()/el.Seconds(), "x_floor")
 				b.ReportMetric(float64(perSample.Microseconds())/1000, "cpu_ms/sample")
 				b.ReportMetric(float64(ideal.Microseconds())/1000, "ideal_cpu_ms/sample")
-				b.Logf("%d samples (%.0f KB/row), %d in flight, %s/call, judge %s: elapsed %s = %.1f× the sequential floor %s (goal ≥ 50×); CPU %s/sample, ideal %s/sample (%.1f×)",
+				avg, first := load.average()
+				b.ReportMetric(avg, "in_flight")
+				b.Logf("%d samples (%.0f KB/row), %d in flight, %s/call, judge %s: elapsed %s = %.1f× the sequential floor %s (goal ≥ 50×); CPU %s/sample, ideal %s/sample (%.1f×); at the endpoint %.1f in flight on average, the first request after %s",
 					samples, float64(size)/samples/1024, concurrency, latency, judgeName, el.Round(time.Millisecond), floor.Seconds()/el.Seconds(), floor,
-					perSample.Round(10*time.Microsecond), ideal.Round(10*time.Microsecond), float64(perSample)/float64(ideal))
+					perSample.Round(10*time.Microsecond), ideal.Round(10*time.Microsecond), float64(perSample)/float64(ideal),
+					avg, first.Sub(start).Round(time.Millisecond))
 			}
 		})
 	}
+}
+
+// inFlight tracks the requests an endpoint holds, to show whether a
+// harness keeps its concurrency busy: the time-weighted mean from the first
+// request's arrival to the last answer.
+type inFlight struct {
+	mu          sync.Mutex
+	n           int
+	area        float64 // request-seconds
+	first, last time.Time
+}
+
+func (f *inFlight) change(d int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	if f.first.IsZero() {
+		f.first, f.last = now, now
+	}
+	f.area += float64(f.n) * now.Sub(f.last).Seconds()
+	f.n += d
+	f.last = now
+}
+
+func (f *inFlight) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n, f.area, f.first, f.last = 0, 0, time.Time{}, time.Time{}
+}
+
+// average returns the mean number in flight and when the first request came.
+func (f *inFlight) average() (float64, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if span := f.last.Sub(f.first).Seconds(); span > 0 {
+		return f.area / span, f.first
+	}
+	return 0, f.first
 }
 
 // writeRealisticData writes n rows over the seven domains shaped like the
