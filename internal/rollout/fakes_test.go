@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/sim"
-	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
@@ -173,25 +171,10 @@ func byInstruction(msgs []Message) string {
 
 // readRows decodes every row of a journal.
 func readRows(path string) ([]Row, error) {
-	f, err := os.Open(path)
-	if err != nil {
+	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var rows []Row
-	lr := trajectory.NewLineReader(f, path, 0)
-	for {
-		line, n, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			return rows, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		var r Row
-		if err := json.Unmarshal(line, &r); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		rows = append(rows, r)
-	}
+	err := eachRow(path, func(r *Row) { rows = append(rows, *r) })
+	return rows, err
 }

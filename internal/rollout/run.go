@@ -361,37 +361,49 @@ func openGroup(ctx context.Context, s Simulator, t Task, todo []int) ([]*sim.Rep
 	return forks, firsts, spec, tools, nil
 }
 
+// journalRow is what a rerun reads of a journal line.
+type journalRow struct {
+	outcome
+	SampleIdx int `json:"sample_idx"`
+}
+
 // readJournal returns the episodes a journal holds and adds their rows
-// to stats, streaming it so that a long run's journal is never held whole.
-// The journal must end in a whole line ([trajectory.OpenAppender] cuts a
-// torn one).
+// to stats. The journal must end in a whole line
+// ([trajectory.OpenAppender] cuts a torn one).
 func readJournal(path string, stats *summarizer) (map[key]bool, error) {
 	done := map[key]bool{}
+	err := eachRow(path, func(r *journalRow) {
+		done[key{r.GroupID, r.SampleIdx}] = true
+		stats.add(r.outcome)
+	})
+	return done, err
+}
+
+// eachRow decodes each line of a JSONL file into a fresh T for fn,
+// streaming the file so that a long run's journal is never held whole; a
+// missing file has no lines.
+func eachRow[T any](path string, fn func(*T)) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return done, nil
+		return nil
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
 	lr := trajectory.NewLineReader(f, path, 0)
 	for {
 		line, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
-			return done, nil
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		var r struct {
-			outcome
-			SampleIdx int `json:"sample_idx"`
-		}
+		var r T
 		if err := json.Unmarshal(line, &r); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			return fmt.Errorf("%s:%d: %w", path, n, err)
 		}
-		done[key{r.GroupID, r.SampleIdx}] = true
-		stats.add(r.outcome)
+		fn(&r)
 	}
 }
