@@ -146,6 +146,22 @@ func TestGroupOfEightForks(t *testing.T) {
 	if !bytes.Contains(first[0], []byte(`"tools":[{"type":"function","function":{"name":"get_issue"`)) {
 		t.Errorf("tools not sent: %s", first[0])
 	}
+	// Every later request repeats the root's messages byte for byte before
+	// its own (a prefix a policy server's cache can share), and is valid
+	// JSON.
+	end := bytes.Index(first[0], []byte(`],"model":`))
+	if end < 0 {
+		t.Fatalf("no messages array in %s", first[0])
+	}
+	root := first[0][:end]
+	for _, r := range pol.requests() {
+		if !bytes.HasPrefix(r.Body, append(root[:len(root):len(root)], ',')) && !bytes.Equal(r.Body, first[0]) {
+			t.Errorf("policy request does not start with the root's messages:\n%s\n%s", r.Body, root)
+		}
+		if !json.Valid(r.Body) {
+			t.Errorf("policy request is not JSON: %s", r.Body)
+		}
+	}
 	if m.Len() != 0 {
 		t.Errorf("%d sessions left open", m.Len())
 	}
