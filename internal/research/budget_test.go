@@ -202,11 +202,16 @@ func openLib(t *testing.T, dir string) *promptlib.Library {
 func TestBudgetStopsAtTheCap(t *testing.T) {
 	free := newMeteredFakes(budgetScript)
 	fb := NewBudget(Limits{})
-	if _, err := Run(context.Background(), free.options(fb, openLib(t, t.TempDir()), nil, nil)); err != nil {
+	fo := free.options(fb, openLib(t, t.TempDir()), nil, nil)
+	est := EstimateCost(fo)
+	if _, err := Run(context.Background(), fo); err != nil {
 		t.Fatal(err)
 	}
 	if got := fb.Spent().Calls; int64(got) != free.calls() {
 		t.Fatalf("the budget counted %d calls, the fakes saw %d", got, free.calls())
+	}
+	if int64(est.Calls) < free.calls() || est.TestCalls != 2*24*2 {
+		t.Fatalf("estimate %+v, the run made %d calls", est, free.calls())
 	}
 
 	capped := int(free.calls() / 2)
