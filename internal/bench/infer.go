@@ -2,9 +2,14 @@ package bench
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -87,6 +92,54 @@ type inferer struct {
 	name     string
 	settings InferSettings
 	cache    *Cache
+	// tmpl re-renders system prompts (nil: sent as they are); data is the
+	// data dir or file, for naming a row that fails to re-render.
+	tmpl *Template
+	data string
+}
+
+// Template is a world-model template version rows are evaluated under
+// (package promptlib makes one).
+type Template struct {
+	// Name and ID identify the version in run.json and in cache keys.
+	Name, ID string
+	// Render is a row's system prompt of domain d rendered under the
+	// version. It is called concurrently. An error (a prompt whose
+	// components cannot be recovered) stops the run, naming the row.
+	Render func(d domain.Domain, system string) (string, error)
+}
+
+// rerender returns it's record with its system prompt rendered under
+// the template, or the record itself without one.
+func (in *inferer) rerender(it *Item) (*trajectory.Record, error) {
+	if in.tmpl == nil {
+		return it.Record, nil
+	}
+	sys, err := in.tmpl.Render(domain.Domain(it.Domain()), it.Record.SystemStr)
+	if err != nil {
+		path := it.File
+		if st, serr := os.Stat(in.data); serr == nil && st.IsDir() {
+			path = filepath.Join(in.data, it.File)
+		} else if serr == nil {
+			path = in.data
+		}
+		return nil, fmt.Errorf("%s:%d: system_str: template %s: %w", path, it.Line, in.tmpl.Name, err)
+	}
+	r := *it.Record
+	r.SystemStr = sys
+	return &r, nil
+}
+
+// key is the cache key of req: the request's hash, and with a template
+// also the version's id, so runs under different versions never share
+// answers.
+func (in *inferer) key(req worldmodel.Request) string {
+	k := in.cache.Key(req, in.name)
+	if k == "" || in.tmpl == nil {
+		return k
+	}
+	h := sha256.Sum256([]byte(k + "\x00template\x00" + in.tmpl.ID))
+	return hex.EncodeToString(h[:])
 }
 
 // infer produces the prediction row of one sample. Model failures become
@@ -98,13 +151,17 @@ func (in *inferer) infer(ctx context.Context, it *Item) (Prediction, error) {
 		p.Failure, p.Error = FailInvalidRecord, it.Err.Error()
 		return p, nil
 	}
-	msgs, err := InferMessages(it.Record)
+	rec, err := in.rerender(it)
+	if err != nil {
+		return p, err
+	}
+	msgs, err := InferMessages(rec)
 	if err != nil {
 		p.Failure, p.Error = FailInvalidRecord, fmt.Sprintf("%s:%d: %v", it.File, it.Line, err)
 		return p, nil
 	}
 	req := in.settings.request(msgs)
-	key := in.cache.Key(req, in.name)
+	key := in.key(req)
 	resp, hit := in.cache.Get(key)
 	if !hit {
 		resp, err = in.model.Complete(ctx, req)

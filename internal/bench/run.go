@@ -69,6 +69,10 @@ type Options struct {
 	ModelName, ModelURL string
 	// Infer are the generation parameters (zero value: published defaults).
 	Infer InferSettings
+	// Template re-renders every row's system prompt under a world-model
+	// template version before inference (bench --template); nil sends each
+	// row's system_str as it is, as published.
+	Template *Template
 	// Predictions is the file judged when Model is nil; "" means
 	// Out/predictions.jsonl.
 	Predictions string
@@ -146,6 +150,14 @@ type stageMeta struct {
 	Name     string `json:"name"`
 	URL      string `json:"url,omitempty"`
 	Settings any    `json:"settings,omitempty"`
+	// Template is the version the model's system prompts were rendered
+	// under; absent when rows were sent as they are.
+	Template *templateMeta `json:"template,omitempty"`
+}
+
+type templateMeta struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
 }
 
 type runMeta struct {
@@ -160,8 +172,8 @@ func sameStage(a, b *stageMeta) bool {
 	if a == nil || b == nil {
 		return true
 	}
-	ja, _ := json.Marshal(stageMeta{Name: a.Name, Settings: a.Settings})
-	jb, _ := json.Marshal(stageMeta{Name: b.Name, Settings: b.Settings})
+	ja, _ := json.Marshal(stageMeta{Name: a.Name, Settings: a.Settings, Template: a.Template})
+	jb, _ := json.Marshal(stageMeta{Name: b.Name, Settings: b.Settings, Template: b.Template})
 	var va, vb any
 	_ = json.Unmarshal(ja, &va)
 	_ = json.Unmarshal(jb, &vb)
@@ -212,7 +224,7 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 		p.maxConsecutive = int64(max(10, 2*conc))
 	}
 	if o.Model != nil {
-		p.inf = &inferer{model: o.Model, name: o.ModelName, settings: o.Infer, cache: o.Cache}
+		p.inf = &inferer{model: o.Model, name: o.ModelName, settings: o.Infer, cache: o.Cache, tmpl: o.Template, data: o.Data}
 	}
 	if o.Rules != nil || o.Rubric != nil {
 		jd := &judger{name: o.JudgeName, model: o.JudgeModel, rubric: o.Rubric, rules: o.Rules, settings: o.Judge, cache: o.Cache,
@@ -504,8 +516,15 @@ func (p *pipeline) checkMeta() error {
 	}
 	if p.inf != nil {
 		st := &stageMeta{Name: o.ModelName, URL: o.ModelURL, Settings: o.Infer}
+		if t := o.Template; t != nil {
+			st.Template = &templateMeta{Name: t.Name, ID: t.ID}
+		}
 		if !sameStage(old.Model, st) {
-			return fmt.Errorf("%w: %s has predictions of model %q with settings %s; use another output directory", ErrSettingsChanged, o.Out, old.Model.Name, jsonText(old.Model.Settings))
+			tmpl := "as they are"
+			if t := old.Model.Template; t != nil {
+				tmpl = fmt.Sprintf("under template %s (%s)", t.Name, t.ID)
+			}
+			return fmt.Errorf("%w: %s has predictions of model %q with settings %s, system prompts %s; use another output directory", ErrSettingsChanged, o.Out, old.Model.Name, jsonText(old.Model.Settings), tmpl)
 		}
 		meta.Model = st
 	}

@@ -367,6 +367,9 @@ type runFlags struct {
 	concurrency                   int
 	skipBad, noCache, retryFailed bool
 	strict                        bool
+	// tmpl selects the template version rows are re-rendered under
+	// (commands that run the model only).
+	tmpl templateFlags
 }
 
 func (r *runFlags) register(cmd *cobra.Command) {
@@ -377,6 +380,9 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	f.IntVar(&r.concurrency, "concurrency", bench.DefaultConcurrency, "samples in flight")
 	f.BoolVar(&r.skipBad, "skip-bad", false, "skip malformed lines (counted and reported) instead of stopping")
 	f.BoolVar(&r.noCache, "no-cache", false, "call the endpoints even when a cached response exists")
+	if cmd.Name() != "judge" {
+		r.tmpl.register(cmd, benchTemplateUsage)
+	}
 	if cmd.Name() != "infer" {
 		f.BoolVar(&r.retryFailed, "retry-failed", false, "judge again the samples an earlier run into --out never got a parseable verdict for (judge_unparseable)")
 		f.BoolVar(&r.strict, "strict", false, "score failed samples as the lowest score instead of excluding them (as bench score --strict)")
@@ -448,6 +454,9 @@ func inferOptions(cmd *cobra.Command, rf *runFlags, tf *transportFlags, gf *genF
 		return nil, err
 	}
 	tf.setModel(cmd, o)
+	if o.Template, err = rf.tmpl.benchTemplate(); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 

@@ -179,7 +179,7 @@ rejected, however the judge liked it.`,
 			o.SampleCalls = max(o.SampleCalls, 1)
 			o.Budget = budget
 			o.Library, o.Seed, o.Domain, o.Trajectories = lib, tmpl.ref, d, trajs
-			o.Evaluator = &benchEvaluator{dir: filepath.Join(out, "evals"), base: base}
+			o.Evaluator = &benchEvaluator{dir: filepath.Join(out, "evals"), base: base, lib: lib}
 			o.Optimizer = research.NewModelOptimizer(cachedCompleter{budget.Meter("optimizer", opt.client(cmd)), cache, opt.model}, opt.model)
 			o.ModelName, o.OptimizerName, o.Offline = model.model, opt.model, jf.kind == "rules"
 			o.JudgeName = jf.tf.model
@@ -402,13 +402,16 @@ func readTrajectories(path string) ([]*trajectory.Trajectory, error) {
 }
 
 // benchEvaluator scores a version with the bench pipeline: the
-// trajectories become benchmark records whose system prompt the version
-// renders, in a run directory named by the version and the trajectory set,
-// so a rerun finds the finished run (and the shared cache) and calls no
-// model again.
+// trajectories become benchmark records, which bench re-renders under the
+// version (bench --template: components recovered from each system prompt),
+// in a run directory named by the version and the trajectory set, so a
+// rerun finds the finished run (and the shared cache) and calls no model
+// again.
 type benchEvaluator struct {
 	dir  string
 	base bench.Options
+	// lib recognises the prompts its versions rendered.
+	lib *promptlib.Library
 }
 
 func (e *benchEvaluator) Evaluate(ctx context.Context, v *promptlib.Version, d domain.Domain, trajs []*trajectory.Trajectory) (*research.Evaluation, error) {
@@ -422,7 +425,7 @@ func (e *benchEvaluator) Evaluate(ctx context.Context, v *promptlib.Version, d d
 	}
 	var buf []byte
 	for i, t := range trajs {
-		recs, err := trajectory.BenchRecords(t, int64(i), v.SystemPrompt())
+		recs, err := trajectory.BenchRecords(t, int64(i), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -440,6 +443,7 @@ func (e *benchEvaluator) Evaluate(ctx context.Context, v *promptlib.Version, d d
 	}
 	o := e.base
 	o.Data, o.Out = data, filepath.Join(run, "bench")
+	o.Template = benchTemplateOf(e.lib, v)
 	if _, err := bench.Run(ctx, &o); err != nil {
 		return nil, err
 	}

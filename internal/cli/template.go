@@ -2,10 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/promptlib"
 )
@@ -46,6 +49,37 @@ func (t *templateFlags) version() (*promptlib.Version, error) {
 		return nil, flagErr("template", err)
 	}
 	return v, nil
+}
+
+const benchTemplateUsage = "world-model template version (a name like v3, or an id prefix) every row's system prompt is re-rendered under: its components are recovered from system_str and rendered with the version; empty: the rows' own system_str, or the promoted version when --template-dir has one"
+
+// benchTemplate is the version bench rows are re-rendered under: --template,
+// else the promoted version of a --template-dir that has one; nil (rows
+// as published) otherwise.
+func (t *templateFlags) benchTemplate() (*bench.Template, error) {
+	if t.ref == "" {
+		if t.dir == "" {
+			return nil, nil
+		}
+		if _, err := os.Stat(filepath.Join(t.dir, promptlib.PromotedFile)); err != nil {
+			return nil, nil
+		}
+	}
+	lib, err := t.library()
+	if err != nil {
+		return nil, err
+	}
+	v, err := lib.Get(t.ref)
+	if err != nil {
+		return nil, flagErr("template", err)
+	}
+	return benchTemplateOf(lib, v), nil
+}
+
+// benchTemplateOf renders bench rows under v, recognising the prompts any
+// version of lib rendered.
+func benchTemplateOf(lib *promptlib.Library, v *promptlib.Version) *bench.Template {
+	return &bench.Template{Name: v.Name, ID: v.ID, Render: promptlib.NewRerenderer(lib, v).Rerender}
 }
 
 func newTemplateCmd() *cobra.Command {

@@ -9,9 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/promptlib"
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
@@ -188,5 +191,97 @@ func TestDataTemplateVersion(t *testing.T) {
 	}
 	if _, _, err := runBenchCLI(t, "data", "expand", "--template", "v1", "--template-dir", dir, "--mixes", "x.yaml", in, "-o", out); err == nil || !strings.Contains(err.Error(), "give one") {
 		t.Fatalf("--template with --mixes: %v", err)
+	}
+}
+
+// TestOneVersionSameBytesInServeBenchData: a version selected in serve,
+// bench and data renders the same system-prompt bytes for one
+// environment: serve's request to the world model, the request bench sends
+// after re-rendering a benchmark row made from a trajectory with the
+// world's components (its system_str rendered by v0), and the system
+// prompt of that trajectory's samples.
+func TestOneVersionSameBytesInServeBenchData(t *testing.T) {
+	model := fakellm.New(func(*fakellm.Request) fakellm.Reply {
+		return fakellm.Reply{Content: "<predicted_observation>$ </predicted_observation>"}
+	})
+	defer model.Close()
+	lib := t.TempDir()
+	const world = "python-terminal"
+
+	v1 := addVersion(t, lib, "terminal", "Print the prompt after every command.")
+
+	// serve
+	s, srv := startTestServe(t, func(f *simFlags) {
+		f.cfg.Model, f.cfg.ModelName = model.URL, "wm"
+		f.tmpl.dir, f.tmpl.ref = lib, "v1"
+	})
+	spec, ok := s.Manager.World(world)
+	if !ok || spec.Domain != domain.Terminal {
+		t.Fatalf("world %s: %v %v", world, ok, spec.Domain)
+	}
+	var created struct {
+		SessionID string `json:"session_id"`
+	}
+	if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": world}, &created); code != http.StatusCreated {
+		t.Fatalf("create: %d", code)
+	}
+	step := map[string]any{"action": []map[string]any{{"keystrokes": "ls\n", "duration": 1}}}
+	if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", step, nil); code != http.StatusOK {
+		t.Fatalf("step: %d", code)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 1 || reqs[0].Messages[0].Role != "system" {
+		t.Fatalf("serve sent %d requests", len(reqs))
+	}
+	served := reqs[0].Messages[0].Content
+	if !strings.Contains(served, "Print the prompt after every command.") {
+		t.Fatalf("serve did not use v1:\n%s", served)
+	}
+
+	// data
+	dir := t.TempDir()
+	comps := sim.Components(spec)
+	tr := trajectory.Trajectory{ID: "t1", Domain: string(spec.Domain), Components: &comps,
+		Turns: []trajectory.Turn{{Action: `[{"keystrokes": "ls\n", "duration": 1}]`, Observation: "$ ls\nREADME.md\n$ "}}}
+	line, _ := json.Marshal(tr)
+	trajs := filepath.Join(dir, "trajs.jsonl")
+	os.WriteFile(trajs, append(line, '\n'), 0o644)
+	samples := filepath.Join(dir, "samples.jsonl")
+	if _, stderr, err := runBenchCLI(t, "data", "expand", "--progress=false", "--template", "v1", "--template-dir", lib, trajs, "-o", samples); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var sample struct {
+		System     string `json:"system"`
+		TemplateID string `json:"template_id"`
+	}
+	b, _ := os.ReadFile(samples)
+	if err := json.Unmarshal(b, &sample); err != nil || sample.TemplateID != v1.ID {
+		t.Fatalf("sample: %v %q", err, sample.TemplateID)
+	}
+
+	// bench: the row's system_str is v0's; bench re-renders it under v1.
+	rows := filepath.Join(dir, "terminal_test.jsonl")
+	if _, stderr, err := runBenchCLI(t, "data", "convert", "--progress=false", "--to", "bench", trajs, "-o", rows); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if b, _ := os.ReadFile(rows); !bytes.Contains(b, []byte(`"system_str":`)) || bytes.Contains(b, []byte("Print the prompt after every command.")) {
+		t.Fatal("the row's system_str is not v0's")
+	}
+	model.Reset()
+	out := filepath.Join(dir, "run")
+	if _, stderr, err := runBenchCLI(t, "bench", "infer", "--data", rows, "--model-url", model.URL, "--model", "wm",
+		"--template", "v1", "--template-dir", lib, "--out", out); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	reqs = model.Requests()
+	if len(reqs) != 1 || reqs[0].Messages[0].Role != "system" {
+		t.Fatalf("bench sent %d requests", len(reqs))
+	}
+	benched := reqs[0].Messages[0].Content
+	if served != sample.System || served != benched {
+		t.Fatalf("one version, different bytes:\nserve vs data:\n%s\nserve vs bench:\n%s", cmp.Diff(served, sample.System), cmp.Diff(served, benched))
+	}
+	if meta, _ := os.ReadFile(filepath.Join(out, "run.json")); !bytes.Contains(meta, []byte(`"id": "`+v1.ID+`"`)) {
+		t.Fatalf("run.json does not pin v1:\n%s", meta)
 	}
 }
