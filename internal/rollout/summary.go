@@ -162,9 +162,12 @@ func (s *summarizer) summary() *Summary {
 		gs := t.gs
 		n := float64(gs.N)
 		gs.RewardMean = t.sum / n
-		// The population variance from the running sums; rounding can
-		// leave a constant group's slightly below zero.
-		gs.RewardStd = math.Sqrt(max(t.sumSq/n-gs.RewardMean*gs.RewardMean, 0))
+		// The population variance from the running sums. Rounding can
+		// leave a constant group's a hair off zero, and 0 must mean "no
+		// signal" exactly, so a group whose rewards are all equal gets 0.
+		if gs.RewardMin != gs.RewardMax {
+			gs.RewardStd = math.Sqrt(max(t.sumSq/n-gs.RewardMean*gs.RewardMean, 0))
+		}
 		gs.PassAt1 = passAt(gs.N, gs.Passed, 1)
 		gs.PassAtK = passAt(gs.N, gs.Passed, s.k)
 		if gs.SimPassed > 0 {
