@@ -90,7 +90,9 @@ func newTemplateCmd() *cobra.Command {
 		Long: `World-model system prompts are rendered from template versions. v0 is the
 built-in templates; a library directory (--template-dir) holds the others,
 one JSON file a version: its content-hash id, name, parent and rationale.
-serve --template and research select versions from the same library.`,
+serve, bench, data and research select versions from the same library with
+--template and --template-dir; data export draws them per stage from a
+mixes file (template mixes checks one).`,
 	}
 	cmd.PersistentFlags().StringVar(&f.dir, "template-dir", "", templateDirUsage)
 	cmd.AddCommand(&cobra.Command{
