@@ -2,17 +2,23 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/store"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -31,7 +37,8 @@ func TestHelperServeProcess(t *testing.T) {
 		t.Skip("helper process of TestKill9RestartContinuesSession and BenchmarkStepOverhead")
 	}
 	var serve func(context.Context, net.Listener) error
-	if os.Getenv("AGENTWORLD_TEST_SERVE_HOP") != "" {
+	switch {
+	case os.Getenv("AGENTWORLD_TEST_SERVE_HOP") != "":
 		serve = func(ctx context.Context, ln net.Listener) error {
 			srv := &http.Server{Handler: nullHop(t, os.Getenv("AGENTWORLD_TEST_SERVE_MODEL"))}
 			go func() {
@@ -40,11 +47,40 @@ func TestHelperServeProcess(t *testing.T) {
 			}()
 			return srv.Serve(ln)
 		}
-	} else {
+	case os.Getenv("AGENTWORLD_TEST_SERVE_APP") != "":
+		serve = helperAppServer(t).Serve
+	default:
 		serve = helperServer(t).Serve
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// AGENTWORLD_TEST_SERVE_CPUPROFILE profiles the process (go test
+	// -cpuprofile would profile the benchmark's own process instead).
+	if path := os.Getenv("AGENTWORLD_TEST_SERVE_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
+	// A second listener answers this process's CPU time so far, so a
+	// benchmark can measure what the server (or the hop) alone spent
+	// without counting the load generator or the model.
+	cpuLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpuSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, int64(cpuTime()))
+	})}
+	go func() { _ = cpuSrv.Serve(cpuLn) }()
+	defer cpuSrv.Close()
+	if err := os.WriteFile(addrFile+".cpu", []byte(cpuLn.Addr().String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(addrFile+".tmp", []byte(ln.Addr().String()), 0o644); err != nil {
@@ -53,10 +89,15 @@ func TestHelperServeProcess(t *testing.T) {
 	if err := os.Rename(addrFile+".tmp", addrFile); err != nil {
 		t.Fatal(err)
 	}
-	// Serve until killed or stopped, or, as a safety net, for a minute.
+	// Serve until killed or stopped, or, as a safety net, for a minute
+	// (AGENTWORLD_TEST_SERVE_FOR: a longer benchmark's time).
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, time.Minute)
+	limit := time.Minute
+	if d, err := time.ParseDuration(os.Getenv("AGENTWORLD_TEST_SERVE_FOR")); err == nil {
+		limit = d
+	}
+	ctx, cancelT := context.WithTimeout(ctx, limit)
 	defer cancelT()
 	_ = serve(ctx, ln)
 }
@@ -82,11 +123,58 @@ func helperServer(t *testing.T) *Server {
 	return New(m, nil)
 }
 
+// helperAppServer assembles the server as `agentworld serve --model URL
+// --model-name wm` does, with serve's defaults: the bundled worlds, the
+// replica router over the model client, the step hooks, metrics, an info
+// log (to a file here, stderr in serve) and the SQLite store
+// AGENTWORLD_TEST_SERVE_DB names (empty: in memory, as with --no-db).
+func helperAppServer(t *testing.T) *Server {
+	temp := 0.6
+	logf, err := os.Create(filepath.Join(t.TempDir(), "serve.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logf.Close() })
+	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg := app.Config{Model: os.Getenv("AGENTWORLD_TEST_SERVE_MODEL"), ModelName: "wm", DBPath: os.Getenv("AGENTWORLD_TEST_SERVE_DB"),
+		ModelTimeout: worldmodel.DefaultTimeout, ModelMaxResponseBytes: worldmodel.DefaultMaxResponseBytes, CountTokens: "estimate",
+		MaxTokens: 32768, Temperature: &temp, MaxInFlight: 256, MaxTurns: 200, Logger: log}
+	_, s := newAppServer(t, cfg, &Options{Logger: log})
+	return s
+}
+
+// serveProcess is a TestHelperServeProcess child.
+type serveProcess struct {
+	cmd *exec.Cmd
+	// base is the server's base URL; cpuURL answers the process's CPU time
+	// so far in nanoseconds.
+	base, cpuURL string
+}
+
+// cpu is the process's user+system CPU time so far.
+func (p *serveProcess) cpu(t testing.TB) time.Duration {
+	resp, err := http.Get(p.cpuURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		t.Fatalf("CPU time of the server process: %q: %v", b, err)
+	}
+	return time.Duration(ns)
+}
+
 // startServeProcess starts TestHelperServeProcess against modelURL (with
-// AGENTWORLD_TEST_SERVE_HOP=1 in env, the null hop instead of the server) and
-// returns the process and the server's base URL. The process is killed at
-// the end of the test if it still runs.
-func startServeProcess(t testing.TB, modelURL, dbPath string, env ...string) (*exec.Cmd, string) {
+// AGENTWORLD_TEST_SERVE_HOP=1 in env, the null hop instead of the server;
+// with AGENTWORLD_TEST_SERVE_APP=1, the server as `agentworld serve`
+// assembles it) and returns the process with the server's base URL. The
+// process is killed at the end of the test if it still runs.
+func startServeProcess(t testing.TB, modelURL, dbPath string, env ...string) *serveProcess {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperServeProcess$")
@@ -100,7 +188,11 @@ func startServeProcess(t testing.TB, modelURL, dbPath string, env ...string) (*e
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if b, err := os.ReadFile(addrFile); err == nil {
-			return cmd, "http://" + string(b)
+			c, err := os.ReadFile(addrFile + ".cpu")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &serveProcess{cmd: cmd, base: "http://" + string(b), cpuURL: "http://" + string(c)}
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("server process did not start")
@@ -122,8 +214,8 @@ func TestKill9RestartContinuesSession(t *testing.T) {
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "s.db")
 	start := func() (*exec.Cmd, *harness) {
-		cmd, base := startServeProcess(t, model.URL(), dbPath)
-		return cmd, &harness{t: t, model: model, base: base}
+		p := startServeProcess(t, model.URL(), dbPath)
+		return p.cmd, &harness{t: t, model: model, base: p.base}
 	}
 	p1, h := start()
 	var created sim.Reply

@@ -72,22 +72,7 @@ func loadRun(t testing.TB, l load) []time.Duration {
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: l.concurrency, MaxConnsPerHost: l.concurrency}
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	post := func(path string, body any, out any) error {
-		b, _ := json.Marshal(body)
-		resp, err := hc.Post(base+path, "application/json", bytes.NewReader(b))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode >= 300 {
-			return fmt.Errorf("%s %s: %s", path, resp.Status, raw)
-		}
-		if out != nil {
-			return json.Unmarshal(raw, out)
-		}
-		return nil
-	}
+	post := jsonPoster(hc, base)
 	lat := make([][]time.Duration, l.sessions)
 	var g errgroup.Group
 	g.SetLimit(l.concurrency)
@@ -133,6 +118,27 @@ func loadRun(t testing.TB, l load) []time.Duration {
 	return all
 }
 
+// jsonPoster POSTs JSON bodies to paths under base and decodes the
+// answers into out (when not nil); an answer >= 300 is an error.
+func jsonPoster(hc *http.Client, base string) func(path string, body, out any) error {
+	return func(path string, body any, out any) error {
+		b, _ := json.Marshal(body)
+		resp, err := hc.Post(base+path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode >= 300 {
+			return fmt.Errorf("%s %s: %s", path, resp.Status, raw)
+		}
+		if out != nil {
+			return json.Unmarshal(raw, out)
+		}
+		return nil
+	}
+}
+
 // agent is one load session's client of the server.
 type agent interface {
 	open() error
@@ -146,12 +152,18 @@ type httpAgent struct {
 	post func(path string, body, out any) error
 	do   func(*http.Request) (*http.Response, error)
 	base string
-	id   string
+	// world is the world its session runs; "" means the tests' term.
+	world string
+	id    string
 }
 
 func (a *httpAgent) open() error {
+	w := a.world
+	if w == "" {
+		w = "term"
+	}
 	var rep sim.Reply
-	if err := a.post("/v1/sessions", map[string]any{"world_id": "term"}, &rep); err != nil {
+	if err := a.post("/v1/sessions", map[string]any{"world_id": w}, &rep); err != nil {
 		return err
 	}
 	a.id = rep.SessionID
