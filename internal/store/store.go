@@ -46,6 +46,12 @@ type DB struct {
 	// beforeCommit, when set (tests only), sees each batch's size before
 	// it commits.
 	beforeCommit func(n int)
+
+	// version is the schema version read by LoadSession: schemaVersion,
+	// or 0 for a database opened read-only before an owner upgraded it.
+	version int
+	// The statements of the writer, prepared once (nil when read-only).
+	savepoint, rollbackTo, release, setStatus, insertTurn *sql.Stmt
 }
 
 type write struct {
@@ -55,6 +61,16 @@ type write struct {
 
 var _ sim.Store = (*DB)(nil)
 
+// The schema, version 1 (PRAGMA user_version). A step writes the least it
+// can, because every page it dirties is written to the log, checksummed,
+// fsynced and later checkpointed: its status and time go to
+// session_status, whose rows are a few dozen bytes, never to the session's
+// row, which carries the world spec and system prompt (kilobytes); its
+// turn record is appended to turn_log in arrival order, so the turns of a
+// batch fill the same few pages rather than one page (and an overflow page)
+// per session, and only the small (session_id, turn) index is written per
+// session. sessions.status and sessions.updated_at keep the values the
+// session was created with.
 const schema = `
 CREATE TABLE IF NOT EXISTS sessions (
 	id         TEXT PRIMARY KEY,
@@ -62,13 +78,67 @@ CREATE TABLE IF NOT EXISTS sessions (
 	updated_at INTEGER NOT NULL,
 	record     TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS turns (
+CREATE TABLE IF NOT EXISTS session_status (
+	id         TEXT PRIMARY KEY REFERENCES sessions(id),
+	status     TEXT NOT NULL,
+	updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS turn_log (
+	seq        INTEGER PRIMARY KEY,
 	session_id TEXT NOT NULL REFERENCES sessions(id),
 	turn       INTEGER NOT NULL,
 	record     TEXT NOT NULL,
-	PRIMARY KEY (session_id, turn)
-) WITHOUT ROWID;
+	UNIQUE (session_id, turn)
+);
 `
+
+// schemaVersion is the user_version of the schema above. Version 0 (before
+// it) kept the current status in sessions and the turns in a table turns
+// keyed by (session_id, turn); Open upgrades it.
+const schemaVersion = 1
+
+// upgradeV0 moves a version 0 database's turns and statuses to where
+// version 1 keeps them, in one transaction with the version bump.
+const upgradeV0 = `
+INSERT INTO turn_log(session_id, turn, record) SELECT session_id, turn, record FROM turns ORDER BY session_id, turn;
+DROP TABLE turns;
+`
+
+// migrate brings the database to schemaVersion; one made by a newer
+// version is refused.
+func migrate(db *sql.DB) error {
+	var v int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		return err
+	}
+	switch {
+	case v == schemaVersion:
+		return nil
+	case v > schemaVersion:
+		return fmt.Errorf("schema version %d is newer than this agentworld's (%d)", v, schemaVersion)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var old int
+	if err := tx.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'turns'`).Scan(&old); err != nil {
+		return err
+	}
+	if old > 0 {
+		if _, err := tx.Exec(upgradeV0); err != nil {
+			return fmt.Errorf("upgrade from schema version 0: %w", err)
+		}
+	}
+	if _, err := tx.Exec(`INSERT OR IGNORE INTO session_status(id, status, updated_at) SELECT id, status, updated_at FROM sessions`); err != nil {
+		return fmt.Errorf("upgrade from schema version 0: %w", err)
+	}
+	if _, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
 
 // LockSuffix names the lock file beside a database: path + LockSuffix.
 const LockSuffix = ".lock"
@@ -93,27 +163,56 @@ func Open(path string) (*DB, error) {
 	// checkpoints, so a power cut can lose commits already acknowledged;
 	// FULL syncs it at every commit, which group commit shares among all
 	// the steps of a batch.
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_txlock=immediate"
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=cache_size(-65536)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		lock.Release()
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(8)
-	if _, err := db.Exec(schema + ledgerSchema); err != nil {
+	fail := func(err error) (*DB, error) {
 		_ = db.Close()
 		lock.Release()
-		return nil, fmt.Errorf("store %s: create schema: %w", path, err)
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	if _, err := db.Exec(schema + ledgerSchema); err != nil {
+		return fail(fmt.Errorf("create schema: %w", err))
+	}
+	if err := migrate(db); err != nil {
+		return fail(err)
 	}
 	var mode string
 	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
-		_ = db.Close()
-		lock.Release()
-		return nil, fmt.Errorf("store %s: journal mode is %q, want wal (%v)", path, mode, err)
+		return fail(fmt.Errorf("journal mode is %q, want wal (%v)", mode, err))
 	}
-	d := &DB{path: path, lock: lock, db: db, writes: make(chan *write, maxBatch), done: make(chan struct{})}
+	d := &DB{path: path, lock: lock, db: db, writes: make(chan *write, maxBatch), done: make(chan struct{}), version: schemaVersion}
+	if err := d.prepare(); err != nil {
+		return fail(err)
+	}
 	go d.writer()
 	return d, nil
+}
+
+// prepare compiles the statements every step runs once, rather than in
+// each transaction.
+func (d *DB) prepare() error {
+	for _, p := range []struct {
+		s   **sql.Stmt
+		sql string
+	}{
+		{&d.savepoint, `SAVEPOINT w`},
+		{&d.rollbackTo, `ROLLBACK TO w`},
+		{&d.release, `RELEASE w`},
+		{&d.setStatus, `UPDATE session_status SET status = ?, updated_at = ? WHERE id = ?`},
+		{&d.insertTurn, `INSERT INTO turn_log(session_id, turn, record) VALUES(?,?,?)`},
+	} {
+		st, err := d.db.Prepare(p.sql)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", p.sql, err)
+		}
+		*p.s = st
+	}
+	return nil
 }
 
 // ErrReadOnly is returned by writes to a DB from OpenReadOnly.
@@ -136,9 +235,18 @@ func OpenReadOnly(path string) (*DB, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
+	var v int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	if v > schemaVersion {
+		_ = db.Close()
+		return nil, fmt.Errorf("store %s: schema version %d is newer than this agentworld's (%d)", path, v, schemaVersion)
+	}
 	done := make(chan struct{})
 	close(done)
-	return &DB{path: path, db: db, readOnly: true, done: done}, nil
+	return &DB{path: path, db: db, readOnly: true, done: done, version: v}, nil
 }
 
 // writer commits queued writes in batches, each write inside its own
@@ -176,16 +284,17 @@ func (d *DB) commit(ctx context.Context, batch []*write) {
 		return
 	}
 	errs := make([]error, len(batch))
+	savepoint, rollbackTo, release := tx.StmtContext(ctx, d.savepoint), tx.StmtContext(ctx, d.rollbackTo), tx.StmtContext(ctx, d.release)
 	for i, w := range batch {
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
+		if _, err := savepoint.ExecContext(ctx); err != nil {
 			errs[i] = err
 			continue
 		}
 		if err := w.fn(ctx, tx); err != nil {
 			errs[i] = err
-			_, _ = tx.ExecContext(ctx, `ROLLBACK TO w`)
+			_, _ = rollbackTo.ExecContext(ctx)
 		}
-		_, _ = tx.ExecContext(ctx, `RELEASE w`)
+		_, _ = release.ExecContext(ctx)
 	}
 	if err := tx.Commit(); err != nil {
 		for _, w := range batch {
@@ -242,8 +351,13 @@ func (d *DB) CreateSession(ctx context.Context, s sim.SessionRecord, turns []sim
 			s.ID, s.Status, s.UpdatedAt.UnixMilli(), string(rec)); err != nil {
 			return fmt.Errorf("store session %s: %w", s.ID, err)
 		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO session_status(id, status, updated_at) VALUES(?,?,?)`,
+			s.ID, s.Status, s.UpdatedAt.UnixMilli()); err != nil {
+			return fmt.Errorf("store session %s: %w", s.ID, err)
+		}
+		insert := tx.StmtContext(ctx, d.insertTurn)
 		for i, t := range turns {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO turns(session_id, turn, record) VALUES(?,?,?)`, s.ID, t.Turn, string(recs[i])); err != nil {
+			if _, err := insert.ExecContext(ctx, s.ID, t.Turn, string(recs[i])); err != nil {
 				return fmt.Errorf("store session %s turn %d: %w", s.ID, t.Turn, err)
 			}
 		}
@@ -259,10 +373,10 @@ func (d *DB) AppendTurn(ctx context.Context, id string, t sim.TurnRecord, status
 	}
 	now := time.Now().UTC()
 	return d.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if err := setStatus(ctx, tx, id, status, now); err != nil {
+		if err := d.setStatusIn(ctx, tx, id, status, now); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO turns(session_id, turn, record) VALUES(?,?,?)`, id, t.Turn, string(rec)); err != nil {
+		if _, err := tx.StmtContext(ctx, d.insertTurn).ExecContext(ctx, id, t.Turn, string(rec)); err != nil {
 			return fmt.Errorf("store session %s turn %d: %w", id, t.Turn, err)
 		}
 		return nil
@@ -272,14 +386,15 @@ func (d *DB) AppendTurn(ctx context.Context, id string, t sim.TurnRecord, status
 // SetStatus implements sim.Store.
 func (d *DB) SetStatus(ctx context.Context, id, status string) error {
 	now := time.Now().UTC()
-	return d.do(ctx, func(ctx context.Context, tx *sql.Tx) error { return setStatus(ctx, tx, id, status, now) })
+	return d.do(ctx, func(ctx context.Context, tx *sql.Tx) error { return d.setStatusIn(ctx, tx, id, status, now) })
 }
 
-// setStatus records a session's status and last activity in their columns.
-// It runs on every step inside the single writer, so it touches only those
-// two columns; LoadSession takes both from there, not from the record JSON.
-func setStatus(ctx context.Context, tx *sql.Tx, id, status string, now time.Time) error {
-	res, err := tx.ExecContext(ctx, `UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?`, status, now.UnixMilli(), id)
+// setStatusIn records a session's status and last activity in
+// session_status. It runs on every step inside the single writer, so it
+// touches only that small row; LoadSession takes both from there, not from
+// the record JSON.
+func (d *DB) setStatusIn(ctx context.Context, tx *sql.Tx, id, status string, now time.Time) error {
+	res, err := tx.StmtContext(ctx, d.setStatus).ExecContext(ctx, status, now.UnixMilli(), id)
 	if err != nil {
 		return err
 	}
@@ -299,7 +414,12 @@ func (d *DB) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []s
 	defer func() { _ = tx.Rollback() }()
 	var raw, status string
 	var updated int64
-	if err := tx.QueryRowContext(ctx, `SELECT status, updated_at, record FROM sessions WHERE id = ?`, id).Scan(&status, &updated, &raw); err != nil {
+	load, loadTurns := `SELECT st.status, st.updated_at, s.record FROM sessions s JOIN session_status st ON st.id = s.id WHERE s.id = ?`,
+		`SELECT turn, record FROM turn_log WHERE session_id = ? ORDER BY turn`
+	if d.version == 0 { // read-only, before an owner upgraded the file
+		load, loadTurns = `SELECT status, updated_at, record FROM sessions WHERE id = ?`, `SELECT turn, record FROM turns WHERE session_id = ? ORDER BY turn`
+	}
+	if err := tx.QueryRowContext(ctx, load, id).Scan(&status, &updated, &raw); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return rec, nil, sim.ErrNotFound
 		}
@@ -309,7 +429,7 @@ func (d *DB) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []s
 		return rec, nil, fmt.Errorf("session %s: stored record: %w", id, err)
 	}
 	rec.Status, rec.UpdatedAt = status, time.UnixMilli(updated).UTC()
-	rows, err := tx.QueryContext(ctx, `SELECT turn, record FROM turns WHERE session_id = ? ORDER BY turn`, id)
+	rows, err := tx.QueryContext(ctx, loadTurns, id)
 	if err != nil {
 		return rec, nil, fmt.Errorf("load session %s turns: %w", id, err)
 	}
@@ -362,6 +482,9 @@ func (d *DB) Close() error {
 	d.mu.Unlock()
 	<-d.done
 	defer d.lock.Release() // after the database is closed: the next owner finds it whole
+	for _, st := range []*sql.Stmt{d.savepoint, d.rollbackTo, d.release, d.setStatus, d.insertTurn} {
+		_ = st.Close()
+	}
 	if _, err := d.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		_ = d.db.Close()
 		return fmt.Errorf("store %s: checkpoint: %w", d.path, err)
