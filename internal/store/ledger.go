@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -36,7 +35,7 @@ func (d *DB) AppendFacts(ctx context.Context, world string, facts []fiction.Fact
 		}
 		recs[i] = string(b)
 	}
-	return d.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return d.do(ctx, func(ctx context.Context, tx *batchTx) error {
 		for _, r := range recs {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_facts(world, record) VALUES(?,?)`, world, r); err != nil {
 				return fmt.Errorf("store ledger of world %s: %w", world, err)

@@ -55,7 +55,7 @@ type DB struct {
 }
 
 type write struct {
-	fn  func(ctx context.Context, tx *sql.Tx) error
+	fn  func(ctx context.Context, tx *batchTx) error
 	err chan error
 }
 
@@ -275,30 +275,20 @@ func (d *DB) writer() {
 	}
 }
 
+// commit runs a batch in one transaction. It first runs the writes one
+// after another as they are; only when one fails is the transaction rolled
+// back and the batch run again with each write in its own savepoint, so
+// the failure undoes that write alone. (A savepoint per write in every
+// batch would cost two more statements per step for a case that almost
+// never happens: a duplicate turn, a session gone.)
 func (d *DB) commit(ctx context.Context, batch []*write) {
-	tx, err := d.db.BeginTx(ctx, nil)
+	errs, err := d.run(ctx, batch, false)
+	if errors.Is(err, errIsolate) {
+		errs, err = d.run(ctx, batch, true)
+	}
 	if err != nil {
 		for _, w := range batch {
-			w.err <- fmt.Errorf("store: begin: %w", err)
-		}
-		return
-	}
-	errs := make([]error, len(batch))
-	savepoint, rollbackTo, release := tx.StmtContext(ctx, d.savepoint), tx.StmtContext(ctx, d.rollbackTo), tx.StmtContext(ctx, d.release)
-	for i, w := range batch {
-		if _, err := savepoint.ExecContext(ctx); err != nil {
-			errs[i] = err
-			continue
-		}
-		if err := w.fn(ctx, tx); err != nil {
-			errs[i] = err
-			_, _ = rollbackTo.ExecContext(ctx)
-		}
-		_, _ = release.ExecContext(ctx)
-	}
-	if err := tx.Commit(); err != nil {
-		for _, w := range batch {
-			w.err <- fmt.Errorf("store: commit: %w", err)
+			w.err <- err
 		}
 		return
 	}
@@ -309,10 +299,66 @@ func (d *DB) commit(ctx context.Context, batch []*write) {
 	}
 }
 
+// errIsolate says a write of a batch run without savepoints failed: the
+// transaction was rolled back and the batch is to run with them.
+var errIsolate = errors.New("a write failed: run the batch with a savepoint per write")
+
+// run runs batch in a transaction and commits it; errs are the writes' own
+// errors (only with isolate; without, a failure ends the run with
+// errIsolate), err a failure of the transaction.
+func (d *DB) run(ctx context.Context, batch []*write, isolate bool) (errs []error, err error) {
+	sqlTx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: begin: %w", err)
+	}
+	tx := &batchTx{Tx: sqlTx, ctx: ctx, d: d}
+	errs = make([]error, len(batch))
+	for i, w := range batch {
+		if !isolate {
+			if errs[i] = w.fn(ctx, tx); errs[i] != nil {
+				_ = sqlTx.Rollback()
+				return nil, errIsolate
+			}
+			continue
+		}
+		if _, err := tx.stmt(&tx.savepoint, d.savepoint).ExecContext(ctx); err != nil {
+			errs[i] = err
+			continue
+		}
+		if errs[i] = w.fn(ctx, tx); errs[i] != nil {
+			_, _ = tx.stmt(&tx.rollbackTo, d.rollbackTo).ExecContext(ctx)
+		}
+		_, _ = tx.stmt(&tx.release, d.release).ExecContext(ctx)
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return nil, fmt.Errorf("store: commit: %w", err)
+	}
+	return errs, nil
+}
+
+// batchTx is the transaction a batch of writes runs in, with the writer's
+// prepared statements bound to it once per batch rather than once per
+// write.
+type batchTx struct {
+	*sql.Tx
+	ctx context.Context
+	d   *DB
+	// The statements bound so far (nil: not yet).
+	savepoint, rollbackTo, release, setStatus, insertTurn *sql.Stmt
+}
+
+// stmt binds the prepared statement s to the transaction once, in *bound.
+func (t *batchTx) stmt(bound **sql.Stmt, s *sql.Stmt) *sql.Stmt {
+	if *bound == nil {
+		*bound = t.Tx.StmtContext(t.ctx, s)
+	}
+	return *bound
+}
+
 // ErrClosed is returned by calls after Close.
 var ErrClosed = errors.New("store closed")
 
-func (d *DB) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+func (d *DB) do(ctx context.Context, fn func(ctx context.Context, tx *batchTx) error) error {
 	w := &write{fn: fn, err: make(chan error, 1)}
 	if d.readOnly {
 		return fmt.Errorf("store %s: %w", d.path, ErrReadOnly)
@@ -346,7 +392,7 @@ func (d *DB) CreateSession(ctx context.Context, s sim.SessionRecord, turns []sim
 			return err
 		}
 	}
-	return d.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return d.do(ctx, func(ctx context.Context, tx *batchTx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions(id, status, updated_at, record) VALUES(?,?,?,?)`,
 			s.ID, s.Status, s.UpdatedAt.UnixMilli(), string(rec)); err != nil {
 			return fmt.Errorf("store session %s: %w", s.ID, err)
@@ -355,7 +401,7 @@ func (d *DB) CreateSession(ctx context.Context, s sim.SessionRecord, turns []sim
 			s.ID, s.Status, s.UpdatedAt.UnixMilli()); err != nil {
 			return fmt.Errorf("store session %s: %w", s.ID, err)
 		}
-		insert := tx.StmtContext(ctx, d.insertTurn)
+		insert := tx.stmt(&tx.insertTurn, d.insertTurn)
 		for i, t := range turns {
 			if _, err := insert.ExecContext(ctx, s.ID, t.Turn, string(recs[i])); err != nil {
 				return fmt.Errorf("store session %s turn %d: %w", s.ID, t.Turn, err)
@@ -372,11 +418,11 @@ func (d *DB) AppendTurn(ctx context.Context, id string, t sim.TurnRecord, status
 		return err
 	}
 	now := time.Now().UTC()
-	return d.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return d.do(ctx, func(ctx context.Context, tx *batchTx) error {
 		if err := d.setStatusIn(ctx, tx, id, status, now); err != nil {
 			return err
 		}
-		if _, err := tx.StmtContext(ctx, d.insertTurn).ExecContext(ctx, id, t.Turn, string(rec)); err != nil {
+		if _, err := tx.stmt(&tx.insertTurn, d.insertTurn).ExecContext(ctx, id, t.Turn, string(rec)); err != nil {
 			return fmt.Errorf("store session %s turn %d: %w", id, t.Turn, err)
 		}
 		return nil
@@ -386,15 +432,15 @@ func (d *DB) AppendTurn(ctx context.Context, id string, t sim.TurnRecord, status
 // SetStatus implements sim.Store.
 func (d *DB) SetStatus(ctx context.Context, id, status string) error {
 	now := time.Now().UTC()
-	return d.do(ctx, func(ctx context.Context, tx *sql.Tx) error { return d.setStatusIn(ctx, tx, id, status, now) })
+	return d.do(ctx, func(ctx context.Context, tx *batchTx) error { return d.setStatusIn(ctx, tx, id, status, now) })
 }
 
 // setStatusIn records a session's status and last activity in
 // session_status. It runs on every step inside the single writer, so it
 // touches only that small row; LoadSession takes both from there, not from
 // the record JSON.
-func (d *DB) setStatusIn(ctx context.Context, tx *sql.Tx, id, status string, now time.Time) error {
-	res, err := tx.StmtContext(ctx, d.setStatus).ExecContext(ctx, status, now.UnixMilli(), id)
+func (d *DB) setStatusIn(ctx context.Context, tx *batchTx, id, status string, now time.Time) error {
+	res, err := tx.stmt(&tx.setStatus, d.setStatus).ExecContext(ctx, status, now.UnixMilli(), id)
 	if err != nil {
 		return err
 	}

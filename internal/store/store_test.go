@@ -364,3 +364,64 @@ func TestNewerSchemaRefused(t *testing.T) {
 		}
 	}
 }
+
+// One failing write in a batch (a turn recorded twice, a session that does
+// not exist) fails alone: the batch is run again with a savepoint per
+// write, and every other write of it is committed.
+func TestFailingWriteInBatchFailsAlone(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	const sessions = 8
+	for s := range sessions {
+		if err := db.CreateSession(ctx, sim.SessionRecord{ID: fmt.Sprint("s", s), Status: sim.StatusActive, Spec: []byte(`{}`)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Hold the writer's first batch until every other write is queued, so
+	// they share the next one.
+	const writes = sessions + 1
+	var largest, firstBatch atomic.Int64
+	first := true
+	db.beforeCommit = func(n int) { // runs on the writer goroutine only
+		if first {
+			first = false
+			firstBatch.Store(int64(n))
+			for deadline := time.Now().Add(10 * time.Second); n+len(db.writes) < writes && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		largest.Store(max(largest.Load(), int64(n)))
+	}
+	turn1 := sim.TurnRecord{Turn: 1, HistoryTurn: sim.HistoryTurn{Action: "ls"}}
+	var wg sync.WaitGroup
+	errs := make([]error, writes)
+	for s := range sessions {
+		wg.Go(func() { errs[s] = db.AppendTurn(ctx, fmt.Sprint("s", s), turn1, sim.StatusActive) })
+	}
+	wg.Go(func() { errs[sessions] = db.AppendTurn(ctx, "s1", turn1, sim.StatusActive) }) // s1's turn 1 twice
+	wg.Wait()
+	var failed []int
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, i)
+		}
+	}
+	if n, want := largest.Load(), max(writes-firstBatch.Load(), 2); n < want {
+		t.Fatalf("largest batch %d, want at least %d (the writes queued behind the first)", n, want)
+	}
+	if len(failed) != 1 || (failed[0] != 1 && failed[0] != sessions) {
+		t.Fatalf("failed writes %v (%v), want exactly one of s1's two turn 1", failed, errs)
+	}
+	for s := range sessions {
+		if _, turns, err := db.LoadSession(ctx, fmt.Sprint("s", s)); err != nil || len(turns) != 1 {
+			t.Errorf("session s%d: %d turns, %v; want 1", s, len(turns), err)
+		}
+	}
+	if err := db.AppendTurn(ctx, "nope", turn1, sim.StatusActive); !errors.Is(err, sim.ErrNotFound) {
+		t.Errorf("unknown session: %v, want ErrNotFound", err)
+	}
+}
