@@ -68,6 +68,17 @@ func TestHelperServeProcess(t *testing.T) {
 		}
 		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 	}
+	// AGENTWORLD_TEST_SERVE_MEMPROFILE writes what the process allocated
+	// when it stops.
+	if path := os.Getenv("AGENTWORLD_TEST_SERVE_MEMPROFILE"); path != "" {
+		defer func() {
+			f, err := os.Create(path)
+			if err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
+	}
 	// A second listener answers this process's CPU time so far, so a
 	// benchmark can measure what the server (or the hop) alone spent
 	// without counting the load generator or the model.

@@ -39,6 +39,10 @@ var overheadThink = flag.Duration("overhead.think", 200*time.Millisecond, "mean 
 // the agents and the fake model run).
 var overheadProfile = flag.String("overhead.serveprofile", "", "write a CPU profile of the server process of BenchmarkStepOverhead's saturated modes to this file")
 
+// overheadMemProfile is where the saturated modes write an allocation
+// profile of the server process.
+var overheadMemProfile = flag.String("overhead.servememprofile", "", "write an allocation profile of the server process of BenchmarkStepOverhead's saturated modes to this file")
+
 // BenchmarkStepOverhead measures what a step through the server adds over
 // calling the model server directly with the same prompts (goal: <= 1 ms at
 // p99), at 256 concurrent sessions against a zero-latency fake
@@ -235,6 +239,9 @@ func stepOverheadSaturated(b *testing.B, dbPath string) {
 	if *overheadProfile != "" {
 		env = append(env, "AGENTWORLD_TEST_SERVE_CPUPROFILE="+*overheadProfile)
 	}
+	if *overheadMemProfile != "" {
+		env = append(env, "AGENTWORLD_TEST_SERVE_MEMPROFILE="+*overheadMemProfile)
+	}
 	srv := startServeProcess(b, model.URL(), dbPath, env...)
 	hop := startServeProcess(b, model.srv.URL, "", long, "AGENTWORLD_TEST_SERVE_HOP=1")
 	defer stopProcesses(srv, hop)
@@ -250,7 +257,7 @@ func stepOverheadSaturated(b *testing.B, dbPath string) {
 	}
 	per := overheadSteps / overheadChunks
 	var cpuServe, cpuHop time.Duration
-	var steps, calls int
+	var steps, calls, bodyBytes int
 	for chunk := range overheadChunks {
 		mark := model.recorded()
 		c0 := srv.cpu(b)
@@ -275,6 +282,9 @@ func stepOverheadSaturated(b *testing.B, dbPath string) {
 		cpuServe += srv.cpu(b) - c0
 		steps += overheadSessions * per
 		bodies := model.since(mark)
+		for _, b := range bodies {
+			bodyBytes += len(b)
+		}
 		if len(bodies) != overheadSessions*per {
 			b.Fatalf("%d steps sent the model %d requests, want one each", overheadSessions*per, len(bodies))
 		}
@@ -299,8 +309,8 @@ func stepOverheadSaturated(b *testing.B, dbPath string) {
 	if dbPath != "" {
 		store = "in SQLite"
 	}
-	b.Logf("process CPU per model request, %d sessions, %d steps (sessions %s): serve %v, do-nothing reverse proxy %v: serve/proxy %.2fx (goal <= 1.5); load average %s",
-		overheadSessions, steps, store, perServe, perHop, ratio, loadAverage())
+	b.Logf("process CPU per model request, %d sessions, %d steps (sessions %s, requests of %d bytes on average): serve %v, do-nothing reverse proxy %v: serve/proxy %.2fx (goal <= 1.5); load average %s",
+		overheadSessions, steps, store, bodyBytes/calls, perServe, perHop, ratio, loadAverage())
 }
 
 // stopProcesses ends server processes gracefully and waits for them.
