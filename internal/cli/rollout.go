@@ -71,7 +71,7 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 				s = rollout.Embedded{M: a.Manager}
 				opts.LWMModel = lwmName(f.cfg.Model, f.cfg.ModelName)
 			} else {
-				s = cl
+				s = rollout.Remote(cl, opts.MaxInFlight)
 			}
 			res, err := rollout.Run(cmd.Context(), s, tasks, out, &opts)
 			if res != nil && res.Summary != nil {

@@ -3,11 +3,15 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -255,5 +259,43 @@ func TestRolloutDeceivedRate(t *testing.T) {
 	}
 	if sum.RealChecked != 2 || sum.SimPassed != 2 || sum.Deceived != 1 || sum.DeceivedRate != 0.5 {
 		t.Errorf("summary: checked %d sim passed %d deceived %d rate %v", sum.RealChecked, sum.SimPassed, sum.Deceived, sum.DeceivedRate)
+	}
+}
+
+// TestRolloutRemoteReusesConnections: with --sim, each episode in flight
+// keeps its connection to the server between steps instead of dialing
+// again (the default client keeps two idle connections per host).
+func TestRolloutRemoteReusesConnections(t *testing.T) {
+	pol := textPolicy(t)
+	a, err := app.New(context.Background(), app.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	var conns, requests atomic.Int64
+	h := server.New(a.Manager, nil).Handler()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	tasks := filepath.Join("..", "..", "examples", "rollout", "tasks.jsonl")
+	const concurrency = 8
+	_, stderr, err := runBenchCLI(t, "rollout", "--tasks", tasks, "--policy-url", pol.URL, "--policy-model", "agent",
+		"--group-size", "8", "--concurrency", fmt.Sprint(concurrency), "--out", t.TempDir(), "--sim", srv.URL)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	// 16 episodes of two steps, their forks, resets and closes: about 70
+	// requests over about one connection per episode in flight (and the
+	// main loop's); the default client made 28 to 37.
+	if n, r := conns.Load(), requests.Load(); n > 2*concurrency || r < 60 {
+		t.Errorf("%d connections for %d requests, want at most %d", n, r, 2*concurrency)
 	}
 }

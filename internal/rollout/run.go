@@ -40,7 +40,8 @@ type Options struct {
 	// MaxTurns caps the agent's turns per episode when a task sets none; 0
 	// means 30.
 	MaxTurns int
-	// MaxInFlight bounds the episodes run at once; 0 means 16.
+	// MaxInFlight bounds the episodes run at once; 0 means 16
+	// (defaultMaxInFlight).
 	MaxInFlight int
 	// BranchAt > 0 makes tree groups: one episode (the trunk) runs from
 	// the root for BranchAt policy turns, then its session is forked
@@ -69,7 +70,7 @@ func (o *Options) defaults() {
 		o.MaxTurns = 30
 	}
 	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 16
+		o.MaxInFlight = defaultMaxInFlight
 	}
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = 2 * time.Second
@@ -78,6 +79,8 @@ func (o *Options) defaults() {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 }
+
+const defaultMaxInFlight = 16
 
 // key identifies an episode within a run.
 type key struct {

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/sim"
@@ -53,3 +54,23 @@ func (e Embedded) Delete(ctx context.Context, id string) error { return e.M.Dele
 
 // The native API's Go client is a Simulator.
 var _ Simulator = (*api.Client)(nil)
+
+// Remote is a running server's session API as a [Simulator] for a run of
+// at most maxInFlight episodes at once (0: the [Options] default). A
+// client without its own HTTP client gets one that keeps a connection
+// per episode in flight: the default keeps two per host, so the others
+// would dial the server again for nearly every step.
+func Remote(c *api.Client, maxInFlight int) *api.Client {
+	if c.HTTP != nil {
+		return c
+	}
+	if maxInFlight <= 0 {
+		maxInFlight = defaultMaxInFlight
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// A tree group holds its trunk's connection while its members run.
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 2*maxInFlight, 2*maxInFlight
+	cl := *c
+	cl.HTTP = &http.Client{Transport: t}
+	return &cl
+}
