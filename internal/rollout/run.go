@@ -84,8 +84,8 @@ const defaultMaxInFlight = 16
 
 // key identifies an episode within a run.
 type key struct {
-	Group  string `json:"group_id"`
-	Sample int    `json:"sample_idx"`
+	Group  string
+	Sample int
 }
 
 // Result counts what one [Run] call did.
