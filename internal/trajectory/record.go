@@ -142,15 +142,19 @@ func (r *Record) GroundTruth() string { return r.Response[r.TurnIdx-1] }
 
 // UnmarshalJSON decodes a record, keeping unknown fields and key order.
 //
-// Rows average ~185 KB, nearly all of it the prompt and response strings,
-// so the common case decodes the schema fields in one encoding/json pass
-// (which also validates the whole input) and finds the key order and the
-// unknown members' raw bytes with a byte scan that never unquotes. Anything
-// that pass cannot decide exactly as the member-by-member decoder would (a
-// type error, a key differing from a known one only in case, which
-// encoding/json would match) goes to that decoder, so both give the same
-// record or the same error.
+// Rows average ~185 KB, nearly all of it the prompt and response strings.
+// The common record is decoded in one pass over its bytes (decodeDirect);
+// what that pass declines goes to one encoding/json pass over the schema
+// fields (which also validates the whole input) with a byte scan for the
+// key order and the unknown members' raw bytes. Anything that pass cannot
+// decide exactly as the member-by-member decoder would (a type error, a
+// key differing from a known one only in case, which encoding/json would
+// match) goes to that decoder, so all give the same record or the same
+// error.
 func (r *Record) UnmarshalJSON(b []byte) error {
+	if r.decodeDirect(b) {
+		return nil
+	}
 	if err := r.unmarshalFast(b); err != nil {
 		if !json.Valid(b) {
 			return err
