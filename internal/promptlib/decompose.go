@@ -45,6 +45,31 @@ func (f field) get(p *Parts) *string {
 type skeleton struct {
 	re     *regexp.Regexp
 	groups []field
+	// lits is the literal text between the components, in order; a
+	// prompt that lacks one of them in order cannot match, which is much
+	// cheaper to find out than running re.
+	lits []string
+}
+
+// plausible reports whether the literals occur in system in order, the
+// first as its prefix and the last as its suffix.
+func (sk *skeleton) plausible(system string) bool {
+	n := len(sk.lits)
+	if n == 1 {
+		return system == sk.lits[0]
+	}
+	if !strings.HasPrefix(system, sk.lits[0]) || !strings.HasSuffix(system, sk.lits[n-1]) {
+		return false
+	}
+	rest := system[len(sk.lits[0]):]
+	for _, l := range sk.lits[1 : n-1] {
+		i := strings.Index(rest, l)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(l):]
+	}
+	return len(rest) >= len(sk.lits[n-1])
 }
 
 // sentinel marks where component f lands in a rendered skeleton. NUL
@@ -110,6 +135,7 @@ func compileSkeleton(text string) (*skeleton, int) {
 	sk := &skeleton{}
 	written, last := 0, 0
 	for _, m := range sentinelRE.FindAllStringSubmatchIndex(text, -1) {
+		sk.lits = append(sk.lits, text[last:m[0]])
 		b.WriteString(regexp.QuoteMeta(text[last:m[0]]))
 		b.WriteString(`(.+?)`)
 		f := field(text[m[2]] - '0')
@@ -117,6 +143,7 @@ func compileSkeleton(text string) (*skeleton, int) {
 		written |= 1 << f
 		last = m[1]
 	}
+	sk.lits = append(sk.lits, text[last:])
 	b.WriteString(regexp.QuoteMeta(text[last:]))
 	b.WriteString(`\z`)
 	sk.re = regexp.MustCompile(b.String())
@@ -127,6 +154,9 @@ func compileSkeleton(text string) (*skeleton, int) {
 // component written twice must have been the same text both times.
 func (sk *skeleton) match(system string) (Parts, bool) {
 	var p Parts
+	if !sk.plausible(system) {
+		return p, false
+	}
 	m := sk.re.FindStringSubmatch(system)
 	if m == nil {
 		return p, false
