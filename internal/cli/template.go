@@ -40,15 +40,21 @@ func (t *templateFlags) library() (*promptlib.Library, error) {
 
 // version is the selected version.
 func (t *templateFlags) version() (*promptlib.Version, error) {
+	_, v, err := t.selected()
+	return v, err
+}
+
+// selected is the library and the version selected in it.
+func (t *templateFlags) selected() (*promptlib.Library, *promptlib.Version, error) {
 	lib, err := t.library()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	v, err := lib.Get(t.ref)
 	if err != nil {
-		return nil, flagErr("template", err)
+		return nil, nil, flagErr("template", err)
 	}
-	return v, nil
+	return lib, v, nil
 }
 
 const benchTemplateUsage = "world-model template version (a name like v3, or an id prefix) every row's system prompt is re-rendered under: its components are recovered from system_str and rendered with the version; empty: the rows' own system_str, or the promoted version when --template-dir has one"
@@ -65,13 +71,9 @@ func (t *templateFlags) benchTemplate() (*bench.Template, error) {
 			return nil, nil
 		}
 	}
-	lib, err := t.library()
+	lib, v, err := t.selected()
 	if err != nil {
 		return nil, err
-	}
-	v, err := lib.Get(t.ref)
-	if err != nil {
-		return nil, flagErr("template", err)
 	}
 	return benchTemplateOf(lib, v), nil
 }

@@ -61,21 +61,7 @@ func TestServeTemplateChangesTheSystemPrompt(t *testing.T) {
 			f.cfg.Model, f.cfg.ModelName = model.URL, "wm"
 			configure(f)
 		})
-		var created struct {
-			SessionID string `json:"session_id"`
-		}
-		if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": world}, &created); code != http.StatusCreated {
-			t.Fatalf("create: %d", code)
-		}
-		step := map[string]any{"action": []map[string]any{{"keystrokes": "ls\n", "duration": 1}}}
-		if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", step, nil); code != http.StatusOK {
-			t.Fatalf("step: %d", code)
-		}
-		reqs := model.Requests()
-		if len(reqs) == 0 || len(reqs[len(reqs)-1].Messages) == 0 || reqs[len(reqs)-1].Messages[0].Role != "system" {
-			t.Fatalf("no system message reached the model: %+v", reqs)
-		}
-		return reqs[len(reqs)-1].Messages[0].Content, s
+		return stepSystemPrompt(t, srv.URL, model, world), s
 	}
 
 	builtin, s := systemSent(func(f *simFlags) {})
@@ -114,6 +100,27 @@ func TestServeTemplateChangesTheSystemPrompt(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--template") {
 		t.Fatalf("unknown version: %v", err)
 	}
+}
+
+// stepSystemPrompt creates a session of world on the serve at url, steps
+// it once, and returns the system message model received last.
+func stepSystemPrompt(t *testing.T, url string, model *fakellm.Server, world string) string {
+	t.Helper()
+	var created struct {
+		SessionID string `json:"session_id"`
+	}
+	if code := postJSON(t, url+"/v1/sessions", map[string]any{"world_id": world}, &created); code != http.StatusCreated {
+		t.Fatalf("create: %d", code)
+	}
+	step := map[string]any{"action": []map[string]any{{"keystrokes": "ls\n", "duration": 1}}}
+	if code := postJSON(t, url+"/v1/sessions/"+created.SessionID+"/step", step, nil); code != http.StatusOK {
+		t.Fatalf("step: %d", code)
+	}
+	reqs := model.Requests()
+	if len(reqs) == 0 || len(reqs[len(reqs)-1].Messages) == 0 || reqs[len(reqs)-1].Messages[0].Role != "system" {
+		t.Fatalf("no system message reached the model: %+v", reqs)
+	}
+	return reqs[len(reqs)-1].Messages[0].Content
 }
 
 func TestTemplateCommands(t *testing.T) {
@@ -219,21 +226,7 @@ func TestOneVersionSameBytesInServeBenchData(t *testing.T) {
 	if !ok || spec.Domain != domain.Terminal {
 		t.Fatalf("world %s: %v %v", world, ok, spec.Domain)
 	}
-	var created struct {
-		SessionID string `json:"session_id"`
-	}
-	if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": world}, &created); code != http.StatusCreated {
-		t.Fatalf("create: %d", code)
-	}
-	step := map[string]any{"action": []map[string]any{{"keystrokes": "ls\n", "duration": 1}}}
-	if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", step, nil); code != http.StatusOK {
-		t.Fatalf("step: %d", code)
-	}
-	reqs := model.Requests()
-	if len(reqs) != 1 || reqs[0].Messages[0].Role != "system" {
-		t.Fatalf("serve sent %d requests", len(reqs))
-	}
-	served := reqs[0].Messages[0].Content
+	served := stepSystemPrompt(t, srv.URL, model, world)
 	if !strings.Contains(served, "Print the prompt after every command.") {
 		t.Fatalf("serve did not use v1:\n%s", served)
 	}
@@ -273,7 +266,7 @@ func TestOneVersionSameBytesInServeBenchData(t *testing.T) {
 		"--template", "v1", "--template-dir", lib, "--out", out); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	reqs = model.Requests()
+	reqs := model.Requests()
 	if len(reqs) != 1 || reqs[0].Messages[0].Role != "system" {
 		t.Fatalf("bench sent %d requests", len(reqs))
 	}
