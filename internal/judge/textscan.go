@@ -112,9 +112,14 @@ func metaMayStart(s string, i int) bool {
 }
 
 // isWordByte is regexp's ASCII word character (\w, what \b looks at).
-func isWordByte(c byte) bool {
-	return c == '_' || isDigitByte(c) || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
-}
+func isWordByte(c byte) bool { return wordBytes[c] }
+
+var wordBytes = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c == '_' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+	}
+	return t
+}()
 
 func isDigitByte(c byte) bool { return '0' <= c && c <= '9' }
 
@@ -135,18 +140,19 @@ func collapseBlanks(l string) string {
 		return l
 	}
 	b := make([]byte, 0, len(l))
+	copied := 0 // l[:copied] is in b
 	for i := 0; i < len(l); i++ {
-		c := l[i]
-		if c != ' ' && c != '\t' {
-			b = append(b, c)
+		// A single space stays; a tab or a longer run becomes one space.
+		if c := l[i]; c != '\t' && (c != ' ' || i+1 == len(l) || (l[i+1] != ' ' && l[i+1] != '\t')) {
 			continue
 		}
-		b = append(b, ' ')
+		b = append(append(b, l[copied:i]...), ' ')
 		for i+1 < len(l) && (l[i+1] == ' ' || l[i+1] == '\t') {
 			i++
 		}
+		copied = i + 1
 	}
-	return string(b)
+	return string(append(b, l[copied:]...))
 }
 
 // shapeBody masks a line's shape as the regexp pair did: every quoted
