@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -188,7 +190,8 @@ func BenchmarkRun840(b *testing.B) {
 		latency     = 100 * time.Millisecond
 	)
 	var load inFlight
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		load.change(+1)
 		defer load.change(-1)
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -196,6 +199,14 @@ func BenchmarkRun840(b *testing.B) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","model":"wm","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"<predicted_observation>ok</predicted_observation>"}}],"usage":{"prompt_tokens":40000,"completion_tokens":9}}`)
 	}))
+	// Connections opened: a transport that keeps too few idle ones opens
+	// far more than the 64 in flight.
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
 	defer srv.Close()
 	data := b.TempDir()
 	size := writeRealisticData(b, data, samples)
@@ -205,12 +216,15 @@ func BenchmarkRun840(b *testing.B) {
 		b.Run("judge="+judgeName, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				o := &bench.Options{Data: data, Out: b.TempDir(), Concurrency: concurrency, ModelName: "wm",
-					Model: worldmodel.New(srv.URL, "wm", &worldmodel.Options{HTTPClient: transportPool{}.client(concurrency)})}
+					// The model client as `bench run` makes it: its default
+					// transport.
+					Model: worldmodel.New(srv.URL, "wm", nil)}
 				if judgeName == "rules" {
 					o.Rules = judge.RuleScorer{}
 				}
 				runtime.GC()
 				load.reset()
+				conns.Store(0)
 				cpu0 := processCPU()
 				start := time.Now()
 				sum, err := bench.Run(context.Background(), o)
@@ -228,10 +242,11 @@ func BenchmarkRun840(b *testing.B) {
 				b.ReportMetric(float64(ideal.Microseconds())/1000, "ideal_cpu_ms/sample")
 				avg, first := load.average()
 				b.ReportMetric(avg, "in_flight")
-				b.Logf("%d samples (%.0f KB/row), %d in flight, %s/call, judge %s: elapsed %s = %.1f× the sequential floor %s (goal ≥ 50×); CPU %s/sample, ideal %s/sample (%.1f×); at the endpoint %.1f in flight on average, the first request after %s",
+				b.ReportMetric(float64(conns.Load()), "connections")
+				b.Logf("%d samples (%.0f KB/row), %d in flight, %s/call, judge %s: elapsed %s = %.1f× the sequential floor %s (goal ≥ 50×); CPU %s/sample, ideal %s/sample (%.1f×); at the endpoint %.1f in flight on average over %d connections, the first request after %s",
 					samples, float64(size)/samples/1024, concurrency, latency, judgeName, el.Round(time.Millisecond), floor.Seconds()/el.Seconds(), floor,
 					perSample.Round(10*time.Microsecond), ideal.Round(10*time.Microsecond), float64(perSample)/float64(ideal),
-					avg, first.Sub(start).Round(time.Millisecond))
+					avg, conns.Load(), first.Sub(start).Round(time.Millisecond))
 			}
 		})
 	}
