@@ -37,7 +37,8 @@ type overheadMode struct {
 // json.Marshal and a decode of its message, then Manager.Step, and a close
 // of every session. The two sides run one after the other in each
 // iteration, in alternating order so that drift in the machine's load hits
-// both, in one process with the same fakes, which answer at once: the
+// both, each after a GC so that neither pays for collecting the other's
+// garbage, in one process with the same fakes, which answer at once: the
 // ratio is an upper bound on the driver's share of a real step, where the
 // policy takes far longer. What Run pays once per run (opening and
 // fsyncing its journal, the summary file) is spread over the run's steps,
@@ -76,6 +77,7 @@ func benchOverhead(b *testing.B, mode overheadMode) {
 		dir := filepath.Join(root, fmt.Sprint(i))
 		before := [2]time.Duration{driver, direct}
 		runDriver := func() {
+			runtime.GC() // each side starts on a collected heap
 			t0, c0 := time.Now(), processCPU()
 			res, err := Run(ctx, Embedded{M: m}, ts, dir, &Options{
 				Policy: &Policy{URL: pol.srv.URL + "/v1", Model: "pol"}, GroupSize: group,
@@ -88,6 +90,7 @@ func benchOverhead(b *testing.B, mode overheadMode) {
 			}
 		}
 		runDirect := func() {
+			runtime.GC()
 			t0, c0 := time.Now(), processCPU()
 			d.run(b, ctx, ts)
 			direct += time.Since(t0)
