@@ -185,9 +185,92 @@ func researchArgs(data, out, wmURL, optURL string, iters int) []string {
 		"--optimizer-url", optURL, "--optimizer-model", "opt", "--judge", "rules", "--iterations", fmt.Sprint(iters), "--minibatch", "5", "--concurrency", "4"}
 }
 
-// TestResearchChild is the process TestResearchSurvivesKill9 kills.
+// TestResearchChild is the process TestResearchSurvivesKill9 and
+// TestResearchBudgetSurvivesKill9 kill.
 func TestResearchChild(t *testing.T) {
 	runChildCLI(t, "AGENTWORLD_RESEARCH_CHILD", "TestResearchSurvivesKill9")
+}
+
+// killResearch runs args (a research run writing to out) in a child
+// process, kills it with SIGKILL once its journal holds iters iterations,
+// and returns what the journal holds then.
+func killResearch(t *testing.T, args []string, out string, iters int) *research.Journal {
+	t.Helper()
+	argv, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestResearchChild$")
+	cmd.Env = append(os.Environ(), "AGENTWORLD_RESEARCH_CHILD="+string(argv))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	journal := filepath.Join(out, "journal.jsonl")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, _ := os.ReadFile(journal)
+		if bytes.Count(b, []byte(`{"iteration":`)) >= iters {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatal("the child journaled too little in a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if _, err := os.Stat(filepath.Join(out, "report.json")); err == nil {
+		t.Fatal("the child finished before the kill")
+	}
+	f, err := os.Open(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	j, err := research.ReadJournal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// TestResearchBudgetSurvivesKill9 kills a capped research run after its
+// first iteration and reruns it with the same cap: the rerun counts on
+// from the journal, so the two runs together call the endpoints no more
+// than the cap and the report says the run ended on budget.
+func TestResearchBudgetSurvivesKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	// 40 trajectories, rules judge: 80 calls held back for the test, 40
+	// for the seed on validation, at most 81 an iteration; the search ends
+	// in its fourth iteration.
+	const budget = 400
+	dir := t.TempDir()
+	data := writeResearchData(t, dir)
+	wm, opt := researchFakes(t, []string{researchGoodA, "Be nice.", researchGoodB, "Mention the weather."})
+	out := filepath.Join(dir, "out")
+	args := append(researchArgs(data, out, wm.URL, opt.URL, 8), "--budget", fmt.Sprint(budget))
+	j := killResearch(t, args, out, 1)
+	if j.Spent.Calls < wm.Count()+opt.Count() || j.Spent.Calls > wm.Count()+opt.Count()+4 {
+		t.Fatalf("the journal counts %d calls, the endpoints saw %d", j.Spent.Calls, wm.Count()+opt.Count())
+	}
+	stdout, stderr, err := runBenchCLI(t, args...)
+	if err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, fmt.Sprintf("research: resuming after %d iterations; already spent %d/%d calls", len(j.Iterations), j.Spent.Calls, budget)) {
+		t.Errorf("the resumed run does not say what was spent:\n%s", stderr)
+	}
+	var rep research.Report
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	if n := wm.Count() + opt.Count(); n > budget || rep.Spent.Calls > budget || rep.BudgetStop == "" || rep.NoTest != "" {
+		t.Fatalf("killed and resumed runs: endpoints %d calls, report %d, budget %d; stop %q, no test %q\n%s", n, rep.Spent.Calls, budget, rep.BudgetStop, rep.NoTest, stdout)
+	}
 }
 
 // TestResearchSurvivesKill9 kills `research run` (this test binary,
@@ -213,42 +296,7 @@ func TestResearchSurvivesKill9(t *testing.T) {
 
 	wm, opt := researchFakes(t, script)
 	out := filepath.Join(dir, "killed")
-	argv, _ := json.Marshal(researchArgs(data, out, wm.URL, opt.URL, iters))
-	cmd := exec.Command(os.Args[0], "-test.run=^TestResearchChild$")
-	cmd.Env = append(os.Environ(), "AGENTWORLD_RESEARCH_CHILD="+string(argv))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	journal := filepath.Join(out, "journal.jsonl")
-	deadline := time.Now().Add(time.Minute)
-	for {
-		b, _ := os.ReadFile(journal)
-		if bytes.Count(b, []byte("\n")) >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			t.Fatal("the child journaled too little in a minute")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if _, err := os.Stat(filepath.Join(out, "report.json")); err == nil {
-		t.Fatal("the child finished before the kill")
-	}
-	f, err := os.Open(journal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := research.ReadJournal(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := killResearch(t, researchArgs(data, out, wm.URL, opt.URL, iters), out, 3)
 	done := j.Iterations
 	optBefore, wmBefore := opt.Count(), wm.Count()
 
