@@ -145,15 +145,23 @@ func TestConcurrentAppendsGroupCommit(t *testing.T) {
 	}
 }
 
-// BenchmarkGroupCommit appends turns from 256 sessions at once, as serve's
-// store sees them under load, with records the size of a terminal world's
-// (a spec and rendered system prompt of a few KiB per session, a turn of a
+// BenchmarkGroupCommit appends turns to 256 sessions, as serve's store
+// sees them under load, with records the size of a terminal world's (a
+// spec and rendered system prompt of a few KiB per session, a turn of a
 // command, its screen and the step's info), and reports the writes each
 // transaction (and so each fsync of the log) carried, the wall time per
 // write and the process CPU per write (the store's own: the goroutines
-// around it only wait).
+// around it only wait). With 256 writers (one per session) batches are
+// large; with 8 (each stepping 32 sessions in turn) they are small, as in
+// a server whose sessions spend most of a step elsewhere, and the cost of
+// each commit shows.
 func BenchmarkGroupCommit(b *testing.B) {
-	const sessions = 256
+	for _, writers := range []int{256, 8} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) { benchGroupCommit(b, 256, writers) })
+	}
+}
+
+func benchGroupCommit(b *testing.B, sessions, writers int) {
 	db, err := Open(filepath.Join(b.TempDir(), "s.db"))
 	if err != nil {
 		b.Fatal(err)
@@ -169,18 +177,22 @@ func BenchmarkGroupCommit(b *testing.B) {
 	}
 	screen := "root@7f3c9e2a1b4d:/app# ls -la\n" + strings.Repeat("-rw-r--r-- 1 root root  120 Jan  1 00:00 file.py\n", 8)
 	c0, w0 := db.commits.Load(), db.committed.Load()
-	var turn atomic.Int64
+	var left atomic.Int64
+	left.Store(int64(b.N))
 	cpu0 := cpuTime()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for s := range sessions {
+	for w := range writers {
 		wg.Go(func() {
-			id := fmt.Sprint("s", s)
-			for i := 1; int(turn.Add(1)) <= b.N; i++ {
+			turns := map[int]int{}
+			for k := 0; left.Add(-1) >= 0; k++ {
+				s := w + writers*(k%(sessions/writers))
+				turns[s]++
+				i := turns[s]
 				tr := sim.TurnRecord{Turn: i, HistoryTurn: sim.HistoryTurn{Action: `[{"keystrokes":"ls -la\n","duration":0.5}]`, Observation: screen,
 					Message: "Action " + fmt.Sprint(i) + ": ls -la", Assistant: "<predicted_observation>" + screen + "</predicted_observation>"},
 					Result: sim.StepResult{Observation: screen, Info: sim.StepInfo{Turn: i, Backend: "model", Model: "wm", PromptTokens: 1200, CompletionTokens: 80, FinishReason: "stop", LatencyMS: 3}}}
-				if err := db.AppendTurn(ctx, id, tr, sim.StatusActive); err != nil {
+				if err := db.AppendTurn(ctx, fmt.Sprint("s", s), tr, sim.StatusActive); err != nil {
 					b.Error(err)
 					return
 				}
