@@ -61,16 +61,19 @@ type write struct {
 
 var _ sim.Store = (*DB)(nil)
 
-// The schema, version 1 (PRAGMA user_version). A step writes the least it
+// The schema, version 2 (PRAGMA user_version). A step writes the least it
 // can, because every page it dirties is written to the log, checksummed,
-// fsynced and later checkpointed: its status and time go to
-// session_status, whose rows are a few dozen bytes, never to the session's
-// row, which carries the world spec and system prompt (kilobytes); its
-// turn record is appended to turn_log in arrival order, so the turns of a
-// batch fill the same few pages rather than one page (and an overflow page)
-// per session, and only the small (session_id, turn) index is written per
-// session. sessions.status and sessions.updated_at keep the values the
-// session was created with.
+// fsynced and later checkpointed: it appends its turn record, with its
+// time, to turn_log, in arrival order, so the turns of a batch fill the
+// same few pages rather than one page (and an overflow page) per session,
+// and only the small (session_id, turn) index is written per session. A
+// session's status lives in session_status, whose rows are a few dozen
+// bytes, and is written only when it changes (a step that ends the
+// episode, a close, an expiry), never to the session's row, which carries
+// the world spec and system prompt (kilobytes). A session's last activity
+// is the later of session_status.updated_at and its last turn's time.
+// sessions.status and sessions.updated_at keep the values the session was
+// created with.
 const schema = `
 CREATE TABLE IF NOT EXISTS sessions (
 	id         TEXT PRIMARY KEY,
@@ -88,17 +91,18 @@ CREATE TABLE IF NOT EXISTS turn_log (
 	session_id TEXT NOT NULL REFERENCES sessions(id),
 	turn       INTEGER NOT NULL,
 	record     TEXT NOT NULL,
+	at         INTEGER,
 	UNIQUE (session_id, turn)
 );
 `
 
-// schemaVersion is the user_version of the schema above. Version 0 (before
-// it) kept the current status in sessions and the turns in a table turns
-// keyed by (session_id, turn); Open upgrades it.
-const schemaVersion = 1
+// schemaVersion is the user_version of the schema above. Version 0 kept
+// the current status in sessions and the turns in a table turns keyed by
+// (session_id, turn); version 1 had no turn_log.at and wrote
+// session_status at every step. Open upgrades both.
+const schemaVersion = 2
 
-// upgradeV0 moves a version 0 database's turns and statuses to where
-// version 1 keeps them, in one transaction with the version bump.
+// upgradeV0 moves a version 0 database's turns to turn_log.
 const upgradeV0 = `
 INSERT INTO turn_log(session_id, turn, record) SELECT session_id, turn, record FROM turns ORDER BY session_id, turn;
 DROP TABLE turns;
@@ -122,6 +126,11 @@ func migrate(db *sql.DB) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
+	if v == 1 { // its turn_log, made before turn_log.at, was kept by CREATE TABLE IF NOT EXISTS
+		if _, err := tx.Exec(`ALTER TABLE turn_log ADD COLUMN at INTEGER`); err != nil {
+			return fmt.Errorf("upgrade from schema version 1: %w", err)
+		}
+	}
 	var old int
 	if err := tx.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'turns'`).Scan(&old); err != nil {
 		return err
@@ -132,7 +141,7 @@ func migrate(db *sql.DB) error {
 		}
 	}
 	if _, err := tx.Exec(`INSERT OR IGNORE INTO session_status(id, status, updated_at) SELECT id, status, updated_at FROM sessions`); err != nil {
-		return fmt.Errorf("upgrade from schema version 0: %w", err)
+		return fmt.Errorf("upgrade from schema version %d: %w", v, err)
 	}
 	if _, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
 		return err
@@ -204,7 +213,7 @@ func (d *DB) prepare() error {
 		{&d.rollbackTo, `ROLLBACK TO w`},
 		{&d.release, `RELEASE w`},
 		{&d.setStatus, `UPDATE session_status SET status = ?, updated_at = ? WHERE id = ?`},
-		{&d.insertTurn, `INSERT INTO turn_log(session_id, turn, record) VALUES(?,?,?)`},
+		{&d.insertTurn, `INSERT INTO turn_log(session_id, turn, record, at) VALUES(?,?,?,?)`},
 	} {
 		st, err := d.db.Prepare(p.sql)
 		if err != nil {
@@ -403,7 +412,7 @@ func (d *DB) CreateSession(ctx context.Context, s sim.SessionRecord, turns []sim
 		}
 		insert := tx.stmt(&tx.insertTurn, d.insertTurn)
 		for i, t := range turns {
-			if _, err := insert.ExecContext(ctx, s.ID, t.Turn, string(recs[i])); err != nil {
+			if _, err := insert.ExecContext(ctx, s.ID, t.Turn, string(recs[i]), nil); err != nil {
 				return fmt.Errorf("store session %s turn %d: %w", s.ID, t.Turn, err)
 			}
 		}
@@ -419,14 +428,26 @@ func (d *DB) AppendTurn(ctx context.Context, id string, t sim.TurnRecord, status
 	}
 	now := time.Now().UTC()
 	return d.do(ctx, func(ctx context.Context, tx *batchTx) error {
-		if err := d.setStatusIn(ctx, tx, id, status, now); err != nil {
-			return err
-		}
-		if _, err := tx.stmt(&tx.insertTurn, d.insertTurn).ExecContext(ctx, id, t.Turn, string(rec)); err != nil {
+		if _, err := tx.stmt(&tx.insertTurn, d.insertTurn).ExecContext(ctx, id, t.Turn, string(rec), now.UnixMilli()); err != nil {
+			if isForeignKey(err) {
+				return fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
+			}
 			return fmt.Errorf("store session %s turn %d: %w", id, t.Turn, err)
 		}
-		return nil
+		// A step that leaves the session active (as it was, or it could
+		// not step) changes nothing else; its time is the turn's.
+		if status == sim.StatusActive {
+			return nil
+		}
+		return d.setStatusIn(ctx, tx, id, status, now)
 	})
+}
+
+// isForeignKey reports SQLite's SQLITE_CONSTRAINT_FOREIGNKEY (787): a row
+// naming a session that does not exist.
+func isForeignKey(err error) bool {
+	var se interface{ Code() int }
+	return errors.As(err, &se) && se.Code() == 787
 }
 
 // SetStatus implements sim.Store.
@@ -436,9 +457,8 @@ func (d *DB) SetStatus(ctx context.Context, id, status string) error {
 }
 
 // setStatusIn records a session's status and last activity in
-// session_status. It runs on every step inside the single writer, so it
-// touches only that small row; LoadSession takes both from there, not from
-// the record JSON.
+// session_status, a small row; LoadSession takes both from there (and the
+// last turn's time), not from the record JSON.
 func (d *DB) setStatusIn(ctx context.Context, tx *batchTx, id, status string, now time.Time) error {
 	res, err := tx.stmt(&tx.setStatus, d.setStatus).ExecContext(ctx, status, now.UnixMilli(), id)
 	if err != nil {
@@ -461,9 +481,12 @@ func (d *DB) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []s
 	var raw, status string
 	var updated int64
 	load, loadTurns := `SELECT st.status, st.updated_at, s.record FROM sessions s JOIN session_status st ON st.id = s.id WHERE s.id = ?`,
-		`SELECT turn, record FROM turn_log WHERE session_id = ? ORDER BY turn`
-	if d.version == 0 { // read-only, before an owner upgraded the file
-		load, loadTurns = `SELECT status, updated_at, record FROM sessions WHERE id = ?`, `SELECT turn, record FROM turns WHERE session_id = ? ORDER BY turn`
+		`SELECT turn, record, at FROM turn_log WHERE session_id = ? ORDER BY turn`
+	switch d.version { // below schemaVersion: read-only, before an owner upgraded the file
+	case 0:
+		load, loadTurns = `SELECT status, updated_at, record FROM sessions WHERE id = ?`, `SELECT turn, record, NULL FROM turns WHERE session_id = ? ORDER BY turn`
+	case 1:
+		loadTurns = `SELECT turn, record, NULL FROM turn_log WHERE session_id = ? ORDER BY turn`
 	}
 	if err := tx.QueryRowContext(ctx, load, id).Scan(&status, &updated, &raw); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -484,8 +507,13 @@ func (d *DB) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []s
 	for rows.Next() {
 		var n int
 		var r string
-		if err := rows.Scan(&n, &r); err != nil {
+		var at sql.NullInt64
+		if err := rows.Scan(&n, &r, &at); err != nil {
 			return rec, nil, err
+		}
+		if at.Valid && at.Int64 > updated {
+			updated = at.Int64
+			rec.UpdatedAt = time.UnixMilli(updated).UTC()
 		}
 		var t sim.TurnRecord
 		if err := json.Unmarshal([]byte(r), &t); err != nil {

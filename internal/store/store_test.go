@@ -284,72 +284,99 @@ func TestReadOnlyOpenBesideTheOwner(t *testing.T) {
 	}
 }
 
-// A database written before schema version 1 (the current status in the
-// sessions row, turns in a table keyed by session and turn) is upgraded
-// when its owner opens it, keeping every session's status and turns; a
-// read-only open before that reads the old layout as it is.
-func TestUpgradeFromSchemaVersion0(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "old.db")
-	old, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
+// A database written by an earlier schema is upgraded when its owner opens
+// it, keeping every session's status and turns; a read-only open before
+// that reads the old layout as it is. Version 0 kept the current status in
+// the sessions row and turns in a table keyed by session and turn; version
+// 1 had turn_log without the turns' times and session_status.
+func TestUpgradeFromEarlierSchemas(t *testing.T) {
 	rec := sim.SessionRecord{ID: "s1", Root: "s1", World: "w", Spec: []byte(`{"name":"w"}`), Status: sim.StatusActive}
 	raw, _ := json.Marshal(rec)
 	want := []sim.TurnRecord{
 		{Turn: 1, HistoryTurn: sim.HistoryTurn{Action: "ls", Observation: "a"}},
 		{Turn: 2, HistoryTurn: sim.HistoryTurn{Action: "cd x", Observation: "b"}},
 	}
-	stmts := []string{`CREATE TABLE sessions (id TEXT PRIMARY KEY, status TEXT NOT NULL, updated_at INTEGER NOT NULL, record TEXT NOT NULL)`,
-		`CREATE TABLE turns (session_id TEXT NOT NULL REFERENCES sessions(id), turn INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (session_id, turn)) WITHOUT ROWID`,
-		fmt.Sprintf(`INSERT INTO sessions VALUES('s1', 'terminated', 1700000000000, '%s')`, raw)}
-	for _, tr := range want {
-		b, _ := json.Marshal(tr)
-		stmts = append(stmts, fmt.Sprintf(`INSERT INTO turns VALUES('s1', %d, '%s')`, tr.Turn, b))
-	}
-	for _, s := range stmts {
-		if _, err := old.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	if err := old.Close(); err != nil {
-		t.Fatal(err)
-	}
-	check := func(what string, db *DB) {
-		t.Helper()
-		got, turns, err := db.LoadSession(context.Background(), "s1")
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if got.Status != sim.StatusTerminated || !got.UpdatedAt.Equal(time.UnixMilli(1700000000000)) {
-			t.Errorf("%s: status %q updated %v, want terminated at the stored time", what, got.Status, got.UpdatedAt)
-		}
-		if d := cmp.Diff(want, turns); d != "" {
-			t.Errorf("%s: turns (-want +got):\n%s", what, d)
-		}
-	}
-	ro, err := OpenReadOnly(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check("read-only before the upgrade", ro)
-	ro.Close()
-	db, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check("upgraded", db)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err = Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	check("reopened after the upgrade", db)
-	if err := db.AppendTurn(context.Background(), "s1", sim.TurnRecord{Turn: 2}, sim.StatusActive); err == nil {
-		t.Error("a turn already recorded before the upgrade was recorded again")
+	session := fmt.Sprintf(`INSERT INTO sessions VALUES('s1', 'terminated', 1700000000000, '%s')`, raw)
+	for _, tc := range []struct {
+		version int
+		schema  []string
+		turn    string // the INSERT of one turn, %d the turn, %s its record
+	}{
+		{0, []string{`CREATE TABLE sessions (id TEXT PRIMARY KEY, status TEXT NOT NULL, updated_at INTEGER NOT NULL, record TEXT NOT NULL)`,
+			`CREATE TABLE turns (session_id TEXT NOT NULL REFERENCES sessions(id), turn INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (session_id, turn)) WITHOUT ROWID`,
+			session}, `INSERT INTO turns VALUES('s1', %d, '%s')`},
+		{1, []string{`CREATE TABLE sessions (id TEXT PRIMARY KEY, status TEXT NOT NULL, updated_at INTEGER NOT NULL, record TEXT NOT NULL)`,
+			`CREATE TABLE session_status (id TEXT PRIMARY KEY REFERENCES sessions(id), status TEXT NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID`,
+			`CREATE TABLE turn_log (seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL REFERENCES sessions(id), turn INTEGER NOT NULL, record TEXT NOT NULL, UNIQUE (session_id, turn))`,
+			`PRAGMA user_version = 1`, session, `INSERT INTO session_status VALUES('s1', 'terminated', 1700000000000)`},
+			`INSERT INTO turn_log(session_id, turn, record) VALUES('s1', %d, '%s')`},
+	} {
+		t.Run(fmt.Sprintf("version %d", tc.version), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "old.db")
+			old, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stmts := tc.schema
+			for _, tr := range want {
+				b, _ := json.Marshal(tr)
+				stmts = append(stmts, fmt.Sprintf(tc.turn, tr.Turn, b))
+			}
+			for _, s := range stmts {
+				if _, err := old.Exec(s); err != nil {
+					t.Fatalf("%s: %v", s, err)
+				}
+			}
+			if err := old.Close(); err != nil {
+				t.Fatal(err)
+			}
+			check := func(what string, db *DB) {
+				t.Helper()
+				got, turns, err := db.LoadSession(context.Background(), "s1")
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if got.Status != sim.StatusTerminated || !got.UpdatedAt.Equal(time.UnixMilli(1700000000000)) {
+					t.Errorf("%s: status %q updated %v, want terminated at the stored time", what, got.Status, got.UpdatedAt)
+				}
+				if d := cmp.Diff(want, turns); d != "" {
+					t.Errorf("%s: turns (-want +got):\n%s", what, d)
+				}
+			}
+			ro, err := OpenReadOnly(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("read-only before the upgrade", ro)
+			ro.Close()
+			db, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("upgraded", db)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db, err = Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			check("reopened after the upgrade", db)
+			ctx := context.Background()
+			if err := db.AppendTurn(ctx, "s1", sim.TurnRecord{Turn: 2}, sim.StatusActive); err == nil {
+				t.Error("a turn already recorded before the upgrade was recorded again")
+			}
+			// A turn after the upgrade has a time, which is the session's
+			// last activity from then on.
+			before := time.Now().Add(-time.Second)
+			if err := db.AppendTurn(ctx, "s1", sim.TurnRecord{Turn: 3}, sim.StatusActive); err != nil {
+				t.Fatal(err)
+			}
+			if got, turns, err := db.LoadSession(ctx, "s1"); err != nil || len(turns) != 3 || got.UpdatedAt.Before(before) {
+				t.Errorf("after a turn recorded after the upgrade: %d turns, updated %v, %v", len(turns), got.UpdatedAt, err)
+			}
+		})
 	}
 }
 
@@ -435,5 +462,35 @@ func TestFailingWriteInBatchFailsAlone(t *testing.T) {
 	}
 	if err := db.AppendTurn(ctx, "nope", turn1, sim.StatusActive); !errors.Is(err, sim.ErrNotFound) {
 		t.Errorf("unknown session: %v, want ErrNotFound", err)
+	}
+}
+
+// A step that leaves a session active writes only its turn; the session's
+// last activity is still that turn's time, and its status stays active
+// until a step or a call changes it.
+func TestActiveStepUpdatesLastActivity(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	created := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	if err := db.CreateSession(ctx, sim.SessionRecord{ID: "s1", Status: sim.StatusActive, Spec: []byte(`{}`), CreatedAt: created, UpdatedAt: created}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-time.Second)
+	if err := db.AppendTurn(ctx, "s1", sim.TurnRecord{Turn: 1}, sim.StatusActive); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := db.LoadSession(ctx, "s1")
+	if err != nil || got.Status != sim.StatusActive || got.UpdatedAt.Before(before) {
+		t.Fatalf("after an active step: status %q updated %v (%v), want active and the step's time", got.Status, got.UpdatedAt, err)
+	}
+	if err := db.SetStatus(ctx, "s1", sim.StatusClosed); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := db.LoadSession(ctx, "s1"); err != nil || got.Status != sim.StatusClosed {
+		t.Fatalf("after close: status %q (%v)", got.Status, err)
 	}
 }
