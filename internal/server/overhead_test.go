@@ -43,6 +43,10 @@ var overheadProfile = flag.String("overhead.serveprofile", "", "write a CPU prof
 // profile of the server process.
 var overheadMemProfile = flag.String("overhead.servememprofile", "", "write an allocation profile of the server process of BenchmarkStepOverhead's saturated modes to this file")
 
+// overheadHopProfile is where the saturated modes write a CPU profile of
+// the reverse proxy's process.
+var overheadHopProfile = flag.String("overhead.proxyprofile", "", "write a CPU profile of the reverse proxy process of BenchmarkStepOverhead's saturated modes to this file")
+
 // BenchmarkStepOverhead measures what a step through the server adds over
 // calling the model server directly with the same prompts (goal: <= 1 ms at
 // p99), at 256 concurrent sessions against a zero-latency fake
@@ -243,7 +247,11 @@ func stepOverheadSaturated(b *testing.B, dbPath string) {
 		env = append(env, "AGENTWORLD_TEST_SERVE_MEMPROFILE="+*overheadMemProfile)
 	}
 	srv := startServeProcess(b, model.URL(), dbPath, env...)
-	hop := startServeProcess(b, model.srv.URL, "", long, "AGENTWORLD_TEST_SERVE_HOP=1")
+	hopEnv := []string{long, "AGENTWORLD_TEST_SERVE_HOP=1"}
+	if *overheadHopProfile != "" {
+		hopEnv = append(hopEnv, "AGENTWORLD_TEST_SERVE_CPUPROFILE="+*overheadHopProfile)
+	}
+	hop := startServeProcess(b, model.srv.URL, "", hopEnv...)
 	defer stopProcesses(srv, hop)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: overheadSessions, MaxConnsPerHost: overheadSessions}, Timeout: time.Minute}
 	defer hc.CloseIdleConnections()
