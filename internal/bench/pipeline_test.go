@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -649,5 +650,68 @@ func TestRunBoundsHugeAnswers(t *testing.T) {
 	}
 	if limit := uint64(64 << 20); grew > limit {
 		t.Fatalf("heap in use grew by %d MiB, want under %d MiB (reading two answers whole would take 100)", grew>>20, limit>>20)
+	}
+}
+
+// countingModel answers at once and records how many calls it holds at
+// most; started is closed when the call number `after` begins.
+type countingModel struct {
+	mu          sync.Mutex
+	calls, now  int
+	most, after int
+	started     chan struct{}
+	hold        time.Duration
+}
+
+func (m *countingModel) Complete(ctx context.Context, _ worldmodel.Request) (*worldmodel.Response, error) {
+	m.mu.Lock()
+	m.calls++
+	m.now++
+	m.most = max(m.most, m.now)
+	if m.calls == m.after {
+		close(m.started)
+	}
+	m.mu.Unlock()
+	time.Sleep(m.hold)
+	m.mu.Lock()
+	m.now--
+	m.mu.Unlock()
+	return &worldmodel.Response{Content: "<predicted_observation>x</predicted_observation>", FinishReason: "stop"}, nil
+}
+
+// blockingRules scores once started is closed (or gives up after a while,
+// failing the test).
+type blockingRules struct {
+	t       *testing.T
+	started chan struct{}
+}
+
+func (r blockingRules) Rules(*trajectory.Record, string) bench.Verdict {
+	select {
+	case <-r.started:
+	case <-time.After(10 * time.Second):
+		r.t.Error("no further model call while the rules judged: the sample kept its slot")
+	}
+	return bench.Verdict{Scores: bench.Scores{Format: 3, Factuality: 3, Consistency: 3, Realism: 3, Quality: 3}}
+}
+
+// TestRulesJudgingFreesTheSlot: a sample the rules judge scores no longer
+// counts against the concurrency, so the next request goes out while it
+// is judged, and the model still never holds more calls than that.
+func TestRulesJudgingFreesTheSlot(t *testing.T) {
+	data := t.TempDir()
+	writeData(t, data, 12)
+	const conc = 2
+	m := &countingModel{after: conc + 1, started: make(chan struct{}), hold: 5 * time.Millisecond}
+	sum, err := bench.Run(context.Background(), &bench.Options{Data: data, Out: t.TempDir(), Concurrency: conc,
+		Model: m, ModelName: "wm", Rules: blockingRules{t: t, started: m.started}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Done != 12 || m.calls != 12 {
+		t.Errorf("%d samples done, %d model calls; want 12 and 12", sum.Done, m.calls)
+	}
+	if m.most > conc {
+		t.Errorf("the model held %d calls at once, more than the concurrency %d", m.most, conc)
 	}
 }

@@ -57,7 +57,9 @@ type Options struct {
 	// SkipBad passes over malformed lines, counting them; false stops at the
 	// first one with an error naming file:line.
 	SkipBad bool
-	// Concurrency is the number of samples in flight; 0 means
+	// Concurrency is the number of samples in flight (waiting on the model
+	// or judge endpoint; a sample the offline Rules judge scores gives its
+	// place to the next one once its prediction is in); 0 means
 	// DefaultConcurrency.
 	Concurrency int
 
@@ -344,7 +346,15 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 	p.progress.start()
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(conc)
+	// A sample holds one of conc slots while it waits on an endpoint. The
+	// rules judge waits on none: a sample it scores gives its slot back as
+	// soon as its prediction is written, so that the next request goes out
+	// while the rules run, and takes one of conc judging places instead
+	// (first, so that at most 2×conc samples are held at once).
+	bound := &slots{inflight: make(chan struct{}, conc)}
+	if p.inf != nil && p.jd != nil && p.jd.rules != nil {
+		bound.judging = make(chan struct{}, conc)
+	}
 	src, rerr := readData(o.Data, o.SkipBad, conc, func(it *Item) error {
 		if err := gctx.Err(); err != nil {
 			return err
@@ -365,7 +375,12 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 			p.mu.Unlock()
 			return nil
 		}
-		g.Go(func() error { return p.process(gctx, it, pred) })
+		select {
+		case bound.inflight <- struct{}{}:
+		case <-gctx.Done():
+			return gctx.Err()
+		}
+		g.Go(func() error { return p.process(gctx, it, pred, bound) })
 		return nil
 	})
 	werr := g.Wait()
@@ -443,8 +458,24 @@ func (p *pipeline) resumed() {
 	p.progress.add(1, false, true)
 }
 
-// process carries one sample through the stages.
-func (p *pipeline) process(ctx context.Context, it *Item, pred *Prediction) error {
+// slots bound the samples of a run: inflight those waiting on an endpoint
+// (taken before a sample starts); judging, when set, those the rules judge
+// scores after they left inflight.
+type slots struct {
+	inflight, judging chan struct{}
+}
+
+// process carries one sample through the stages; it holds one of
+// s.inflight, taken for it, until it no longer waits on an endpoint.
+func (p *pipeline) process(ctx context.Context, it *Item, pred *Prediction, s *slots) error {
+	held := true
+	leave := func() {
+		if held {
+			held = false
+			<-s.inflight
+		}
+	}
+	defer leave()
 	if pred == nil {
 		pr, err := p.inf.infer(ctx, it)
 		if err != nil {
@@ -460,6 +491,15 @@ func (p *pipeline) process(ctx context.Context, it *Item, pred *Prediction) erro
 	}
 	failure, msg := pred.Failure, pred.Error
 	if p.jd != nil {
+		if s.judging != nil {
+			select {
+			case s.judging <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			defer func() { <-s.judging }()
+			leave()
+		}
 		j, err := p.jd.judge(ctx, it.Record, *pred)
 		if err != nil {
 			return err
