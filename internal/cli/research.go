@@ -196,6 +196,9 @@ rejected, however the judge liked it.`,
 					return err
 				}
 				o.RealName = filepath.Base(filepath.Clean(realDir))
+				if o.RealTolerance == 0 {
+					o.RealTolerance = -1 // the flag's 0 is no tolerance, not the default
+				}
 			}
 			o.Journal, o.Logger, o.Progress = jfile, logger(cmd), cmd.ErrOrStderr()
 			printEstimate(cmd, research.EstimateCost(o), d, limits, o.Resume)
@@ -231,7 +234,7 @@ rejected, however the judge liked it.`,
 	f.IntVar(&limits.Calls, "budget", 0, "cap on world-model, judge, optimizer and real-check calls together (cache hits are free; a resumed run counts on); the test split's calls are held back from it; 0: no cap")
 	f.Int64Var(&limits.Tokens, "budget-tokens", 0, "cap on the prompt plus completion tokens of those calls (as the endpoints report them, else estimated at four bytes a token); 0: no cap")
 	f.StringVar(&realDir, "verify", "", "directory of recorded real trajectories (realenv recordings, .json/.jsonl): candidates are also scored by teacher-forced divergence on them, and one that diverges more than the seed beyond --verify-tolerance is rejected")
-	f.Float64Var(&o.RealTolerance, "verify-tolerance", 1, "divergence points (0..100) a candidate may lose to the seed on --verify before it is rejected; negative: none")
+	f.Float64Var(&o.RealTolerance, "verify-tolerance", 1, "divergence points (0..100) a candidate may lose to the seed on --verify before it is rejected; 0: none")
 	return cmd
 }
 
