@@ -147,6 +147,7 @@ func runCPT(cmd *cobra.Command, files []string, ef *expandFlags, co *dataset.CPT
 	if ef.stage == "" && ef.mixes != "" {
 		ef.stage = "cpt"
 	}
+	co.Stage, co.Mixes = ef.stage, ef.mixes
 	ef.mode = "sft"
 	opts, xo, err := ef.options(cmd)
 	if err != nil {

@@ -74,6 +74,10 @@ func TestDataCommands(t *testing.T) {
 		got, _ := os.ReadFile(out)
 		if mode == "cpt" {
 			got, _ = os.ReadFile(filepath.Join(out, "cpt-00000.jsonl"))
+			if m, _ := os.ReadFile(filepath.Join(out, "cpt-manifest.json")); !strings.Contains(string(m), `"stage": "cpt",
+  "mixes": "`+mixes+`"`) {
+				t.Fatalf("cpt manifest:\n%s", m)
+			}
 		} else {
 			meta, err := os.ReadFile(out + ".meta.json")
 			if err != nil || !strings.Contains(string(meta), `"name": "v1",

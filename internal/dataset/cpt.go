@@ -41,6 +41,10 @@ type CPTOptions struct {
 	// with the system prompt the line carries; false (the zero value)
 	// reads trajectories.
 	Sampled bool
+	// Stage and Mixes name the stage mix the template versions were drawn
+	// from and its file, recorded in the manifest; empty when one version
+	// or none was given.
+	Stage, Mixes string
 }
 
 // CPTLine is one line of a CPT shard: the document text, which trainers'
@@ -75,8 +79,11 @@ type CPTManifest struct {
 	Tokens     map[string]int64 `json:"tokens"`
 	Duplicates int64            `json:"duplicates"`
 	// Templates counts the documents per pinned template version
-	// ("name@id"; "" means the trajectory's own prompt).
+	// ("name@id"; "" means the trajectory's own prompt), drawn from the
+	// mix Stage of the file Mixes when those are set.
 	Templates map[string]int64 `json:"templates"`
+	Stage     string           `json:"stage,omitempty"`
+	Mixes     string           `json:"mixes,omitempty"`
 	// CorpusRatio is the achieved share of corpus tokens; CorpusTarget the
 	// one asked for; CorpusExhausted is true when the corpus ran out first.
 	CorpusRatio     float64 `json:"corpus_ratio"`
@@ -167,7 +174,7 @@ func ExportCPT(ctx context.Context, files []string, dir string, xo *ExpandOption
 	}
 	m := &CPTManifest{
 		Documents: map[string]int64{}, Tokens: map[string]int64{}, Templates: map[string]int64{},
-		CorpusTarget: c.CorpusRatio, TokenEstimate: tokenEstimateRule,
+		CorpusTarget: c.CorpusRatio, TokenEstimate: tokenEstimateRule, Stage: c.Stage, Mixes: c.Mixes,
 	}
 	sw := &shardWriter{dir: dir, limit: c.ShardBytes, m: m}
 	defer sw.abort()
