@@ -32,11 +32,8 @@ const (
 // sizeLocked is what the session holds in memory by
 // Options.MaxSessionBytes's measure. The caller holds s.mu.
 func (s *session) sizeLocked() int {
-	n := len(s.rec.Spec) + len(s.rec.SystemPrompt) + len(s.rec.InitialObservation)
-	for _, t := range s.turns {
-		n += turnBytes(t.HistoryTurn)
-	}
-	return n
+	s.syncHistLocked()
+	return len(s.rec.Spec) + len(s.rec.SystemPrompt) + len(s.rec.InitialObservation) + s.turnBytes
 }
 
 // turnBytes is one turn's share of a session's size: the texts it keeps

@@ -126,14 +126,20 @@ type session struct {
 	// sem serializes the steps, forks and deletes of the session.
 	sem chan struct{}
 
-	mu       sync.Mutex // guards the fields below
-	rec      SessionRecord
-	spec     *world.Spec
-	turns    []TurnRecord
-	env      Environment
-	lastUsed time.Time
-	users    int
-	resident bool // held in Manager.sessions
+	mu    sync.Mutex // guards the fields below
+	rec   SessionRecord
+	spec  *world.Spec
+	turns []TurnRecord
+	// hist holds the HistoryTurn of each of the first len(hist) turns and
+	// turnBytes their size, extended as turns are appended (a session's
+	// turns only ever grow), so a step does not copy or measure the whole
+	// history again.
+	hist      []HistoryTurn
+	turnBytes int
+	env       Environment
+	lastUsed  time.Time
+	users     int
+	resident  bool // held in Manager.sessions
 }
 
 // New makes a Manager and starts its idle-session reaper; Close stops it.
@@ -512,13 +518,22 @@ func (m *Manager) adopt(s *session) {
 }
 
 func (s *session) infoLocked() SessionInfo {
-	hist := make([]HistoryTurn, len(s.turns))
-	for i, t := range s.turns {
-		hist[i] = t.HistoryTurn
-	}
+	s.syncHistLocked()
+	// Capped at its length: an append by a reader makes its own copy, and
+	// the elements are never written once added.
+	hist := s.hist[:len(s.turns):len(s.turns)]
 	return SessionInfo{
 		ID: s.rec.ID, Root: s.rec.Root, Parent: s.rec.Parent, Spec: s.spec, Inline: s.rec.Inline, SystemPrompt: s.rec.SystemPrompt,
 		Backend: s.rec.Backend, Model: s.rec.Model, Seed: s.rec.Seed, Params: s.rec.Params, Labels: s.rec.Labels,
 		InitialObservation: s.rec.InitialObservation, History: hist,
+	}
+}
+
+// syncHistLocked extends hist and turnBytes to every recorded turn. The
+// caller holds s.mu.
+func (s *session) syncHistLocked() {
+	for _, t := range s.turns[len(s.hist):] {
+		s.hist = append(s.hist, t.HistoryTurn)
+		s.turnBytes += turnBytes(t.HistoryTurn)
 	}
 }

@@ -272,3 +272,58 @@ func (fixedEnv) Step(context.Context, StepInput) (Observation, error) {
 	return Observation{Text: "real"}, nil
 }
 func (fixedEnv) Close() error { return nil }
+
+// historyHook keeps the history each step was given.
+type historyHook struct{ seen [][]HistoryTurn }
+
+func (h *historyHook) BeforeStep(_ context.Context, s SessionInfo, in *StepInput) (*Observation, error) {
+	h.seen = append(h.seen, in.History)
+	return nil, nil
+}
+
+func (h *historyHook) AfterStep(context.Context, SessionInfo, StepInput, StepResult) {}
+
+// Each step sees every earlier turn, and a history handed to one step
+// stays as it was while later steps are recorded (the session shares it
+// rather than copying it per step).
+func TestStepHistoryIsEveryEarlierTurnAndStaysPut(t *testing.T) {
+	h := &historyHook{}
+	m := newTestManager(t, &instantEcho{}, Options{Hooks: []StepHook{h}})
+	rep, err := m.Create(context.Background(), CreateRequest{WorldID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []HistoryTurn
+	for i := 1; i <= 12; i++ {
+		r, err := m.Step(context.Background(), rep.SessionID, StepRequest{Action: json.RawMessage(fmt.Sprintf(`[{"keystrokes":"echo %d\n"}]`, i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := m.Trajectory(context.Background(), rep.SessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := tr.Turns[len(tr.Turns)-1]
+		if last.Observation != r.Observation {
+			t.Fatalf("turn %d: trajectory ends with %q, the step said %q", i, last.Observation, r.Observation)
+		}
+		want = append(want, HistoryTurn{Action: last.Action, Observation: last.Observation})
+	}
+	for i, got := range h.seen {
+		if len(got) != i {
+			t.Fatalf("step %d saw %d earlier turns", i+1, len(got))
+		}
+		for j, g := range got {
+			if g.Action != want[j].Action || g.Observation != want[j].Observation || g.Message == "" {
+				t.Fatalf("step %d, turn %d: %+v, want %+v with its message", i+1, j+1, g, want[j])
+			}
+		}
+	}
+}
+
+// instantEcho answers each request with its last message.
+type instantEcho struct{}
+
+func (instantEcho) Complete(_ context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
+	return &worldmodel.Response{Content: "<predicted_observation>" + req.Messages[len(req.Messages)-1].Content + "</predicted_observation>", FinishReason: "stop"}, nil
+}
