@@ -221,7 +221,7 @@ func nullHop(t testing.TB, target string) http.Handler {
 // overheadChunks splits the saturated modes' steps into rounds, each
 // measured on the server and then on the proxy, so that a change in what
 // else the machine runs falls on both sides alike.
-const overheadChunks = 4
+const overheadChunks = 10
 
 // stepOverheadSaturated measures the process CPU per step of the server as
 // `agentworld serve --model URL` runs it (helperAppServer: the bundled
