@@ -715,3 +715,24 @@ func TestRulesJudgingFreesTheSlot(t *testing.T) {
 		t.Errorf("the model held %d calls at once, more than the concurrency %d", m.most, conc)
 	}
 }
+
+// TestNoCacheNoKey: without a cache (--no-cache) a request is never hashed
+// (hashing serializes every message of a ~185 KB row), lookups miss
+// without being counted, and with one the key is the request's hash.
+func TestNoCacheNoKey(t *testing.T) {
+	req := worldmodel.Request{Messages: []worldmodel.Message{{Role: "user", Content: strings.Repeat("x", 1<<16)}}}
+	var none *bench.Cache
+	if k := none.Key(req, "wm"); k != "" {
+		t.Errorf("a nil cache made key %q", k)
+	}
+	if _, ok := none.Get(""); ok || none.Hits() != 0 || none.Misses() != 0 {
+		t.Errorf("a nil cache answered or counted: hits %d misses %d", none.Hits(), none.Misses())
+	}
+	c, err := bench.OpenCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, want := c.Key(req, "wm"), req.Hash("wm"); k != want {
+		t.Errorf("cache key %q, want the request hash %q", k, want)
+	}
+}
