@@ -32,14 +32,7 @@ func TestLedgerSurvivesReopen(t *testing.T) {
 	if err := db.AppendFacts(ctx, "acme", a[1:]); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err = Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db = reopen(t, db, path)
 	got, err := db.WorldFacts(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)

@@ -53,14 +53,7 @@ func TestRoundTripAndReopen(t *testing.T) {
 	if err := db.AppendTurn(ctx, "nope", turns[0], sim.StatusActive); !errors.Is(err, sim.ErrNotFound) {
 		t.Fatalf("unknown session: %v", err)
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err = Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db = reopen(t, db, path)
 	got, gotTurns, err := db.LoadSession(ctx, "s1")
 	if err != nil {
 		t.Fatal(err)
@@ -83,30 +76,10 @@ func TestRoundTripAndReopen(t *testing.T) {
 // transaction carries all of them; every write is still acknowledged and
 // readable.
 func TestConcurrentAppendsGroupCommit(t *testing.T) {
-	db, err := Open(filepath.Join(t.TempDir(), "s.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTemp(t)
 	ctx := context.Background()
 	const sessions, turns = 32, 10
-	var largest, firstBatch atomic.Int64
-	first := true
-	db.beforeCommit = func(n int) { // runs on the writer goroutine only
-		if first {
-			// The writer may have drained several creates into this first
-			// batch already; hold it until every other create is queued
-			// (bounded, so a bug fails the test instead of hanging it).
-			first = false
-			firstBatch.Store(int64(n))
-			for deadline := time.Now().Add(10 * time.Second); n+len(db.writes) < sessions && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
-		}
-		if int64(n) > largest.Load() {
-			largest.Store(int64(n))
-		}
-	}
+	largest, firstBatch := holdFirstBatch(db, sessions)
 	var wg sync.WaitGroup
 	errs := make(chan error, sessions)
 	for s := 0; s < sessions; s++ {
@@ -143,6 +116,53 @@ func TestConcurrentAppendsGroupCommit(t *testing.T) {
 	if c, w := db.commits.Load(), db.committed.Load(); w != sessions*(turns+1) || c >= w {
 		t.Errorf("%d transactions for %d writes, want all %d writes in fewer transactions", c, w, sessions*(turns+1))
 	}
+}
+
+// openTemp opens a new database in the test's temporary directory, closed
+// when the test ends.
+func openTemp(t *testing.T) *DB {
+	t.Helper()
+	db, err := Open(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// reopen closes db and opens path again, closed when the test ends.
+func reopen(t *testing.T, db *DB, path string) *DB {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// holdFirstBatch holds db's first batch before its commit until it and the
+// writes queued behind it number total, so that those share the next
+// transaction (bounded, so a bug fails the test instead of hanging it); it
+// returns the size of the largest batch and of the first one. The writer
+// may have drained several writes into the first batch already.
+func holdFirstBatch(db *DB, total int) (largest, firstBatch *atomic.Int64) {
+	largest, firstBatch = new(atomic.Int64), new(atomic.Int64)
+	first := true
+	db.beforeCommit = func(n int) { // runs on the writer goroutine only
+		if first {
+			first = false
+			firstBatch.Store(int64(n))
+			for deadline := time.Now().Add(10 * time.Second); n+len(db.writes) < total && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		largest.Store(max(largest.Load(), int64(n)))
+	}
+	return largest, firstBatch
 }
 
 // BenchmarkGroupCommit appends turns to 256 sessions, as serve's store
@@ -354,14 +374,7 @@ func TestUpgradeFromEarlierSchemas(t *testing.T) {
 				t.Fatal(err)
 			}
 			check("upgraded", db)
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
-			db, err = Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
+			db = reopen(t, db, path)
 			check("reopened after the upgrade", db)
 			ctx := context.Background()
 			if err := db.AppendTurn(ctx, "s1", sim.TurnRecord{Turn: 2}, sim.StatusActive); err == nil {
@@ -408,11 +421,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 // not exist) fails alone: the batch is run again with a savepoint per
 // write, and every other write of it is committed.
 func TestFailingWriteInBatchFailsAlone(t *testing.T) {
-	db, err := Open(filepath.Join(t.TempDir(), "s.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTemp(t)
 	ctx := context.Background()
 	const sessions = 8
 	for s := range sessions {
@@ -420,21 +429,8 @@ func TestFailingWriteInBatchFailsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Hold the writer's first batch until every other write is queued, so
-	// they share the next one.
 	const writes = sessions + 1
-	var largest, firstBatch atomic.Int64
-	first := true
-	db.beforeCommit = func(n int) { // runs on the writer goroutine only
-		if first {
-			first = false
-			firstBatch.Store(int64(n))
-			for deadline := time.Now().Add(10 * time.Second); n+len(db.writes) < writes && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
-		}
-		largest.Store(max(largest.Load(), int64(n)))
-	}
+	largest, firstBatch := holdFirstBatch(db, writes)
 	turn1 := sim.TurnRecord{Turn: 1, HistoryTurn: sim.HistoryTurn{Action: "ls"}}
 	var wg sync.WaitGroup
 	errs := make([]error, writes)
@@ -469,11 +465,7 @@ func TestFailingWriteInBatchFailsAlone(t *testing.T) {
 // last activity is still that turn's time, and its status stays active
 // until a step or a call changes it.
 func TestActiveStepUpdatesLastActivity(t *testing.T) {
-	db, err := Open(filepath.Join(t.TempDir(), "s.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openTemp(t)
 	ctx := context.Background()
 	created := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
 	if err := db.CreateSession(ctx, sim.SessionRecord{ID: "s1", Status: sim.StatusActive, Spec: []byte(`{}`), CreatedAt: created, UpdatedAt: created}, nil); err != nil {
