@@ -71,7 +71,9 @@ type ForkSessionRequest struct {
 // client messages {type: "reset"|"step"|"state"|"close", data} and server
 // messages {type: "observation"|"state"|"error", data}. Observations carry
 // reward and done beside the observation object and metadata with our step
-// info.
+// info. Every route is also mounted per world under /openenv/{world}, so a
+// client given that base URL (as verifiers' OpenEnv taskset and the
+// trainer adapters are) resets into that world and reads its /schema.
 
 // OpenEnvResetRequest is POST /reset's body and a WebSocket reset's data.
 // Beyond OpenEnv's seed and episode_id it accepts the world to run and,
