@@ -402,6 +402,12 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 	p.sum.Truncated = int(p.truncated.Load())
 	p.sum.GenericJudge = int(p.generic.Load())
 	p.sum.CacheHits, p.sum.CacheMisses = o.Cache.Hits(), o.Cache.Misses()
+	// A sample that stops the run cancels gctx, and the reader then stops
+	// with gctx's context.Canceled: that is an effect of werr, not a cause,
+	// and printed first it would hide the reason (a row's file:line).
+	if werr != nil && ctx.Err() == nil && errors.Is(rerr, context.Canceled) {
+		rerr = nil
+	}
 	if err := errors.Join(rerr, werr, cerr, nerr); err != nil {
 		p.sum.Elapsed = time.Since(start)
 		if ctxErr := ctx.Err(); ctxErr != nil {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -520,5 +521,59 @@ func TestBenchRunNoValidSampleAndRetryFailed(t *testing.T) {
 	}
 	if srv.Count() != 25 || !strings.Contains(stderr, "samples: 25 done of 25 (0 resumed") || !strings.Contains(stdout, "Overall") {
 		t.Fatalf("--retry-failed: %d calls (want 25 judge calls)\n%s\n%s", srv.Count(), stdout, stderr)
+	}
+}
+
+// TestBenchStopNamesRowFirst: when bench run or bench infer stops on a bad
+// row, the first line of the error main prints is the row's file:line and
+// reason, not the context.Canceled that stopping induced in the other
+// workers (which used to come first and push the reason to the next line).
+func TestBenchStopNamesRowFirst(t *testing.T) {
+	srv := fakellm.New(benchBackend(0))
+	defer srv.Close()
+	// Every row's system_str ("simulate <domain>") has none of the
+	// sections a template version needs, so --template v0 fails each.
+	plain := t.TempDir()
+	writeBenchData(t, plain, 40)
+	malformed := t.TempDir()
+	writeBenchData(t, malformed, 40)
+	osRows := filepath.Join(malformed, "os_test.jsonl")
+	b, err := os.ReadFile(osRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(b, []byte("\n")); n != 6 {
+		t.Fatalf("os_test.jsonl has %d rows, want 6", n)
+	}
+	if err := os.WriteFile(osRows, append(b, "{not json\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model := []string{"--model-url", srv.URL, "--model", "wm"}
+	judge := []string{"--judge-url", srv.URL, "--judge-model", "judge"}
+	anyRow := regexp.QuoteMeta(plain+string(filepath.Separator)) + `[a-z]+_test\.jsonl:\d+: system_str: template v0: `
+	badLine := regexp.QuoteMeta(osRows) + `:7: invalid character`
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		first string // regexp the error's first line must match
+	}{
+		{"infer template", slices.Concat([]string{"bench", "infer", "--data", plain, "--template", "v0"}, model), anyRow},
+		{"run template", slices.Concat([]string{"bench", "run", "--data", plain, "--template", "v0"}, model, judge), anyRow},
+		{"infer malformed line", slices.Concat([]string{"bench", "infer", "--data", malformed}, model), badLine},
+		{"run malformed line", slices.Concat([]string{"bench", "run", "--data", malformed}, model, judge), badLine},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, err := runBenchCLI(t, append(tc.args, "--out", t.TempDir())...)
+			if err == nil {
+				t.Fatalf("no error\n%s", stderr)
+			}
+			first, _, _ := strings.Cut(err.Error(), "\n")
+			if !regexp.MustCompile("^" + tc.first).MatchString(first) {
+				t.Errorf("first line of the error %q does not name the row (want %s); whole error:\n%v", first, tc.first, err)
+			}
+			if strings.Contains(err.Error(), context.Canceled.Error()) {
+				t.Errorf("the error carries the cancellation stopping induced:\n%v", err)
+			}
+		})
 	}
 }
