@@ -54,7 +54,7 @@ func (c *Client) Tokenize(ctx context.Context, text string) (TokenCount, error) 
 func (c *Client) tokenize(ctx context.Context, url string, body []byte) (TokenCount, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	req, err := c.newPost(ctx, url, chatBody{body})
+	req, err := c.newPost(ctx, url, body)
 	if err != nil {
 		return TokenCount{}, err
 	}

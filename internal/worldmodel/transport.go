@@ -114,7 +114,7 @@ func errorMessage(status int, body []byte) string {
 // post makes one attempt, bounded by Options.Timeout from sending the
 // request to the last byte of the answer, and reads the answer through the
 // response cap.
-func (c *Client) post(ctx context.Context, url string, body chatBody) attempt {
+func (c *Client) post(ctx context.Context, url string, body []byte) attempt {
 	actx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	timedOut := func(err error, what string) error {
@@ -149,16 +149,11 @@ func (c *Client) post(ctx context.Context, url string, body chatBody) attempt {
 	return a
 }
 
-// newPost builds a JSON POST of body with the client's credentials.
-func (c *Client) newPost(ctx context.Context, url string, body chatBody) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, http.NoBody)
+// newPost builds a JSON POST with the client's credentials.
+func (c *Client) newPost(ctx context.Context, url string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
-	}
-	if n := body.Len(); n > 0 {
-		req.ContentLength = int64(n)
-		req.Body = io.NopCloser(body.reader())
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.reader()), nil }
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")

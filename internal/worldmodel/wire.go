@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 )
@@ -76,101 +75,39 @@ func newChatRequest(req Request, model string) chatRequest {
 }
 
 // encodeChatRequest writes the body without HTML escaping: prompts are full
-// of <tags>, and "\u003c" for every "<" only makes requests longer. extra's
-// keys are added at the top level, in sorted order, replacing a field of w
-// of the same name.
+// of <tags>, and "\u003c" for every "<" only makes requests longer. The
+// buffer is sized from the messages up front, so a long history is one
+// allocation rather than a doubling series (a pooled buffer would need a
+// copy anyway: the transport may still read the body after Complete
+// returns). extra's keys are added at the top level, in sorted order,
+// replacing a field of w of the same name.
 func encodeChatRequest(w chatRequest, extra map[string]any) ([]byte, error) {
 	body, _, err := encodeChatBody(w, extra, nil)
-	return body.Bytes(), err
-}
-
-// chatBody is an encoded request as the pieces it was built from: the
-// pieces of the prefix it extends, shared with that prefix and never
-// written, then its own bytes. A step of a long session so encodes and
-// allocates only its new messages rather than copying the whole history
-// into a new buffer; the transport copies the pieces to the connection as
-// it would one slice.
-type chatBody [][]byte
-
-// Len is the body's size in bytes.
-func (b chatBody) Len() int {
-	n := 0
-	for _, p := range b {
-		n += len(p)
-	}
-	return n
-}
-
-// Bytes is the body in one slice (a copy when it has several pieces).
-func (b chatBody) Bytes() []byte {
-	if len(b) == 1 {
-		return b[0]
-	}
-	return bytes.Join(b, nil)
-}
-
-// reader reads the body from its start; readers of one body are
-// independent.
-func (b chatBody) reader() *bodyReader { return &bodyReader{b: b} }
-
-// bodyReader reads a chatBody without writing to it (the pieces are
-// shared with other requests).
-type bodyReader struct {
-	b   chatBody
-	i   int // the piece being read
-	off int // how far into it
-}
-
-// Read fills p across pieces, so a copy through a buffer writes as many
-// bytes at a time as it would from one slice.
-func (r *bodyReader) Read(p []byte) (int, error) {
-	n := 0
-	for n < len(p) && r.i < len(r.b) {
-		c := copy(p[n:], r.b[r.i][r.off:])
-		n += c
-		r.off += c
-		if r.off == len(r.b[r.i]) {
-			r.i, r.off = r.i+1, 0
-		}
-	}
-	if n == 0 && len(p) > 0 {
-		return 0, io.EOF
-	}
-	return n, nil
+	return body, err
 }
 
 // encodedPrefix is the start of an encoded body — `{"model":…,"messages":[`
 // and the messages, without the closing bracket — with what it encodes.
 // It is never written after it is made, so requests share it freely.
 type encodedPrefix struct {
-	model  string
-	msgs   []Message // a copy of the slice: the caller may reuse its own
-	pieces chatBody
-	n      int // bytes in pieces
+	model string
+	msgs  []Message // a copy of the slice: the caller may reuse its own
+	body  []byte
 }
 
 // size is what the prefix holds on to, for the cache's budget (the message
 // strings are shared with the caller's history and not counted).
-func (p *encodedPrefix) size() int64 { return int64(p.n + 32*len(p.msgs)) }
-
-// maxPieces bounds the pieces of a prefix: past it the next prefix is
-// copied into one, so a long session's body is not hundreds of small
-// pieces (one copy every maxPieces steps, not one per step).
-const maxPieces = 32
+func (p *encodedPrefix) size() int64 { return int64(len(p.body) + 32*len(p.msgs)) }
 
 // encodeChatBody is encodeChatRequest reusing prev, the prefix of an earlier
 // request of the same session: when w has the same model and its messages
 // begin with prev's (the history of a session only grows at the end), only
-// the new messages are encoded, after prev's pieces. It also returns the
-// prefix of this body for the next request. The bytes are the same as
+// the new messages are encoded and prev's bytes are copied. It also returns
+// the prefix of this body for the next request. The bytes are the same as
 // without prev: one JSON encoding of the whole request.
-func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix) (body chatBody, next *encodedPrefix, err error) {
-	from := 0
-	if prev.extendedBy(w) && len(prev.msgs) > 0 {
-		from = len(prev.msgs)
-	}
+func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix) (body []byte, next *encodedPrefix, err error) {
 	size := 256 + len(w.Model)
-	for _, m := range w.Messages[from:] {
+	for _, m := range w.Messages {
 		size += 32 + len(m.Role) + len(m.Content) + len(m.Content)/16
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, size))
@@ -183,7 +120,11 @@ func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix) (b
 		buf.Truncate(buf.Len() - 1) // Encode ends with a newline
 		return nil
 	}
-	if from == 0 {
+	from := 0
+	if prev.extendedBy(w) {
+		buf.Write(prev.body)
+		from = len(prev.msgs)
+	} else {
 		buf.WriteString(`{"model":`)
 		if err := encode(w.Model); err != nil {
 			return nil, nil, err
@@ -206,7 +147,7 @@ func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix) (b
 	default:
 		buf.WriteByte(']')
 	}
-	ownPrefix := buf.Len() - 1 // this body's part of the prefix: up to the closing ]
+	prefixLen := buf.Len() - 1 // up to the closing ]
 	pstart := buf.Len()
 	if err := encode(w.chatParams); err != nil {
 		return nil, nil, err
@@ -218,26 +159,13 @@ func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix) (b
 		buf.Truncate(buf.Len() - 1)
 	}
 	buf.WriteByte('}')
-	own := buf.Bytes()
-	var shared chatBody
-	sharedLen := 0
-	if from > 0 {
-		shared, sharedLen = prev.pieces, prev.n
-	}
-	body = append(shared[:len(shared):len(shared)], own)
-	pieces := shared[:len(shared):len(shared)]
-	if ownPrefix > 0 {
-		pieces = append(pieces, own[:ownPrefix:ownPrefix])
-	}
-	if len(pieces) > maxPieces {
-		pieces = chatBody{pieces.Bytes()}
-	}
-	next = &encodedPrefix{model: w.Model, msgs: slices.Clone(w.Messages), pieces: pieces, n: sharedLen + ownPrefix}
+	b := buf.Bytes()
+	next = &encodedPrefix{model: w.Model, msgs: slices.Clone(w.Messages), body: b[:prefixLen:prefixLen]}
 	if len(extra) == 0 {
-		return body, next, nil
+		return b, next, nil
 	}
-	merged, err := mergeExtra(body.Bytes(), extra)
-	return chatBody{merged}, next, err
+	b, err = mergeExtra(b, extra)
+	return b, next, err
 }
 
 // extendedBy reports whether w's body may start with p: same model, and

@@ -1,10 +1,8 @@
 package worldmodel
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -163,14 +161,14 @@ func TestEncodeChatBodyReusesPrefix(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(string(whole.Bytes()), string(got.Bytes())); diff != "" {
+		if diff := cmp.Diff(string(whole), string(got)); diff != "" {
 			t.Errorf("%s: body through the prefix differs from the whole encoding (-whole +got):\n%s", st.name, diff)
 		}
 		if reused != st.reused {
 			t.Errorf("%s: reused the previous prefix %v, want %v", st.name, reused, st.reused)
 		}
 		var v map[string]any
-		if err := json.Unmarshal(got.Bytes(), &v); err != nil {
+		if err := json.Unmarshal(got, &v); err != nil {
 			t.Errorf("%s: body is not JSON: %v", st.name, err)
 		}
 		prev = next
@@ -179,7 +177,7 @@ func TestEncodeChatBodyReusesPrefix(t *testing.T) {
 
 func TestPrefixCacheBudget(t *testing.T) {
 	c := newPrefixCache(8000)
-	p := func(n int) *encodedPrefix { return &encodedPrefix{pieces: chatBody{make([]byte, n)}, n: n} }
+	p := func(n int) *encodedPrefix { return &encodedPrefix{body: make([]byte, n)} }
 	c.put("a", p(900))
 	c.put("b", p(900))
 	c.get("a") // a is now the most recent
@@ -200,7 +198,7 @@ func TestPrefixCacheBudget(t *testing.T) {
 		t.Error("a prefix over an eighth of the budget was kept")
 	}
 	c.put("s", p(10))
-	if got := c.get("s"); got == nil || got.n != 10 {
+	if got := c.get("s"); got == nil || len(got.body) != 10 {
 		t.Error("put did not replace a session's prefix")
 	}
 }
@@ -233,57 +231,4 @@ func BenchmarkEncodeChatRequest(b *testing.B) {
 	b.ReportMetric(float64(whole.Nanoseconds())/float64(b.N), "ns-whole/op")
 	b.ReportMetric(float64(incr.Nanoseconds())/float64(b.N), "ns-incremental/op")
 	b.ReportMetric(float64(whole)/float64(incr), "whole/incremental")
-}
-
-// A session longer than maxPieces steps, each body built on the previous
-// prefix, sends exactly the bytes of a whole encoding at every step, read
-// through the body's reader in pieces of any size, and the prefix it keeps
-// stays within maxPieces pieces.
-func TestEncodeChatBodyLongSession(t *testing.T) {
-	msgs := []Message{{Role: "system", Content: "sys <b>"}}
-	var prev *encodedPrefix
-	for turn := 1; turn <= 3*maxPieces; turn++ {
-		msgs = append(msgs, Message{Role: "user", Content: fmt.Sprintf("action %d \"q\"", turn)})
-		w := newChatRequest(Request{Messages: msgs, MaxTokens: 64}, "wm")
-		whole, err := encodeChatRequest(w, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, next, err := encodeChatBody(w, nil, prev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if turn > 1 && len(body) < 2 {
-			t.Fatalf("turn %d: the body did not reuse the previous prefix", turn)
-		}
-		for _, chunk := range []int{1, 7, 4096} {
-			got, err := io.ReadAll(io.LimitReader(body.reader(), int64(body.Len())+1))
-			if chunk != 4096 {
-				got, err = readInChunks(body.reader(), chunk)
-			}
-			if err != nil || !bytes.Equal(got, whole) || body.Len() != len(whole) {
-				t.Fatalf("turn %d, reads of %d: %q (%v), want %q", turn, chunk, got, err, whole)
-			}
-		}
-		if len(next.pieces) > maxPieces || next.pieces.Len() != next.n {
-			t.Fatalf("turn %d: prefix of %d pieces, %d bytes (says %d)", turn, len(next.pieces), next.pieces.Len(), next.n)
-		}
-		msgs = append(msgs, Message{Role: "assistant", Content: fmt.Sprintf("screen %d", turn)})
-		prev = next
-	}
-}
-
-func readInChunks(r io.Reader, n int) ([]byte, error) {
-	var out []byte
-	buf := make([]byte, n)
-	for {
-		k, err := r.Read(buf)
-		out = append(out, buf[:k]...)
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-	}
 }
