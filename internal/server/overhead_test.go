@@ -214,7 +214,9 @@ func nullHop(t testing.TB, target string) http.Handler {
 		t.Fatal(err)
 	}
 	p := httputil.NewSingleHostReverseProxy(u)
-	p.Transport = &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 512}
+	// The same write buffer as the model client's (worldmodel's pooled
+	// transport): a tuned proxy forwards a body of a few KiB in one write.
+	p.Transport = &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 512, WriteBufferSize: 64 << 10}
 	p.BufferPool = &bufferPool{}
 	return p
 }
