@@ -470,117 +470,146 @@ func rewardItem(s *dataset.Sample, c *Candidate) reward.Item {
 }
 
 // journalBeams appends scored beams to the journal, every beam already
-// waiting in one write, and then finishes them: a beam counts as done only
-// once a rerun would find it.
+// waiting in one write (up to maxBatch lines or flushBytes), and then
+// finishes them: a beam counts as done only once a rerun would find it.
 func (r *runner) journalBeams(ctx context.Context) error {
 	var buf []byte
-	var batch []*entry
-	for {
-		var first *entry
-		var ok bool
-		select {
-		case first, ok = <-r.scored:
-			if !ok {
-				return nil
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		batch = append(batch[:0], first)
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case sc, ok := <-r.scored:
-				if !ok {
-					break more
-				}
-				batch = append(batch, sc)
-			default:
-				break more
-			}
-		}
-		buf = buf[:0]
-		for _, e := range batch {
-			b, err := trajectory.Marshal(e.line)
-			if err != nil {
-				return err
-			}
-			buf = append(append(buf, b...), '\n')
+	var pending []*entry
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
 		}
 		if err := r.journal.AppendLines(buf); err != nil {
 			return err
 		}
-		for _, e := range batch {
+		for _, e := range pending {
 			if e.j != nil {
 				e.j.finish()
+			}
+		}
+		clear(pending)
+		pending = pending[:0]
+		if cap(buf) > 2*flushBytes {
+			buf = nil
+		}
+		buf = buf[:0]
+		return nil
+	}
+	for {
+		var e *entry
+		var ok bool
+		select {
+		case e, ok = <-r.scored:
+		default:
+			if err := flush(); err != nil {
+				return err
+			}
+			select {
+			case e, ok = <-r.scored:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if !ok {
+			return flush()
+		}
+		b, err := trajectory.Marshal(e.line)
+		if err != nil {
+			return err
+		}
+		buf = append(append(buf, b...), '\n')
+		pending = append(pending, e)
+		if len(pending) >= maxBatch || len(buf) >= flushBytes {
+			if err := flush(); err != nil {
+				return err
 			}
 		}
 	}
 }
 
-// maxBatch bounds the finished samples written at once.
-const maxBatch = 256
+// maxBatch bounds the finished samples written at once; flushBytes the
+// lines buffered before they are written. The byte bound is what keeps the
+// writer's buffers flat: bounded by samples alone they would grow to the
+// largest run of finished samples the run ever meets (up to the window's
+// samples with their whole histories, twice over in the SFT and pairs
+// lines), which a longer input is merely more likely to reach.
+const (
+	maxBatch   = 256
+	flushBytes = 1 << 20
+)
 
-// sink writes finished samples in input order. It takes every sample that
-// is already finished at the head of the window and writes them with one
-// write per file, then one checkpoint: per-line writes would make the
-// writer, not the teacher, the bound of a fast run.
+// sink writes finished samples in input order. It renders every sample
+// already finished at the head of the window and writes their lines with
+// one write per file, then one checkpoint, once nothing more is ready or
+// flushBytes are buffered: per-line writes would make the writer, not the
+// teacher, the bound of a fast run.
 func (r *runner) sink(ctx context.Context, window <-chan *job, outs [3]*output, progress *trajectory.Appender, prog *progress) error {
-	var head *job
 	var bufs [3][]byte
-	for {
-		if head == nil {
-			j, ok := <-window
-			if !ok {
-				return nil
-			}
-			head = j
-		}
-		select {
-		case <-head.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		batch := []*job{head}
-		head = nil
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case j, ok := <-window:
-				if !ok {
-					break more
-				}
-				select {
-				case <-j.done:
-					batch = append(batch, j)
-				default:
-					head = j
-					break more
-				}
-			default:
-				break more
-			}
-		}
-		for i := range bufs {
-			bufs[i] = bufs[i][:0]
-		}
-		for _, j := range batch {
-			var err error
-			if bufs, err = r.render(j, bufs); err != nil {
-				return err
-			}
+	var rendered []*job
+	flush := func() error {
+		if len(rendered) == 0 {
+			return nil
 		}
 		for i, a := range outs {
 			if err := a.write(bufs[i]); err != nil {
 				return err
 			}
 		}
-		last := batch[len(batch)-1]
+		last := rendered[len(rendered)-1]
 		if err := progress.Append(checkpoint{Next: last.seq + 1, Candidates: outs[0].size, SFT: outs[1].size, Pairs: outs[2].size}); err != nil {
 			return err
 		}
-		for _, j := range batch {
+		for _, j := range rendered {
 			prog.add(j)
+		}
+		clear(rendered)
+		rendered = rendered[:0]
+		for i := range bufs {
+			// One huge sample may have grown a buffer; it is not kept.
+			if cap(bufs[i]) > 2*flushBytes {
+				bufs[i] = nil
+			}
+			bufs[i] = bufs[i][:0]
+		}
+		return nil
+	}
+	for {
+		var j *job
+		var ok bool
+		select {
+		case j, ok = <-window:
+		default:
+			// Nothing more is in the window: write what is rendered
+			// before waiting.
+			if err := flush(); err != nil {
+				return err
+			}
+			j, ok = <-window
+		}
+		if !ok {
+			return flush()
+		}
+		select {
+		case <-j.done:
+		default:
+			if err := flush(); err != nil {
+				return err
+			}
+			select {
+			case <-j.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		var err error
+		if bufs, err = r.render(j, bufs); err != nil {
+			return err
+		}
+		rendered = append(rendered, j)
+		if len(rendered) >= maxBatch || len(bufs[0])+len(bufs[1])+len(bufs[2]) >= flushBytes {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 	}
 }
