@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"strings"
 	"time"
 
@@ -90,6 +92,10 @@ type modelEnv struct {
 	// messages as they are shown (without a truncation note).
 	turnFP [][2][32]byte
 	sysFP  [32]byte
+	// spareFP is the fingerprint before prevFP, whose array the next step
+	// reuses; h hashes messages (reset for each).
+	spareFP [][32]byte
+	h       hash.Hash
 }
 
 func (e *modelEnv) Reset(ctx context.Context) (Observation, error) {
@@ -109,7 +115,7 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 	if len(e.prevFP) > 0 && !moved && !isPrefix(e.prevFP, fp) {
 		info.PrefixBreak = true
 	}
-	e.prevFP = fp
+	e.prevFP, e.spareFP = fp, e.prevFP
 
 	req := worldmodel.Request{Model: e.s.Model, Messages: msgs, MaxTokens: e.opts.MaxTokens, Temperature: e.opts.Temperature}
 	if req.Model == "" {
@@ -179,13 +185,26 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 
 // msgHash fingerprints one message as RenderTranscript frames it.
 func msgHash(role, content string) [32]byte {
-	h := sha256.New()
-	h.Write([]byte(role))
+	return hashMsg(sha256.New(), role, content)
+}
+
+// hashMsg is msgHash with h, which it resets first.
+func hashMsg(h hash.Hash, role, content string) [32]byte {
+	h.Reset()
+	io.WriteString(h, role)
 	h.Write([]byte{0})
-	h.Write([]byte(content))
+	io.WriteString(h, content)
 	var out [32]byte
-	copy(out[:], h.Sum(nil))
+	h.Sum(out[:0])
 	return out
+}
+
+// hash is msgHash with the environment's hasher, so a step allocates none.
+func (e *modelEnv) hash(role, content string) [32]byte {
+	if e.h == nil {
+		e.h = sha256.New()
+	}
+	return hashMsg(e.h, role, content)
 }
 
 // fingerprint hashes each message of a request; recorded turns' hashes are
@@ -195,9 +214,9 @@ func msgHash(role, content string) [32]byte {
 func (e *modelEnv) fingerprint(history []HistoryTurn, msgs []worldmodel.Message) [][32]byte {
 	for len(e.turnFP) < len(history) {
 		h := history[len(e.turnFP)]
-		e.turnFP = append(e.turnFP, [2][32]byte{msgHash("user", h.Message), msgHash("assistant", h.Assistant)})
+		e.turnFP = append(e.turnFP, [2][32]byte{e.hash("user", h.Message), e.hash("assistant", h.Assistant)})
 	}
-	fp := make([][32]byte, 0, len(msgs))
+	fp := e.spareFP[:0]
 	i := 0
 	if len(msgs) > 0 && msgs[0].Role == "system" {
 		fp = append(fp, e.sysFP)
@@ -206,7 +225,7 @@ func (e *modelEnv) fingerprint(history []HistoryTurn, msgs []worldmodel.Message)
 	cut := e.budget.cut
 	for t := cut; t < len(history); t++ {
 		if t == cut && cut > 0 {
-			fp = append(fp, msgHash("user", msgs[i].Content))
+			fp = append(fp, e.hash("user", msgs[i].Content))
 		} else {
 			fp = append(fp, e.turnFP[t][0])
 		}
@@ -214,7 +233,7 @@ func (e *modelEnv) fingerprint(history []HistoryTurn, msgs []worldmodel.Message)
 		i += 2
 	}
 	last := msgs[len(msgs)-1]
-	return append(fp, msgHash(last.Role, last.Content))
+	return append(fp, e.hash(last.Role, last.Content))
 }
 
 func isPrefix(a, b [][32]byte) bool {
