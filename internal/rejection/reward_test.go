@@ -27,7 +27,7 @@ func TestRewardItemScoresAsItsJSON(t *testing.T) {
 		"<think>b.txt was listed</think><predicted_observation>\nsecond file\nhello <world> & co\n</predicted_observation>",
 		"<predicted_observation>\ncat: b.txt: No such file or directory\n</predicted_observation>",
 	} {
-		it := rewardItem(s, &Candidate{ID: "t1-3-1", Content: content})
+		it := rewardItem(s, sampleRecord(s), &Candidate{ID: "t1-3-1", Content: content})
 		viaJSON := it
 		extra, err := json.Marshal(map[string]any{"record": it.Record})
 		if err != nil {

@@ -131,6 +131,36 @@ type job struct {
 	beams   []*Candidate
 	pending atomic.Int32
 	done    chan struct{}
+	// prompt and record are rendered copies of the whole history that the
+	// beams share (they differ only in the seed and the answer): a sample
+	// holds one of each while its beams need it, not one a beam, and
+	// neither while its beams wait for the journal or it waits to be
+	// written.
+	prompt perSample[[]worldmodel.Message]
+	record perSample[*trajectory.Record]
+}
+
+// perSample is a value the beams of a sample share: built by the first
+// beam that needs it, dropped when the last that will use it is done.
+type perSample[T any] struct {
+	once  sync.Once
+	users atomic.Int32
+	v     T
+}
+
+// get returns the value, building it first if no beam has.
+func (p *perSample[T]) get(build func() T) T {
+	p.once.Do(func() { p.v = build() })
+	return p.v
+}
+
+// release says a beam no longer uses the value (each of the users calls
+// it once, after its last get); after the last the job no longer holds it.
+func (p *perSample[T]) release() {
+	if p.users.Add(-1) == 0 {
+		var zero T
+		p.v = zero
+	}
 }
 
 func (j *job) finish() {
@@ -339,6 +369,10 @@ func (r *runner) read(ctx context.Context, g *errgroup.Group, beams *sync.WaitGr
 		}
 		j := &job{seq: seq, s: &s, beams: make([]*Candidate, r.o.Beams), done: make(chan struct{})}
 		j.pending.Store(int32(r.o.Beams))
+		// Beams an earlier run scored use neither.
+		users := int32(r.o.Beams - len(journaled[seq]))
+		j.prompt.users.Store(users)
+		j.record.users.Store(users)
 		select {
 		case window <- j:
 		case <-ctx.Done():
@@ -374,13 +408,19 @@ func (r *runner) read(ctx context.Context, g *errgroup.Group, beams *sync.WaitGr
 	})
 }
 
-// request is beam b's teacher request for a sample.
-func (r *runner) request(s *dataset.Sample, b int) worldmodel.Request {
+// promptMessages is a sample's prompt as teacher messages.
+func promptMessages(s *dataset.Sample) []worldmodel.Message {
 	prompt := s.Prompt()
 	msgs := make([]worldmodel.Message, len(prompt))
 	for i, m := range prompt {
 		msgs[i] = worldmodel.Message{Role: m.Role, Content: m.Content}
 	}
+	return msgs
+}
+
+// request is beam b's teacher request for a sample whose prompt is msgs
+// (shared by the beams; nothing downstream modifies it).
+func (r *runner) request(msgs []worldmodel.Message, b int) worldmodel.Request {
 	seed := r.o.Seed + int64(b)
 	req := worldmodel.Request{Messages: msgs, Temperature: r.o.Temperature, TopP: r.o.TopP, Seed: &seed}
 	if r.o.MaxTokens > 0 {
@@ -398,19 +438,25 @@ func (r *runner) beam(ctx context.Context, j *job, b int) (*Candidate, error) {
 	s := j.s
 	c := &Candidate{ID: fmt.Sprintf("%s-%d-%d", s.TrajectoryID, s.Turn, b), Seq: j.seq, Sample: s.ID,
 		TrajectoryID: s.TrajectoryID, Domain: s.Domain, Turn: s.Turn, Beam: b}
-	req := r.request(s, b)
+	// The record is built after the answer is journaled (a journal that
+	// falls behind then holds no history copies) and used until scored.
+	defer j.record.release()
+	req := r.request(j.prompt.get(func() []worldmodel.Message { return promptMessages(s) }), b)
 	c.key = req.Hash(r.o.TeacherModel)
 	resp := r.answers[c.key]
-	if resp != nil {
-		<-r.sem
-		r.reused.Add(1)
-	} else {
+	fresh := resp == nil
+	var err error
+	if fresh {
 		r.requests.Add(1)
-		var err error
 		resp, err = r.o.Teacher.Complete(ctx, req)
-		// The slot is the teacher's: it is free once the teacher answered,
-		// before the journaling and the scoring.
-		<-r.sem
+	} else {
+		r.reused.Add(1)
+	}
+	// The slot is the teacher's: it is free once the teacher answered,
+	// before the journaling and the scoring.
+	<-r.sem
+	j.prompt.release()
+	if fresh {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -434,7 +480,8 @@ func (r *runner) beam(ctx context.Context, j *job, b int) (*Candidate, error) {
 		c.Reasoning = conversation.Reasoning(resp.Content)
 	}
 	c.Prediction = conversation.ExtractPrediction(resp.Content)
-	res := r.o.Scorer.Score(ctx, rewardItem(s, c))
+	rec := j.record.get(func() *trajectory.Record { return sampleRecord(s) })
+	res := r.o.Scorer.Score(ctx, rewardItem(s, rec, c))
 	if res.Dropped && ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -447,11 +494,19 @@ func (r *runner) beam(ctx context.Context, j *job, b int) (*Candidate, error) {
 }
 
 // rewardItem is the reward's view of a beam: the generation against the
-// sample's real observation, with the sample's history as a record so the
-// judge sees the conversation. The record is handed over as is
-// (reward.Item.Record): encoding it per beam for the scorer to decode again
-// was a large share of a fast run's CPU.
-func rewardItem(s *dataset.Sample, c *Candidate) reward.Item {
+// sample's real observation, with the sample's history as a record (rec,
+// sampleRecord's) so the judge sees the conversation. The record is handed
+// over as is (reward.Item.Record): encoding it per beam for the scorer to
+// decode again was a large share of a fast run's CPU. The scorer only
+// reads it, so the beams of a sample share it.
+func rewardItem(s *dataset.Sample, rec *trajectory.Record, c *Candidate) reward.Item {
+	return reward.Item{ID: c.ID, GroupID: s.ID, DataSource: "agentworld/" + s.Domain, Prompt: s.Action,
+		Response: c.Content, GroundTruth: s.Observation, Record: rec}
+}
+
+// sampleRecord is a sample as the record the judge reads: its history and
+// the action to predict, with the real observations as the responses.
+func sampleRecord(s *dataset.Sample) *trajectory.Record {
 	rec := &trajectory.Record{Task: "agentworld/" + s.Domain, ID: trajectory.StringID(s.TrajectoryID),
 		SystemStr: s.System, TurnIdx: s.Turn, TotalTurns: s.TotalTurns}
 	rec.Prompt = make([]string, 0, len(s.History)+1)
@@ -465,8 +520,7 @@ func rewardItem(s *dataset.Sample, c *Candidate) reward.Item {
 	rec.TurnIdx = len(rec.Prompt)
 	rec.CurrentPrompt = rec.Prompt[rec.TurnIdx-1]
 	rec.TotalTurns = max(rec.TotalTurns, rec.TurnIdx)
-	return reward.Item{ID: c.ID, GroupID: s.ID, DataSource: "agentworld/" + s.Domain, Prompt: s.Action,
-		Response: c.Content, GroundTruth: s.Observation, Record: rec}
+	return rec
 }
 
 // journalBeams appends scored beams to the journal, every beam already
