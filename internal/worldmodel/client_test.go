@@ -335,3 +335,40 @@ func TestClientSessionsSendTheirOwnHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestHashPinned pins Request.Hash values: they key every response
+// cache on disk (bench --cache, the reward and rejection caches), so a
+// change to how a request is hashed, however well meant (hashing the bytes
+// the client sends, a field added to Request), turns every existing cache
+// into misses. A new field must keep these hashes (omitempty at its zero
+// value).
+func TestRequestHashPinned(t *testing.T) {
+	temp, topP, seed := 0.6, 0.95, int64(7)
+	msgs := []worldmodel.Message{
+		{Role: "system", Content: "You simulate <a terminal> & answer \"exactly\".\n"},
+		{Role: "user", Content: "ls -la\u2028é"},
+	}
+	got := map[string]string{
+		"bare":           worldmodel.Request{Messages: msgs}.Hash("wm"),
+		"model set":      worldmodel.Request{Model: "wm", Messages: msgs}.Hash("other"),
+		"no messages":    worldmodel.Request{}.Hash(""),
+		"parameters":     worldmodel.Request{Messages: msgs, MaxTokens: 4096, Temperature: &temp, TopP: &topP, Seed: &seed}.Hash("wm"),
+		"completion cap": worldmodel.Request{Messages: msgs, MaxTokens: 4096, MaxCompletionTokens: true}.Hash("wm"),
+		"extra":          worldmodel.Request{Messages: msgs, Extra: map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": false}}}.Hash("wm"),
+	}
+	// "bare" is the SHA-256 of
+	// {"model":"wm","messages":[{"role":"system","content":"You simulate \u003ca terminal\u003e \u0026 answer \"exactly\".\n"},{"role":"user","content":"ls -la\u2028é"}]}
+	// and "no messages" of {"messages":null} (checked with sha256sum):
+	// encoding/json's Marshal with its HTML escaping, not the request body.
+	want := map[string]string{
+		"bare":           "02a4873a8439e2be2a9a3cbcce80cc3d349ae462bfb8bef1fbebf43081b9c77a",
+		"model set":      "02a4873a8439e2be2a9a3cbcce80cc3d349ae462bfb8bef1fbebf43081b9c77a",
+		"no messages":    "dc62ef799f09a57f1781c39bc12750342dd245556017b682b987ed3e16cf4c90",
+		"parameters":     "69b99ff312459d2315f335cc88e200a8b8582bf7ff3d93922186af85d1d10d56",
+		"completion cap": "abec9f5785788fd2ab00bb5e649108bc5ee93a17544f01c5371358f396edf82f",
+		"extra":          "2b13c9abbe20273a6079551c1f0dd19b8fd92637de4364fe42d81070c2097f24",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("request hashes changed (-pinned +now); existing caches would miss:\n%s", d)
+	}
+}
