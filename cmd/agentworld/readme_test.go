@@ -5,12 +5,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -110,7 +115,9 @@ func TestREADMECommands(t *testing.T) {
 			}
 			if isServe(c) {
 				flush()
-				r.startServe(bi, c)
+				if err := r.startServe(bi, c); err != nil {
+					t.Fatal(err)
+				}
 				continue
 			}
 			script = append(script, c)
@@ -283,7 +290,7 @@ type readmeRunner struct {
 	serve *exec.Cmd
 	// exited receives the server's Wait result.
 	exited chan error
-	log    *bytes.Buffer
+	log    *serveLog
 }
 
 // script runs consecutive commands of block bi as one bash script.
@@ -313,43 +320,140 @@ func (r *readmeRunner) script(bi int, cmds []string) {
 }
 
 // startServe stops the running server, starts c in the background and waits
-// until /health answers.
-func (r *readmeRunner) startServe(bi int, c string) {
-	r.t.Helper()
+// until /health answers from it. Another process on c's port would answer
+// /health in its place (two checkouts running this test at once), so the
+// port must be free before c starts, and the listener that answers must be
+// c's: a process of its group where /proc can tell, else one still running.
+func (r *readmeRunner) startServe(bi int, c string) error {
 	r.stopServe()
+	addr := serveAddrOf(c)
+	if err := portFree(addr); err != nil {
+		return fmt.Errorf("block %d: %s: port %s is taken by another process before the server starts, so /health would not test this one: %v", bi+1, c, addr, err)
+	}
 	cmd := exec.Command("bash", "-c", "exec "+strings.TrimSuffix(strings.TrimSpace(c), "&"))
 	cmd.Dir, cmd.Env = r.dir, r.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	r.log = &bytes.Buffer{}
+	r.log = &serveLog{}
 	cmd.Stdout, cmd.Stderr = r.log, r.log
 	if err := cmd.Start(); err != nil {
-		r.t.Fatalf("block %d: %s: %v", bi+1, c, err)
+		return fmt.Errorf("block %d: %s: %v", bi+1, c, err)
 	}
 	r.serve = cmd
 	exited := make(chan error, 1)
+	r.exited = exited
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(4 * time.Minute) // a cold `go run` compiles first
+	var last error
 	for {
 		select {
 		case err := <-exited:
 			r.serve = nil
-			r.t.Fatalf("block %d: %s exited before serving (%v):\n%s", bi+1, c, err, tail(r.log.String(), 4000))
+			return fmt.Errorf("block %d: %s exited before serving (%v; last probe: %v):\n%s", bi+1, c, err, last, tail(r.log.String(), 4000))
 		default:
 		}
-		resp, err := http.Get("http://" + serveAddrOf(c) + "/health")
+		resp, err := http.Get("http://" + addr + "/health")
+		last = err
 		if err == nil {
 			resp.Body.Close()
+			last = fmt.Errorf("/health answered %s", resp.Status)
 			if resp.StatusCode == http.StatusOK {
-				r.t.Logf("block %d: %s is serving", bi+1, c)
-				r.exited = exited
-				return
+				// While c still compiles or starts, whatever took the
+				// port since the check above answers; c then fails to
+				// bind and exits, reported above.
+				owned, err := listensInGroup(addr, cmd.Process.Pid)
+				if err != nil { // no /proc: at least c must still run
+					owned = len(exited) == 0
+				}
+				if owned {
+					r.t.Logf("block %d: %s is serving", bi+1, c)
+					return nil
+				}
+				last = fmt.Errorf("/health on port %s answered by a process outside the server's group", addr)
 			}
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("block %d: %s did not answer /health: %v\n%s", bi+1, c, err, tail(r.log.String(), 4000))
+			return fmt.Errorf("block %d: %s did not answer /health: %v\n%s", bi+1, c, last, tail(r.log.String(), 4000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// serveLog is the background server's output: exec's copying goroutine
+// writes it while a failing block's report reads it.
+type serveLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *serveLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *serveLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// listensInGroup reports whether a process of process group pgid holds a
+// listening TCP socket on addr's port, from Linux's /proc (an error where
+// it cannot tell).
+func listensInGroup(addr string, pgid int) (bool, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return false, err
+	}
+	// /proc/net/tcp{,6}: "sl local_address rem_address st … inode", the
+	// address as HEXIP:HEXPORT, state 0A a listener.
+	suffix := fmt.Sprintf(":%04X", p)
+	sockets := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return false, err
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) > 9 && strings.HasSuffix(fs[1], suffix) && fs[3] == "0A" {
+				sockets["socket:["+fs[9]+"]"] = true
+			}
+		}
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return false, err
+	}
+	for _, d := range procs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue // gone since the listing
+		}
+		// "pid (comm) state ppid pgrp …": comm may hold spaces and ")".
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		fs := strings.Fields(string(stat[i+1:]))
+		if len(fs) < 3 || fs[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		fds, _ := os.ReadDir(filepath.Join("/proc", d.Name(), "fd"))
+		for _, fd := range fds {
+			if l, err := os.Readlink(filepath.Join("/proc", d.Name(), "fd", fd.Name())); err == nil && sockets[l] {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // stopServe stops the background server: SIGTERM (it drains), then SIGKILL.
@@ -378,4 +482,92 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "…" + s[len(s)-n:]
+}
+
+// healthHelperEnv makes the test binary, started by a test below, serve
+// /health at the --addr after its "--" until it is killed.
+const healthHelperEnv = "AGENTWORLD_README_HEALTH_HELPER"
+
+func TestReadmeHealthHelper(t *testing.T) {
+	if os.Getenv(healthHelperEnv) == "" {
+		t.Skip("the server the startServe tests start; not a test of its own")
+	}
+	args := flag.Args()
+	if len(args) != 2 || args[0] != "--addr" {
+		t.Fatalf("want -- --addr HOST:PORT, got %q", args)
+	}
+	t.Fatal(http.ListenAndServe(args[1], http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})))
+}
+
+// TestStartServeChecksItsServer: startServe accepts a server that answers
+// /health itself, and refuses a port that another process holds (whose
+// /health would answer in the started server's place), naming the port.
+func TestStartServeChecksItsServer(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &readmeRunner{t: t, dir: t.TempDir(), env: append(os.Environ(), healthHelperEnv+"=1")}
+	defer r.stopServe()
+	serve := func(addr string) string {
+		return self + " -test.run=^TestReadmeHealthHelper$ -- --addr " + addr
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := l.Addr().String()
+	l.Close()
+	if err := r.startServe(0, serve(free)); err != nil {
+		t.Fatalf("the helper server on a free port: %v", err)
+	}
+	if owned, err := listensInGroup(free, r.serve.Process.Pid); err == nil && !owned {
+		t.Errorf("/proc does not show the started server listening on %s", free)
+	}
+	r.stopServe()
+
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer other.Close()
+	taken := other.Listener.Addr().String()
+	err = r.startServe(1, serve(taken))
+	if err == nil {
+		t.Fatalf("startServe accepted %s, where another process answers /health", taken)
+	}
+	if _, port, _ := net.SplitHostPort(taken); !strings.Contains(err.Error(), "port "+taken) || !strings.Contains(err.Error(), port) {
+		t.Errorf("the error does not name port %s: %v", taken, err)
+	}
+	if r.serve != nil {
+		t.Error("startServe started a server on a taken port")
+	}
+}
+
+// TestListensInGroup: a listener of this test's process is found in its
+// process group and not in another group.
+func TestListensInGroup(t *testing.T) {
+	if _, err := os.Stat("/proc/net/tcp"); err != nil {
+		t.Skipf("no /proc here (%v): startServe falls back to the server still running", err)
+	}
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	ours, err := syscall.Getpgid(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper := exec.Command("sleep", "30")
+	sleeper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	for _, tc := range []struct {
+		pgid int
+		want bool
+	}{{ours, true}, {sleeper.Process.Pid, false}} {
+		got, err := listensInGroup(addr, tc.pgid)
+		if err != nil || got != tc.want {
+			t.Errorf("listensInGroup(%s, group %d) = %v, %v; want %v", addr, tc.pgid, got, err, tc.want)
+		}
+	}
 }
