@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"strings"
 	"time"
 
@@ -93,9 +91,9 @@ type modelEnv struct {
 	turnFP [][2][32]byte
 	sysFP  [32]byte
 	// spareFP is the fingerprint before prevFP, whose array the next step
-	// reuses; h hashes messages (reset for each).
+	// reuses; framed holds the message being hashed.
 	spareFP [][32]byte
-	h       hash.Hash
+	framed  []byte
 }
 
 func (e *modelEnv) Reset(ctx context.Context) (Observation, error) {
@@ -185,26 +183,15 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 
 // msgHash fingerprints one message as RenderTranscript frames it.
 func msgHash(role, content string) [32]byte {
-	return hashMsg(sha256.New(), role, content)
+	var e modelEnv
+	return e.hash(role, content)
 }
 
-// hashMsg is msgHash with h, which it resets first.
-func hashMsg(h hash.Hash, role, content string) [32]byte {
-	h.Reset()
-	io.WriteString(h, role)
-	h.Write([]byte{0})
-	io.WriteString(h, content)
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
-}
-
-// hash is msgHash with the environment's hasher, so a step allocates none.
+// hash is msgHash framing the message in the environment's buffer, so a
+// step allocates nothing to hash.
 func (e *modelEnv) hash(role, content string) [32]byte {
-	if e.h == nil {
-		e.h = sha256.New()
-	}
-	return hashMsg(e.h, role, content)
+	e.framed = append(append(append(e.framed[:0], role...), 0), content...)
+	return sha256.Sum256(e.framed)
 }
 
 // fingerprint hashes each message of a request; recorded turns' hashes are
