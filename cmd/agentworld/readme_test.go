@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -290,7 +289,10 @@ type readmeRunner struct {
 	serve *exec.Cmd
 	// exited receives the server's Wait result.
 	exited chan error
-	log    *serveLog
+	// log is the file the server writes its output to (the server's own
+	// descriptor: nothing of this process writes it while a report reads
+	// it), "" before the first server.
+	log string
 }
 
 // script runs consecutive commands of block bi as one bash script.
@@ -310,8 +312,8 @@ func (r *readmeRunner) script(bi int, cmds []string) {
 	err := cmd.Run()
 	if err != nil {
 		serveLog := ""
-		if r.log != nil {
-			serveLog = "\nserve's output:\n" + tail(r.log.String(), 2000)
+		if r.log != "" {
+			serveLog = "\nserve's output:\n" + r.serveOutput(2000)
 		}
 		r.t.Errorf("README block %d failed (%v):\n%s\noutput:\n%s%s", bi+1, err, src, tail(out.String(), 4000), serveLog)
 		return
@@ -333,9 +335,15 @@ func (r *readmeRunner) startServe(bi int, c string) error {
 	cmd := exec.Command("bash", "-c", "exec "+strings.TrimSuffix(strings.TrimSpace(c), "&"))
 	cmd.Dir, cmd.Env = r.dir, r.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	r.log = &serveLog{}
-	cmd.Stdout, cmd.Stderr = r.log, r.log
-	if err := cmd.Start(); err != nil {
+	r.log = filepath.Join(r.t.TempDir(), "serve.log")
+	out, err := os.Create(r.log)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Start()
+	out.Close() // the server has its own descriptor
+	if err != nil {
 		return fmt.Errorf("block %d: %s: %v", bi+1, c, err)
 	}
 	r.serve = cmd
@@ -348,7 +356,7 @@ func (r *readmeRunner) startServe(bi int, c string) error {
 		select {
 		case err := <-exited:
 			r.serve = nil
-			return fmt.Errorf("block %d: %s exited before serving (%v; last probe: %v):\n%s", bi+1, c, err, last, tail(r.log.String(), 4000))
+			return fmt.Errorf("block %d: %s exited before serving (%v; last probe: %v):\n%s", bi+1, c, err, last, r.serveOutput(4000))
 		default:
 		}
 		resp, err := http.Get("http://" + addr + "/health")
@@ -372,29 +380,19 @@ func (r *readmeRunner) startServe(bi int, c string) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("block %d: %s did not answer /health: %v\n%s", bi+1, c, last, tail(r.log.String(), 4000))
+			return fmt.Errorf("block %d: %s did not answer /health: %v\n%s", bi+1, c, last, r.serveOutput(4000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-// serveLog is the background server's output: exec's copying goroutine
-// writes it while a failing block's report reads it.
-type serveLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *serveLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *serveLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+// serveOutput is the last n bytes of what the server wrote.
+func (r *readmeRunner) serveOutput(n int) string {
+	b, err := os.ReadFile(r.log)
+	if err != nil {
+		return err.Error()
+	}
+	return tail(string(b), n)
 }
 
 // listensInGroup reports whether a process of process group pgid holds a
@@ -472,7 +470,7 @@ func (r *readmeRunner) stopServe() {
 	case <-time.After(30 * time.Second):
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		<-r.exited
-		r.t.Errorf("serve did not stop within 30 s of SIGTERM:\n%s", tail(r.log.String(), 2000))
+		r.t.Errorf("serve did not stop within 30 s of SIGTERM:\n%s", r.serveOutput(2000))
 	}
 	r.serve = nil
 }
