@@ -65,8 +65,8 @@ type Edge struct {
 	// body is read by [Guard.Admit], which then lifts the read deadline.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds each write of a response to the client (not the
-	// time a handler takes to think: every write gets this long from the
-	// moment it starts); 0 means 60s.
+	// time a handler takes to think: every write gets at least 7/8 of it
+	// from the moment it starts, see [ResponseWriter]); 0 means 60s.
 	WriteTimeout time.Duration
 	// IdleTimeout closes a keep-alive connection that sends no next request
 	// for this long; 0 means 2 minutes.

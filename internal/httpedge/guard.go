@@ -195,15 +195,20 @@ func stateChanging(method string) bool {
 	return false
 }
 
-// ResponseWriter records the status for metrics and gives every write its
-// own deadline (WriteTimeout from when it starts), so a client that stops
-// reading is dropped while a handler that thinks for minutes, or a long
-// event stream, is not cut.
+// ResponseWriter records the status for metrics and gives every write a
+// deadline of at least 7/8 of WriteTimeout from when it starts, so a client
+// that stops reading is dropped while a handler that thinks for minutes, or
+// a long event stream, is not cut. Setting a connection's deadline costs a
+// timer update in the runtime poller, so it is renewed only once an eighth
+// of WriteTimeout has passed since the last renewal: a reply's header and
+// body, written microseconds apart, set it once.
 type ResponseWriter struct {
 	http.ResponseWriter
 	// Status is the status written; 200 until WriteHeader.
 	Status       int
 	writeTimeout time.Duration
+	// renewed is when the deadline was last set (zero: not yet).
+	renewed time.Time
 }
 
 // Writer wraps w for one request under the guard's WriteTimeout.
@@ -212,9 +217,15 @@ func (g *Guard) Writer(w http.ResponseWriter) *ResponseWriter {
 }
 
 func (w *ResponseWriter) deadline() {
-	if w.writeTimeout > 0 {
-		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.writeTimeout))
+	if w.writeTimeout <= 0 {
+		return
 	}
+	now := time.Now()
+	if !w.renewed.IsZero() && now.Sub(w.renewed) < w.writeTimeout/8 {
+		return
+	}
+	w.renewed = now
+	_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(now.Add(w.writeTimeout))
 }
 
 // WriteHeader records code and writes it within the write deadline.

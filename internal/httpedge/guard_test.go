@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -94,5 +95,55 @@ func TestWithHintAndDefaults(t *testing.T) {
 	}
 	if _, err := New(Edge{AllowedHosts: []string{"https://x"}}, nil); err == nil {
 		t.Error("New accepted a host with a scheme")
+	}
+}
+
+// deadlineRecorder is an http.ResponseWriter that records the write
+// deadlines set on it through http.ResponseController.
+type deadlineRecorder struct {
+	*httptest.ResponseRecorder
+	set []time.Time
+}
+
+func (d *deadlineRecorder) SetWriteDeadline(t time.Time) error {
+	d.set = append(d.set, t)
+	return nil
+}
+
+// TestWriterDeadline: a reply's header and body, written together, set the
+// write deadline once, WriteTimeout ahead; a write after an eighth of
+// WriteTimeout renews it; every write has at least 7/8 of WriteTimeout.
+func TestWriterDeadline(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	g, err := New(Edge{WriteTimeout: timeout}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder()}
+	w := g.Writer(rec)
+	check := func(what string, calls int) {
+		t.Helper()
+		start := time.Now()
+		switch what {
+		case "header":
+			w.WriteHeader(http.StatusTeapot)
+		default:
+			if _, err := w.Write([]byte(what)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(rec.set) != calls {
+			t.Fatalf("after %s: %d deadlines set, want %d", what, len(rec.set), calls)
+		}
+		if left := rec.set[len(rec.set)-1].Sub(start); left < timeout-timeout/8 {
+			t.Errorf("%s written with %v of its deadline left, want >= %v", what, left, timeout-timeout/8)
+		}
+	}
+	check("header", 1)
+	check("body", 1)
+	time.Sleep(timeout/8 + 10*time.Millisecond)
+	check("more", 2)
+	if w.Status != http.StatusTeapot || rec.Body.String() != "bodymore" {
+		t.Errorf("status %d body %q", w.Status, rec.Body.String())
 	}
 }
