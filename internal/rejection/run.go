@@ -257,10 +257,6 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 	if err := r.checkSettings(files); err != nil {
 		return nil, err
 	}
-	total, err := countSamples(files, o.MaxLine)
-	if err != nil {
-		return nil, err
-	}
 
 	// Where an earlier run stopped.
 	paths := [3]string{filepath.Join(out, CandidatesFile), filepath.Join(out, SFTFile), filepath.Join(out, PairsFile)}
@@ -305,8 +301,20 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 		return nil, err
 	}
 
-	prog := newProgress(total, cp.Next)
+	prog := newProgress(cp.Next)
 	ticker := progressline.Start(o.Progress, o.ProgressInterval, prog.line)
+	// The input is counted for the progress line while the sampling goes
+	// on, not first: a pass over a large input before the first request
+	// delayed the whole run. The count's errors are the reader's too, which
+	// reports them with the sample's context.
+	countCtx, stopCount := context.WithCancel(ctx)
+	counted := make(chan struct{})
+	go func() {
+		defer close(counted)
+		if n, err := countSamples(countCtx, files, o.MaxLine); err == nil {
+			prog.setTotal(n)
+		}
+	}()
 	r.sem = make(chan struct{}, o.Concurrency)
 	window := make(chan *job, windowSize(o.Concurrency, o.Beams))
 	g, gctx := errgroup.WithContext(ctx)
@@ -323,6 +331,12 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 	g.Go(func() error { return r.journalBeams(gctx) })
 	g.Go(func() error { return r.sink(gctx, window, outs, progress, prog) })
 	werr := g.Wait()
+	if werr != nil {
+		stopCount()
+	}
+	// A finished run's last progress line has the total.
+	<-counted
+	stopCount()
 	ticker.Stop()
 	cerr := closeAll()
 	res.Requests, res.Reused = r.requests.Load(), r.reused.Load()
@@ -769,9 +783,9 @@ func eachLine(files []string, maxLine int, fn func(b []byte, file string, line i
 }
 
 // countSamples counts the input's lines for progress.
-func countSamples(files []string, maxLine int) (int64, error) {
+func countSamples(ctx context.Context, files []string, maxLine int) (int64, error) {
 	var n int64
-	err := eachLine(files, maxLine, func([]byte, string, int) error { n++; return nil })
+	err := eachLine(files, maxLine, func([]byte, string, int) error { n++; return ctx.Err() })
 	return n, err
 }
 
@@ -782,16 +796,22 @@ func countLines(path string) int64 {
 }
 
 // progress counts what the run did for its progress line: samples done of
-// total, beams, kept, rate and ETA.
+// total (-1 until counted), beams, kept, rate and ETA.
 type progress struct {
-	total, resumed         int64
-	mu                     sync.Mutex
-	done, beams, kept, bad int64
-	started                time.Time
+	resumed                       int64
+	mu                            sync.Mutex
+	total, done, beams, kept, bad int64
+	started                       time.Time
 }
 
-func newProgress(total, resumed int64) *progress {
-	return &progress{total: total, resumed: resumed, done: resumed, started: time.Now()}
+func newProgress(resumed int64) *progress {
+	return &progress{total: -1, resumed: resumed, done: resumed, started: time.Now()}
+}
+
+func (p *progress) setTotal(n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.total = n
 }
 
 func (p *progress) add(j *job) {
@@ -815,8 +835,12 @@ func (p *progress) line() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rate, eta := progressline.Rate(p.done, p.resumed, p.total, p.started)
-	return fmt.Sprintf("sample: %d/%d samples (%d resumed), %d beams, %d samples kept, %d beams failed, %.1f samples/s, ETA %s, elapsed %s",
-		p.done, p.total, p.resumed, p.beams, p.kept, p.bad, rate, eta, time.Since(p.started).Round(time.Second))
+	total := "?"
+	if p.total >= 0 {
+		total = fmt.Sprint(p.total)
+	}
+	return fmt.Sprintf("sample: %d/%s samples (%d resumed), %d beams, %d samples kept, %d beams failed, %.1f samples/s, ETA %s, elapsed %s",
+		p.done, total, p.resumed, p.beams, p.kept, p.bad, rate, eta, time.Since(p.started).Round(time.Second))
 }
 
 // windowSize is how many samples may be between the reader and the

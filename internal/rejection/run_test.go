@@ -5,8 +5,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentworld/agentworld/internal/reward"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -96,5 +98,35 @@ func TestRunResumesFromEveryFlush(t *testing.T) {
 				t.Errorf("checkpoint %d: %s differs from the uninterrupted run's (%d bytes, want %d)", k, f, len(got), len(want[f]))
 			}
 		}
+	}
+}
+
+// TestRunProgressTotal: the input is counted beside the sampling, so the
+// progress line says "?" for the total until the count is in, and a
+// finished run's last line has it.
+func TestRunProgressTotal(t *testing.T) {
+	p := newProgress(0)
+	if l := p.line(); !strings.Contains(l, " 0/? samples") {
+		t.Errorf("before the count: %q, want 0/? samples", l)
+	}
+	p.setTotal(7)
+	if l := p.line(); !strings.Contains(l, " 0/7 samples") {
+		t.Errorf("after the count: %q, want 0/7 samples", l)
+	}
+
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	writeSamples(t, in, 30, 0, 64)
+	sc, err := reward.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := Run(context.Background(), []string{in}, filepath.Join(dir, "out"), &Options{Teacher: instantTeacher{}, TeacherModel: "teacher", Scorer: sc,
+		Progress: &buf, ProgressInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "sample: 30/30 samples (0 resumed)") {
+		t.Errorf("last progress line %q, want 30/30 samples", buf.String())
 	}
 }
