@@ -44,6 +44,14 @@ func Reasoning(s string) string {
 // splitThinking applies StripThinking's rules once and returns what is left
 // and, when keep is set, what was removed.
 func splitThinking(s string, keep bool) (answer, thinking string) {
+	if !mayHaveThinkTag(s) {
+		return s, "" // the usual answer: no regexp run over it
+	}
+	return splitThinkingRegexp(s, keep)
+}
+
+// splitThinkingRegexp is splitThinking by the regexps alone.
+func splitThinkingRegexp(s string, keep bool) (answer, thinking string) {
 	var parts []string
 	add := func(p string) {
 		if p = strings.TrimSpace(p); keep && p != "" {
@@ -99,6 +107,26 @@ func ExtractPrediction(gen string) string {
 // LastTagContent returns the stripped content of the last
 // <predicted_observation> block of s and whether there was one.
 func LastTagContent(s string) (string, bool) {
+	if !strings.ContainsRune(s, '\u017f') {
+		// Without ſ, which (?i) folds to s, the tags can only be spelled in
+		// ASCII letters of either case: find them without the regexps. The
+		// last match is the last occurrence (a tag cannot overlap itself:
+		// it starts with its only '<').
+		at := lastIndexFold(s, "<predicted_observation>")
+		if at < 0 {
+			return "", false
+		}
+		body := s[at+len("<predicted_observation>"):]
+		if c := indexFold(body, "</predicted_observation>"); c >= 0 {
+			body = body[:c]
+		}
+		return pytext.Strip(body), true
+	}
+	return lastTagContentRegexp(s)
+}
+
+// lastTagContentRegexp is LastTagContent by the regexps alone.
+func lastTagContentRegexp(s string) (string, bool) {
 	locs := answerOpen.FindAllStringIndex(s, -1)
 	if len(locs) == 0 {
 		return "", false
@@ -116,4 +144,63 @@ func LastTagContent(s string) (string, bool) {
 // [ExtractPrediction] reads it back as the observation stripped.
 func Answer(obs string) string {
 	return "<predicted_observation>\n" + obs + "\n</predicted_observation>"
+}
+
+// mayHaveThinkTag reports whether s might hold a <think> or </think> tag
+// as the (?i) regexps match them: false only when it surely holds neither.
+// Besides ASCII case, (?i) folds the Kelvin sign K to k; a string with one
+// goes to the regexps.
+func mayHaveThinkTag(s string) bool {
+	if strings.ContainsRune(s, '\u212a') {
+		return true
+	}
+	return indexFold(s, "<think>") >= 0 || indexFold(s, "</think>") >= 0
+}
+
+// indexFold is the index of the first occurrence of tag in s under ASCII
+// case folding, or -1. tag is lower case ASCII starting with '<'.
+func indexFold(s, tag string) int {
+	for i := 0; ; {
+		j := strings.IndexByte(s[i:], '<')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if len(s)-i < len(tag) {
+			return -1
+		}
+		if equalFoldASCII(s[i:i+len(tag)], tag) {
+			return i
+		}
+		i++
+	}
+}
+
+// lastIndexFold is indexFold's last occurrence.
+func lastIndexFold(s, tag string) int {
+	for end := len(s); ; {
+		i := strings.LastIndexByte(s[:end], '<')
+		if i < 0 {
+			return -1
+		}
+		if len(s)-i >= len(tag) && equalFoldASCII(s[i:i+len(tag)], tag) {
+			return i
+		}
+		end = i
+	}
+}
+
+// equalFoldASCII reports whether a equals lower, a lower case ASCII
+// string of the same length, ignoring the case of ASCII letters only.
+func equalFoldASCII(a, lower string) bool {
+	for i := 0; i < len(lower); i++ {
+		c := a[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -83,3 +83,29 @@ func FuzzAnswerRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// FuzzExtractScanners: the scans that spare the usual answer the regexps
+// give exactly what the regexps alone give.
+func FuzzExtractScanners(f *testing.F) {
+	for _, s := range []string{
+		"plain", "<predicted_observation>\nx\n</predicted_observation>", "a</think>b", "<THINK>x</Think>y",
+		"<think>x<predicted_observation>y", "<Predicted_Observation>a<PREDICTED_OBSERVATION>b</predicted_observation>c",
+		"<thin\u212a>x</thin\u212a>y", "<predicted_ob\u017fervation>z", "<<predicted_observation>", "<table><tr>", "</predicted_observation>x",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, keep := range []bool{false, true} {
+			a, th := splitThinking(s, keep)
+			wa, wth := splitThinkingRegexp(s, keep)
+			if a != wa || th != wth {
+				t.Fatalf("splitThinking(%q, %v) = %q, %q; the regexps give %q, %q", s, keep, a, th, wa, wth)
+			}
+		}
+		c, ok := LastTagContent(s)
+		wc, wok := lastTagContentRegexp(s)
+		if c != wc || ok != wok {
+			t.Fatalf("LastTagContent(%q) = %q, %v; the regexps give %q, %v", s, c, ok, wc, wok)
+		}
+	})
+}
