@@ -79,6 +79,17 @@ func ParseAction(d domain.Domain, raw json.RawMessage) (Action, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return Action{}, badField("action", "missing")
 	}
+	if d == domain.Terminal {
+		if a, ok := scanTerminal(raw); ok {
+			return a, nil
+		}
+	}
+	return parseAction(d, raw)
+}
+
+// parseAction is ParseAction by decoding into generic values, for every
+// action scanTerminal does not take.
+func parseAction(d domain.Domain, raw json.RawMessage) (Action, error) {
 	var text string
 	isJSONValue := raw[0] != '"'
 	if !isJSONValue {

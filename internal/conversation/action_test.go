@@ -362,3 +362,45 @@ func FuzzParseToolCallLine(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScanTerminal: whatever Terminal action the one-pass scanner takes,
+// it reads exactly as decoding into generic values does.
+func FuzzScanTerminal(f *testing.F) {
+	for _, s := range []string{
+		`[{"keystrokes":"ls\n"}]`, `[]`, ` [ ] `, `[{"keystrokes":"cd /tmp\n","duration":0.5},{"duration":1e2,"keystrokes":"C-c"}]`,
+		`[{"keystrokes":"a\b\f\t\r\"\\ é"}]`, `[{"keystrokes":"\/"}]`, `[{"keystrokes":"\u0041"}]`, `[{"keystrokes":"x","duration":-1}]`,
+		`[{"keystrokes":"x","keystrokes":"y"}]`, `[{"Keystrokes":"x"}]`, `[{"keystrokes":"x","duration":null}]`, `[{"keystrokes":"\u2028"}]`,
+		`[{"keystrokes":"x"},]`, `[{"keystrokes":"x"}] x`, `[{"keystrokes":"x","duration":01}]`, `[{"duration":-0,"keystrokes":""}]`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got, ok := scanTerminal([]byte(raw))
+		if !ok {
+			return
+		}
+		want, err := parseAction(domain.Terminal, json.RawMessage(raw))
+		if err != nil {
+			t.Fatalf("scanTerminal(%q) took what parseAction refuses: %v", raw, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("scanTerminal(%q) (-parseAction +scan):\n%s", raw, diff)
+		}
+	})
+}
+
+// TestScanTerminalTakes: the scanner takes the actions agents send (so the
+// fuzz comparison above compares something) and leaves the rest.
+func TestScanTerminalTakes(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`[{"keystrokes":"ls\n"}]`: true, ` [ ] `: true, `[{"keystrokes": "cd /tmp\n", "duration": 0.5}, {"duration":1e2,"keystrokes":"C-c"}]`: true,
+		`[{"keystrokes":"a\b\f\t\r\"\\ é"}]`: true, `[{"duration":-0,"keystrokes":""}]`: true,
+		`[{"keystrokes":"\/"}]`: false, `[{"keystrokes":"\u0041"}]`: false, `[{"keystrokes":"x","duration":-1}]`: false,
+		`[{"keystrokes":"x","keystrokes":"y"}]`: false, `[{"Keystrokes":"x"}]`: false, `[{"keystrokes":"x","duration":null}]`: false,
+		`[{"keystrokes":"x"},]`: false, `[{"keystrokes":"x"}] x`: false, `[{"duration":1}]`: false, `{"keystrokes":"x"}`: false,
+	} {
+		if _, ok := scanTerminal([]byte(raw)); ok != want {
+			t.Errorf("scanTerminal(%s) ok = %v, want %v", raw, ok, want)
+		}
+	}
+}
