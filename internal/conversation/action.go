@@ -75,12 +75,16 @@ var webCall = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*\(`)
 //   - android: {"action_type": "status", …} (task complete or infeasible);
 //   - os: the special actions DONE and FAIL.
 func ParseAction(d domain.Domain, raw json.RawMessage) (Action, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return Action{}, badField("action", "missing")
-	}
-	if d == domain.Terminal {
-		if a, ok := scanTerminal(raw); ok {
+	if t := bytes.TrimSpace(raw); d == domain.Terminal && len(t) > 0 {
+		text := string(t)
+		if t[0] == '"' { // the action as a JSON string holding its text
+			v, end, ok := scanPlainString(text, 0)
+			if !ok || end != len(t) {
+				return parseAction(d, raw)
+			}
+			text = v
+		}
+		if a, ok := scanTerminal(text); ok {
 			return a, nil
 		}
 	}
@@ -90,6 +94,10 @@ func ParseAction(d domain.Domain, raw json.RawMessage) (Action, error) {
 // parseAction is ParseAction by decoding into generic values, for every
 // action scanTerminal does not take.
 func parseAction(d domain.Domain, raw json.RawMessage) (Action, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return Action{}, badField("action", "missing")
+	}
 	var text string
 	isJSONValue := raw[0] != '"'
 	if !isJSONValue {

@@ -363,8 +363,9 @@ func FuzzParseToolCallLine(f *testing.F) {
 	})
 }
 
-// FuzzScanTerminal: whatever Terminal action the one-pass scanner takes,
-// it reads exactly as decoding into generic values does.
+// FuzzScanTerminal: ParseAction, which tries the one-pass scanner first,
+// reads every Terminal action, as a JSON value or a JSON string, exactly as
+// decoding into generic values alone does.
 func FuzzScanTerminal(f *testing.F) {
 	for _, s := range []string{
 		`[{"keystrokes":"ls\n"}]`, `[]`, ` [ ] `, `[{"keystrokes":"cd /tmp\n","duration":0.5},{"duration":1e2,"keystrokes":"C-c"}]`,
@@ -375,16 +376,17 @@ func FuzzScanTerminal(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		got, ok := scanTerminal([]byte(raw))
-		if !ok {
-			return
-		}
-		want, err := parseAction(domain.Terminal, json.RawMessage(raw))
-		if err != nil {
-			t.Fatalf("scanTerminal(%q) took what parseAction refuses: %v", raw, err)
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("scanTerminal(%q) (-parseAction +scan):\n%s", raw, diff)
+		// raw as the action's JSON value, and as a JSON string holding it.
+		quoted, _ := json.Marshal(raw)
+		for _, raw := range []string{raw, string(quoted)} {
+			got, gotErr := ParseAction(domain.Terminal, json.RawMessage(raw))
+			want, wantErr := parseAction(domain.Terminal, json.RawMessage(raw))
+			if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
+				t.Fatalf("ParseAction(%q) error %v, parseAction's %v", raw, gotErr, wantErr)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("ParseAction(%q) (-parseAction +with the scanner):\n%s", raw, diff)
+			}
 		}
 	})
 }
@@ -399,8 +401,12 @@ func TestScanTerminalTakes(t *testing.T) {
 		`[{"keystrokes":"x","keystrokes":"y"}]`: false, `[{"Keystrokes":"x"}]`: false, `[{"keystrokes":"x","duration":null}]`: false,
 		`[{"keystrokes":"x"},]`: false, `[{"keystrokes":"x"}] x`: false, `[{"duration":1}]`: false, `{"keystrokes":"x"}`: false,
 	} {
-		if _, ok := scanTerminal([]byte(raw)); ok != want {
+		if _, ok := scanTerminal(raw); ok != want {
 			t.Errorf("scanTerminal(%s) ok = %v, want %v", raw, ok, want)
+		}
+		quoted, _ := json.Marshal(raw)
+		if v, end, ok := scanPlainString(string(quoted), 0); !ok || end != len(quoted) || v != raw {
+			t.Errorf("scanPlainString(%s) = %q, %d, %v", quoted, v, end, ok)
 		}
 	}
 }

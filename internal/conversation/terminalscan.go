@@ -16,8 +16,7 @@ import (
 // else (other members, other escapes, an error to report) is left to
 // parseAction: ok false. What it returns equals parseAction's result
 // (FuzzScanTerminal).
-func scanTerminal(raw []byte) (a Action, ok bool) {
-	s := string(raw)
+func scanTerminal(s string) (a Action, ok bool) {
 	i := skipSpace(s, 0)
 	if i >= len(s) || s[i] != '[' {
 		return Action{}, false
