@@ -44,10 +44,85 @@ func Reasoning(s string) string {
 // splitThinking applies StripThinking's rules once and returns what is left
 // and, when keep is set, what was removed.
 func splitThinking(s string, keep bool) (answer, thinking string) {
-	if !mayHaveThinkTag(s) {
-		return s, "" // the usual answer: no regexp run over it
+	if strings.ContainsRune(s, '\u212a') || strings.ContainsRune(s, '\u017f') {
+		return splitThinkingRegexp(s, keep)
 	}
-	return splitThinkingRegexp(s, keep)
+	return splitThinkingScan(s, keep)
+}
+
+// splitThinkingScan is splitThinking for a string without K or ſ, which
+// (?i) folds to k and s: the tags can then only be spelled in ASCII
+// letters of either case, and are found by scanning rather than by the
+// regexps, with the same leftmost, non-overlapping matches.
+func splitThinkingScan(s string, keep bool) (answer, thinking string) {
+	const open, closing, answerTag = "<think>", "</think>", "<predicted_observation>"
+	var parts []string
+	add := func(p string) {
+		if p = strings.TrimSpace(p); keep && p != "" {
+			parts = append(parts, p)
+		}
+	}
+	// Every <think>…</think> pair, the shortest from each leftmost <think>.
+	if i := indexFold(s, open); i >= 0 {
+		var b strings.Builder
+		from := 0 // s[from:] is not yet copied to b
+		for i >= 0 {
+			j := indexFold(s[i+len(open):], closing)
+			if j < 0 {
+				break
+			}
+			end := i + len(open) + j + len(closing)
+			if keep {
+				add(s[i+len(open) : end-len(closing)])
+			}
+			b.WriteString(s[from:i])
+			from = end
+			if i = indexFold(s[end:], open); i >= 0 {
+				i += end
+			}
+		}
+		if from > 0 {
+			b.WriteString(s[from:])
+			s = b.String()
+		}
+	}
+	// An unmatched </think>: everything before the last one goes.
+	if last := lastIndexFold(s, closing); last >= 0 {
+		if keep {
+			add(removeFold(s[:last], closing))
+		}
+		s = s[last+len(closing):]
+	}
+	// An unmatched <think>: to the next answer tag, or to the end.
+	for {
+		at := indexFold(s, open)
+		if at < 0 {
+			return s, strings.Join(parts, "\n\n")
+		}
+		rest := s[at+len(open):]
+		if a := indexFold(rest, answerTag); a >= 0 {
+			add(rest[:a])
+			s = s[:at] + rest[a:]
+		} else {
+			add(rest)
+			s = s[:at]
+		}
+	}
+}
+
+// removeFold returns s without its occurrences of tag (indexFold's
+// matches, left to right).
+func removeFold(s, tag string) string {
+	var b strings.Builder
+	for {
+		i := indexFold(s, tag)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		s = s[i+len(tag):]
+	}
 }
 
 // splitThinkingRegexp is splitThinking by the regexps alone.
@@ -144,17 +219,6 @@ func lastTagContentRegexp(s string) (string, bool) {
 // [ExtractPrediction] reads it back as the observation stripped.
 func Answer(obs string) string {
 	return "<predicted_observation>\n" + obs + "\n</predicted_observation>"
-}
-
-// mayHaveThinkTag reports whether s might hold a <think> or </think> tag
-// as the (?i) regexps match them: false only when it surely holds neither.
-// Besides ASCII case, (?i) folds the Kelvin sign K to k; a string with one
-// goes to the regexps.
-func mayHaveThinkTag(s string) bool {
-	if strings.ContainsRune(s, '\u212a') {
-		return true
-	}
-	return indexFold(s, "<think>") >= 0 || indexFold(s, "</think>") >= 0
 }
 
 // indexFold is the index of the first occurrence of tag in s under ASCII

@@ -90,7 +90,7 @@ func FuzzExtractScanners(f *testing.F) {
 	for _, s := range []string{
 		"plain", "<predicted_observation>\nx\n</predicted_observation>", "a</think>b", "<THINK>x</Think>y",
 		"<think>x<predicted_observation>y", "<Predicted_Observation>a<PREDICTED_OBSERVATION>b</predicted_observation>c",
-		"<thin\u212a>x</thin\u212a>y", "<predicted_ob\u017fervation>z", "<<predicted_observation>", "<table><tr>", "</predicted_observation>x",
+		"<thin\u212a>x</thin\u212a>y", "<think>a</think><THINK>b</think>c</think>d<think>e<predicted_observation>f", "<thi<think>x</think>nk>y</think>z", "<predicted_ob\u017fervation>z", "<<predicted_observation>", "<table><tr>", "</predicted_observation>x",
 	} {
 		f.Add(s)
 	}
