@@ -353,8 +353,8 @@ func (s *Server) stepSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	var req api.StepSessionRequest
-	if err := decodeStrict(body, &req, false); err != nil {
+	req, err := decodeStepRequest(body)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
