@@ -1,36 +1,147 @@
 package bench
 
 import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentworld/agentworld/internal/atomicfile"
+	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
 // Cache keeps model and judge responses on disk, keyed by the content hash
 // of the request (worldmodel.Request.Hash: messages, model and parameters),
-// so that re-running with the same settings costs no calls. It is a
-// directory of small JSON files, <dir>/<first two hex digits>/<hash>.json,
-// each written atomically; any number of processes may share one. Only
-// complete answers are stored: truncated generations, failures and judge
-// outputs that did not parse never are.
+// so that re-running with the same settings costs no calls. Only complete
+// answers are stored: truncated generations, failures and judge outputs
+// that did not parse never are.
 //
-// A nil *Cache is valid and caches nothing (--no-cache).
+// On disk it is a directory of append-only segments. Each Cache that stores
+// something appends to a segment of its own, seg-<unix ns>-<pid>-<random>.jsonl,
+// one line {"k": key, "r": response} per answer written with a single
+// write(2) and no fsync (an answer can be recomputed; [Cache.Close] syncs),
+// because creating a file per answer cost ~1 ms on the development
+// machine's ext4. A process killed mid-write leaves at most a torn last line,
+// which readers skip; a corrupt line elsewhere is skipped and counted
+// ([Cache.Corrupt]), never fatal.
+//
+// Any number of processes may share one directory: each writes only its own
+// segment; [OpenCache] reads every segment once and indexes it, and a miss
+// picks up what other live processes appended since (their new tails only;
+// segments created since are listed at most every 50 ms). The older layout,
+// one file per answer at <dir>/<first two hex digits>/<hash>.json, is still
+// read: a key the segments lack is looked up there.
+//
+// Memory: the index holds, per answer, a 32-byte digest of its key and its
+// place (segment, offset, length: 16 bytes), about 75 bytes with the map's
+// own overhead (73 at 100,000 answers, BenchmarkCacheOpen); answers stay on
+// disk and are read back with one pread.
+//
+// A nil *Cache is valid and caches nothing (--no-cache). All methods are
+// safe for concurrent use.
 type Cache struct {
 	dir          string
 	hits, misses atomic.Int64
+	corrupt      atomic.Int64
+	hasLegacy    atomic.Bool
+
+	mu     sync.RWMutex
+	index  map[[32]byte]entryLoc
+	segs   []*segment
+	byName map[string]int // segment file name → index in segs
+	closed bool
+
+	// scanMu serializes reading segments; a miss that finds it held does
+	// not wait (the scan under way picks the same tails up).
+	scanMu sync.Mutex
+	listed time.Time // last listing of the directory
+
+	// putMu orders this Cache's appends so each one knows its offset.
+	putMu   sync.Mutex
+	own     *trajectory.Appender // nil until the first Put
+	ownSeg  int                  // index of the own segment in segs
+	ownSize int64
+	ownErr  error
 }
 
-// OpenCache opens (creating if needed) a cache directory.
+// entryLoc is where one answer's line lies.
+type entryLoc struct {
+	off int64
+	n   uint32 // line length without its newline
+	seg uint32
+}
+
+// segment is one segment file open for reading. scanned is how far its
+// complete lines are indexed, seen the size at the last look (a torn tail
+// makes them differ and is not read again until the file grows).
+type segment struct {
+	name          string
+	f             *os.File
+	scanned, seen int64
+}
+
+const (
+	segPrefix, segSuffix = "seg-", ".jsonl"
+	// relistEvery bounds how often a miss lists the directory for
+	// segments created since.
+	relistEvery = 50 * time.Millisecond
+)
+
+// OpenCache opens (creating if needed) a cache directory and indexes every
+// segment in it. Close it to sync what was stored and release its files.
 func OpenCache(dir string) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache %s: %w", dir, err)
 	}
-	return &Cache{dir: dir}, nil
+	c := &Cache{dir: dir, index: map[[32]byte]entryLoc{}, byName: map[string]int{}, ownSeg: -1}
+	c.scanMu.Lock()
+	err := c.list()
+	if err == nil {
+		c.scanAll()
+	}
+	c.scanMu.Unlock()
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("cache %s: %w", dir, err)
+	}
+	return c, nil
+}
+
+// Close syncs and closes this Cache's segment and the segments it reads,
+// returning the first error appending to, syncing or closing its own.
+// Later lookups miss and stores are dropped. A nil cache returns nil.
+func (c *Cache) Close() error {
+	if c == nil {
+		return nil
+	}
+	c.putMu.Lock()
+	defer c.putMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var err error
+	if c.own != nil {
+		err = c.own.Close() // carries the first append error too
+	}
+	for _, s := range c.segs {
+		s.f.Close()
+	}
+	return err
 }
 
 // Key is the cache key of a request sent with the given default model, or
@@ -44,8 +155,17 @@ func (c *Cache) Key(req worldmodel.Request, defaultModel string) string {
 	return req.Hash(defaultModel)
 }
 
-func (c *Cache) path(key string) string {
-	return filepath.Join(c.dir, key[:2], key+".json")
+// digest is the index key of key: the hash itself when key is one (64 hex
+// digits), else its SHA-256. Get compares the stored key, so a digest
+// collision is a miss, not a wrong answer.
+func digest(key string) [32]byte {
+	var d [32]byte
+	if len(key) == 64 {
+		if n, err := hex.Decode(d[:], []byte(key)); err == nil && n == 32 {
+			return d
+		}
+	}
+	return sha256.Sum256([]byte(key))
 }
 
 // Get returns the cached response for key. A missing or unreadable entry is
@@ -54,35 +174,308 @@ func (c *Cache) Get(key string) (*worldmodel.Response, bool) {
 	if c == nil || len(key) < 2 {
 		return nil, false
 	}
-	b, err := os.ReadFile(c.path(key))
-	if err != nil {
-		c.misses.Add(1)
-		return nil, false
+	d := digest(key)
+	r, ok := c.lookup(d, key)
+	if !ok {
+		c.refresh()
+		r, ok = c.lookup(d, key)
 	}
-	var r worldmodel.Response
-	if json.Unmarshal(b, &r) != nil {
+	if !ok && c.hasLegacy.Load() {
+		r, ok = c.legacy(key)
+	}
+	if !ok {
 		c.misses.Add(1)
 		return nil, false
 	}
 	c.hits.Add(1)
 	// A cached answer cost no attempt in this run.
 	r.Attempts = 0
+	return r, true
+}
+
+// lookup reads key's entry from the segments, if indexed.
+func (c *Cache) lookup(d [32]byte, key string) (*worldmodel.Response, bool) {
+	c.mu.RLock()
+	loc, ok := c.index[d]
+	var f *os.File
+	if ok && !c.closed {
+		f = c.segs[loc.seg].f
+	}
+	c.mu.RUnlock()
+	if f == nil {
+		return nil, false
+	}
+	line := make([]byte, loc.n)
+	if _, err := f.ReadAt(line, loc.off); err != nil {
+		return nil, false
+	}
+	k, body, ok := parseSegmentLine(line)
+	if !ok || k != key {
+		return nil, false
+	}
+	var r worldmodel.Response
+	if json.Unmarshal(body, &r) != nil {
+		return nil, false
+	}
+	return &r, true
+}
+
+// legacy reads key from the one-file-per-answer layout.
+func (c *Cache) legacy(key string) (*worldmodel.Response, bool) {
+	b, err := os.ReadFile(filepath.Join(c.dir, key[:2], key+".json"))
+	if err != nil {
+		return nil, false
+	}
+	var r worldmodel.Response
+	if json.Unmarshal(b, &r) != nil {
+		return nil, false
+	}
 	return &r, true
 }
 
 // Put stores a response under key. Errors are ignored: a cache that cannot
-// be written only costs calls later.
+// be written only costs calls later. A key already stored, or one that JSON
+// would have to escape (keys are hex hashes), is not written.
 func (c *Cache) Put(key string, r *worldmodel.Response) {
-	if c == nil || len(key) < 2 {
+	if c == nil || len(key) < 2 || !plainKey(key) {
 		return
 	}
-	b, err := json.Marshal(r)
+	d := digest(key)
+	c.mu.RLock()
+	_, have := c.index[d]
+	c.mu.RUnlock()
+	if have {
+		return
+	}
+	body, err := json.Marshal(r)
 	if err != nil {
 		return
 	}
-	// No fsync: a torn entry after a power loss fails to decode and is a
-	// miss, and the rename already keeps a killed process from leaving one.
-	_ = writeFileAtomic(c.path(key), b, false)
+	line := make([]byte, 0, len(key)+len(body)+16)
+	line = append(append(append(line, `{"k":"`...), key...), `","r":`...)
+	line = append(append(line, body...), "}\n"...)
+
+	c.putMu.Lock()
+	defer c.putMu.Unlock()
+	if c.own == nil && !c.openOwn() {
+		return
+	}
+	off := c.ownSize
+	if c.ownErr = c.own.AppendLines(line); c.ownErr != nil {
+		return
+	}
+	c.ownSize += int64(len(line))
+	c.mu.Lock()
+	if !c.closed {
+		c.index[d] = entryLoc{off: off, n: uint32(len(line) - 1), seg: uint32(c.ownSeg)}
+	}
+	c.mu.Unlock()
+}
+
+// openOwn creates this Cache's segment on its first Put (a cache only read
+// leaves no file behind). It reports whether Put may append; putMu is held.
+func (c *Cache) openOwn() bool {
+	if c.ownErr != nil {
+		return false
+	}
+	c.mu.RLock()
+	closed := c.closed
+	c.mu.RUnlock()
+	if closed {
+		return false
+	}
+	name := fmt.Sprintf("%s%d-%d-%08x%s", segPrefix, time.Now().UnixNano(), os.Getpid(), rand.Uint32(), segSuffix)
+	path := filepath.Join(c.dir, name)
+	a, err := trajectory.OpenAppender(path, 0)
+	if err != nil {
+		c.ownErr = err
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		a.Close()
+		c.ownErr = err
+		return false
+	}
+	c.mu.Lock()
+	c.own = a
+	c.ownSeg = len(c.segs)
+	c.byName[name] = c.ownSeg
+	c.segs = append(c.segs, &segment{name: name, f: f})
+	c.mu.Unlock()
+	return true
+}
+
+// plainKey reports whether key is written into a line as is: printable
+// ASCII without quotes or backslashes.
+func plainKey(key string) bool {
+	for i := range len(key) {
+		if b := key[i]; b < 0x20 || b > 0x7e || b == '"' || b == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// refresh picks up what other processes appended since the last look: the
+// new tails of known segments, and segments created since (listed at most
+// every relistEvery). A refresh already under way is not waited for.
+func (c *Cache) refresh() {
+	if !c.scanMu.TryLock() {
+		return
+	}
+	defer c.scanMu.Unlock()
+	if time.Since(c.listed) >= relistEvery {
+		_ = c.list()
+	}
+	c.scanAll()
+}
+
+// list opens segments not yet known and notes whether the legacy layout
+// is present; scanMu is held.
+func (c *Cache) list() error {
+	c.listed = time.Now()
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		return err
+	}
+	legacy := false
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() && len(name) == 2 && isHex(name) {
+			legacy = true
+			continue
+		}
+		if !strings.HasPrefix(name, segPrefix) || !strings.HasSuffix(name, segSuffix) {
+			continue
+		}
+		c.mu.RLock()
+		_, known := c.byName[name]
+		closed := c.closed
+		c.mu.RUnlock()
+		if known || closed {
+			continue
+		}
+		f, err := os.Open(filepath.Join(c.dir, name))
+		if err != nil {
+			continue // removed meanwhile, or unreadable: its answers are recomputed
+		}
+		c.mu.Lock()
+		if c.closed {
+			f.Close()
+		} else {
+			c.byName[name] = len(c.segs)
+			c.segs = append(c.segs, &segment{name: name, f: f})
+		}
+		c.mu.Unlock()
+	}
+	c.hasLegacy.Store(legacy)
+	return nil
+}
+
+func isHex(s string) bool {
+	for i := range len(s) {
+		if b := s[i]; !('0' <= b && b <= '9' || 'a' <= b && b <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// scanAll indexes the complete lines other processes' segments gained
+// since the last scan; scanMu is held.
+func (c *Cache) scanAll() {
+	c.mu.RLock()
+	segs := c.segs[:len(c.segs):len(c.segs)]
+	own, closed := c.ownSeg, c.closed
+	c.mu.RUnlock()
+	if closed {
+		return
+	}
+	for i, s := range segs {
+		if i == own {
+			continue
+		}
+		st, err := s.f.Stat()
+		if err != nil || st.Size() == s.seen {
+			continue
+		}
+		s.seen = st.Size()
+		c.scan(uint32(i), s)
+	}
+}
+
+// scan reads s from its indexed end to its last complete line. A tail
+// without a newline (a writer killed mid-line, or one still writing) is
+// left for a later scan; a complete line that does not parse is counted.
+func (c *Cache) scan(seg uint32, s *segment) {
+	r := bufio.NewReaderSize(io.NewSectionReader(s.f, s.scanned, s.seen-s.scanned), 64<<10)
+	off := s.scanned
+	var long []byte // a line longer than the reader's buffer
+	found := map[[32]byte]entryLoc{}
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, chunk...)
+			continue
+		}
+		if err != nil {
+			break // io.EOF with a torn or unfinished tail, or a read error
+		}
+		line := chunk
+		if long != nil {
+			line = append(long, chunk...)
+			long = nil
+		}
+		n := int64(len(line))
+		line = line[:len(line)-1]
+		if key, _, ok := parseSegmentLine(line); ok && len(line) <= 1<<32-1 {
+			found[digest(key)] = entryLoc{off: off, n: uint32(len(line)), seg: seg}
+		} else if len(bytes.TrimSpace(line)) > 0 {
+			c.corrupt.Add(1)
+		}
+		off += n
+	}
+	s.scanned = off
+	if len(found) == 0 {
+		return
+	}
+	c.mu.Lock()
+	for d, loc := range found {
+		if _, have := c.index[d]; !have {
+			c.index[d] = loc
+		}
+	}
+	c.mu.Unlock()
+}
+
+// parseSegmentLine splits one segment line (without its newline),
+// {"k":"KEY","r":{...}}, into the key and the response's JSON. It checks
+// the whole line is valid JSON of that shape, so a line torn or damaged
+// anywhere is rejected.
+func parseSegmentLine(line []byte) (key string, body []byte, ok bool) {
+	const head, mid = `{"k":"`, `","r":`
+	rest, found := bytes.CutPrefix(line, []byte(head))
+	if !found {
+		return "", nil, false
+	}
+	i := bytes.IndexByte(rest, '"')
+	if i < 2 {
+		return "", nil, false
+	}
+	k := rest[:i]
+	if !plainKey(string(k)) {
+		return "", nil, false
+	}
+	body, found = bytes.CutPrefix(rest[i:], []byte(mid))
+	if !found {
+		return "", nil, false
+	}
+	body, found = bytes.CutSuffix(body, []byte("}"))
+	if !found || len(body) == 0 || body[0] != '{' || !json.Valid(body) {
+		return "", nil, false
+	}
+	return string(k), body, true
 }
 
 // Hits and Misses count lookups since the cache was opened.
@@ -99,6 +492,16 @@ func (c *Cache) Misses() int64 {
 		return 0
 	}
 	return c.misses.Load()
+}
+
+// Corrupt counts complete segment lines that did not parse and were
+// skipped (a torn last line is not counted: it is the expected trace of a
+// process killed mid-write).
+func (c *Cache) Corrupt() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.corrupt.Load()
 }
 
 // writeFileAtomic creates path's directory and writes b through

@@ -212,8 +212,11 @@ func BenchmarkRun840(b *testing.B) {
 	size := writeRealisticData(b, data, samples)
 	floor := time.Duration(samples) * latency
 	ideal := idealCPU(b, data)
-	for _, judgeName := range []string{"none", "rules"} {
-		b.Run("judge="+judgeName, func(b *testing.B) {
+	// cache=on is `bench run` without --no-cache: a fresh response cache,
+	// so every request is hashed, misses and its answer is stored.
+	for _, variant := range []string{"judge=none", "judge=rules", "judge=none,cache=on"} {
+		judgeName, cacheOn := strings.TrimPrefix(strings.TrimSuffix(variant, ",cache=on"), "judge="), strings.HasSuffix(variant, ",cache=on")
+		b.Run(variant, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				o := &bench.Options{Data: data, Out: b.TempDir(), Concurrency: concurrency, ModelName: "wm",
 					// The model client as `bench run` makes it: its default
@@ -221,6 +224,13 @@ func BenchmarkRun840(b *testing.B) {
 					Model: worldmodel.New(srv.URL, "wm", nil)}
 				if judgeName == "rules" {
 					o.Rules = judge.RuleScorer{}
+				}
+				if cacheOn {
+					c, err := bench.OpenCache(filepath.Join(o.Out, bench.CacheDir))
+					if err != nil {
+						b.Fatal(err)
+					}
+					o.Cache = c
 				}
 				runtime.GC()
 				load.reset()
@@ -233,6 +243,12 @@ func BenchmarkRun840(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				if err := o.Cache.Close(); err != nil {
+					b.Fatal(err)
+				}
+				if cacheOn && sum.CacheMisses != samples {
+					b.Fatalf("cache misses %d, want %d (one per sample)", sum.CacheMisses, samples)
+				}
 				if sum.Done != samples || sum.Failed[bench.FailTransport] != 0 {
 					b.Fatalf("summary %+v", sum)
 				}
@@ -243,8 +259,8 @@ func BenchmarkRun840(b *testing.B) {
 				avg, first := load.average()
 				b.ReportMetric(avg, "in_flight")
 				b.ReportMetric(float64(conns.Load()), "connections")
-				b.Logf("%d samples (%.0f KB/row), %d in flight, %s/call, judge %s: elapsed %s = %.1f× the sequential floor %s (goal ≥ 50×); CPU %s/sample, ideal %s/sample (%.1f×); at the endpoint %.1f in flight on average over %d connections, the first request after %s",
-					samples, float64(size)/samples/1024, concurrency, latency, judgeName, el.Round(time.Millisecond), floor.Seconds()/el.Seconds(), floor,
+				b.Logf("%d samples (%.0f KB/row), %d in flight, %s/call, %s: elapsed %s = %.1f× the sequential floor %s (goal ≥ 50×); CPU %s/sample, ideal %s/sample (%.1f×); at the endpoint %.1f in flight on average over %d connections, the first request after %s",
+					samples, float64(size)/samples/1024, concurrency, latency, variant, el.Round(time.Millisecond), floor.Seconds()/el.Seconds(), floor,
 					perSample.Round(10*time.Microsecond), ideal.Round(10*time.Microsecond), float64(perSample)/float64(ideal),
 					avg, conns.Load(), first.Sub(start).Round(time.Millisecond))
 			}

@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// FuzzSegmentLine: parseSegmentLine never panics, accepts only lines that
+// decode as {"k": key, "r": response} with the key it returns, and accepts
+// every line Put writes.
+func FuzzSegmentLine(f *testing.F) {
+	for _, s := range []string{
+		`{"k":"0a1b","r":{"content":"x","finish_reason":"stop"}}`,
+		`{"k":"0a1b","r":{"content":"x\n\"y\"","finish_reason":"stop","prompt_tokens":3}}`,
+		`{"k":"0a1b","r":{"content":"half`,
+		`{"k":"a\"b","r":{}}`,
+		`{"k":"ab","r":[]}`,
+		`{"k":"ab","r":{}}}`,
+		``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		key, body, ok := parseSegmentLine(line)
+		if !ok {
+			return
+		}
+		var e struct {
+			K string          `json:"k"`
+			R json.RawMessage `json:"r"`
+		}
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatalf("accepted %q, which does not decode: %v", line, err)
+		}
+		if e.K != key || string(e.R) != string(body) {
+			t.Fatalf("accepted %q as key %q body %q; it decodes as %q %q", line, key, body, e.K, e.R)
+		}
+	})
+}
+
+// TestSegmentLineRoundTrip: what Put writes, the parser reads back.
+func TestSegmentLineRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	c, err := OpenCache(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := &worldmodel.Response{Content: "a\n\"b\"\u2028<c>&", FinishReason: "stop"}
+	c.Put("0123abcd", r)
+	c.mu.RLock()
+	loc := c.index[digest("0123abcd")]
+	f := c.segs[loc.seg].f
+	c.mu.RUnlock()
+	line := make([]byte, loc.n)
+	if _, err := f.ReadAt(line, loc.off); err != nil {
+		t.Fatal(err)
+	}
+	key, body, ok := parseSegmentLine(line)
+	want, _ := json.Marshal(r)
+	if !ok || key != "0123abcd" || string(body) != string(want) {
+		t.Fatalf("parsed %q as %q %q %v", line, key, body, ok)
+	}
+}
