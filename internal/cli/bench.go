@@ -407,6 +407,9 @@ func (r *runFlags) run(cmd *cobra.Command, o *bench.Options) error {
 		if err != nil {
 			return err
 		}
+		// Its error is dropped, as the cache's own write errors are: an
+		// answer it failed to keep only costs a call on a later run.
+		defer func() { _ = c.Close() }()
 		o.Cache = c
 	}
 	sum, err := bench.Run(cmd.Context(), o)

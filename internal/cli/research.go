@@ -142,6 +142,8 @@ rejected, however the judge liked it.`,
 			if err != nil {
 				return err
 			}
+			// A close error costs only calls on a later run, as Put's do.
+			defer func() { _ = cache.Close() }()
 			base := bench.Options{Concurrency: concurrency, Cache: cache, Logger: logger(cmd)}
 			model.setModel(cmd, &base)
 			if err := jf.apply(cmd, &base); err != nil {
