@@ -39,8 +39,9 @@ import (
 //
 // Any number of processes may share one directory: each writes only its own
 // segment; [OpenCache] reads every segment once and indexes it, and a miss
-// picks up what other live processes appended since (their new tails only;
-// segments created since are listed at most every 50 ms). The older layout,
+// picks up what other live processes appended since (their new tails only,
+// looked for at most every 5 ms; segments created since are listed at most
+// every 50 ms). The older layout,
 // one file per answer at <dir>/<first two hex digits>/<hash>.json, is still
 // read: a key the segments lack is looked up there.
 //
@@ -65,8 +66,9 @@ type Cache struct {
 
 	// scanMu serializes reading segments; a miss that finds it held does
 	// not wait (the scan under way picks the same tails up).
-	scanMu sync.Mutex
-	listed time.Time // last listing of the directory
+	scanMu    sync.Mutex
+	listed    time.Time    // last listing of the directory
+	refreshed atomic.Int64 // unix ns of the last refresh
 
 	// putMu orders this Cache's appends so each one knows its offset.
 	putMu   sync.Mutex
@@ -95,8 +97,11 @@ type segment struct {
 const (
 	segPrefix, segSuffix = "seg-", ".jsonl"
 	// relistEvery bounds how often a miss lists the directory for
-	// segments created since.
-	relistEvery = 50 * time.Millisecond
+	// segments created since, refreshEvery how often it looks at the
+	// sizes of the segments known (one fstat each: a directory shared by
+	// many runs holds many segments, most of them finished).
+	relistEvery  = 50 * time.Millisecond
+	refreshEvery = 5 * time.Millisecond
 )
 
 // OpenCache opens (creating if needed) a cache directory and indexes every
@@ -318,13 +323,16 @@ func plainKey(key string) bool {
 }
 
 // refresh picks up what other processes appended since the last look: the
-// new tails of known segments, and segments created since (listed at most
-// every relistEvery). A refresh already under way is not waited for.
+// new tails of known segments (looked at most every refreshEvery), and
+// segments created since (listed at most every relistEvery). A refresh
+// already under way is not waited for.
 func (c *Cache) refresh() {
-	if !c.scanMu.TryLock() {
+	now := time.Now().UnixNano()
+	if now-c.refreshed.Load() < int64(refreshEvery) || !c.scanMu.TryLock() {
 		return
 	}
 	defer c.scanMu.Unlock()
+	c.refreshed.Store(now)
 	if time.Since(c.listed) >= relistEvery {
 		_ = c.list()
 	}
