@@ -8,6 +8,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -441,17 +442,21 @@ func (d *DB) CreateSession(ctx context.Context, s sim.SessionRecord, turns []sim
 
 // AppendTurn implements sim.Store.
 func (d *DB) AppendTurn(ctx context.Context, id string, t sim.TurnRecord, status string) error {
-	rec, err := json.Marshal(t)
+	rec, err := encodeRecord(t)
 	if err != nil {
 		return err
 	}
 	now := time.Now().UTC()
+	// The write names only what it binds: capturing t would move the whole
+	// record to the heap, and the text is made here, not on the writer
+	// goroutine that every step of a batch waits for.
+	turn, at := t.Turn, now.UnixMilli()
 	return d.do(ctx, func(ctx context.Context, tx *batchTx) error {
-		if _, err := tx.stmt(&tx.insertTurn, d.insertTurn).ExecContext(ctx, id, t.Turn, string(rec), now.UnixMilli()); err != nil {
+		if _, err := tx.stmt(&tx.insertTurn, d.insertTurn).ExecContext(ctx, id, turn, rec, at); err != nil {
 			if isForeignKey(err) {
 				return fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
 			}
-			return fmt.Errorf("store session %s turn %d: %w", id, t.Turn, err)
+			return fmt.Errorf("store session %s turn %d: %w", id, turn, err)
 		}
 		// A step that leaves the session active (as it was, or it could
 		// not step) changes nothing else; its time is the turn's.
@@ -460,6 +465,25 @@ func (d *DB) AppendTurn(ctx context.Context, id string, t sim.TurnRecord, status
 		}
 		return d.setStatusIn(ctx, tx, id, status, now)
 	})
+}
+
+// recordBufs holds the buffers turn records are encoded in.
+var recordBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// encodeRecord is json.Marshal(t) as a string, encoded in a reused buffer:
+// one allocation, the string, rather than Marshal's result and its copy.
+func encodeRecord(t sim.TurnRecord) (string, error) {
+	buf := recordBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 1<<20 { // an outsized record's buffer is let go
+			buf.Reset()
+			recordBufs.Put(buf)
+		}
+	}()
+	if err := json.NewEncoder(buf).Encode(t); err != nil {
+		return "", err
+	}
+	return string(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }
 
 // isForeignKey reports SQLite's SQLITE_CONSTRAINT_FOREIGNKEY (787): a row

@@ -486,3 +486,23 @@ func TestActiveStepUpdatesLastActivity(t *testing.T) {
 		t.Fatalf("after close: status %q (%v)", got.Status, err)
 	}
 }
+
+// TestEncodeRecord: a turn record is stored as the very text json.Marshal
+// gives (HTML characters escaped, no newline), whatever buffer it was
+// encoded in before.
+func TestEncodeRecord(t *testing.T) {
+	for _, tr := range []sim.TurnRecord{
+		{Turn: 1, HistoryTurn: sim.HistoryTurn{Action: `[{"keystrokes":"ls\n"}]`, Observation: "a <b> & c\u2028"}, Result: sim.StepResult{Observation: "a <b>", Reward: 0.5}},
+		{Turn: 2, Result: sim.StepResult{Observation: strings.Repeat("long ", 2000), Info: sim.StepInfo{Backend: "model", RewardComponents: map[string]float64{"b": 1, "a": 0}}}},
+		{Turn: 3},
+	} {
+		want, err := json.Marshal(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := encodeRecord(tr)
+		if err != nil || got != string(want) {
+			t.Errorf("turn %d: encodeRecord = %q, %v; json.Marshal gives %q", tr.Turn, got, err, want)
+		}
+	}
+}
