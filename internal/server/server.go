@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -200,27 +199,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-func readBody(r *http.Request) ([]byte, error) {
-	if r.Body == nil {
-		return nil, nil
-	}
-	// A declared length (which net/http holds the body to) sizes the
-	// buffer once: a step's body is tens of bytes, and io.ReadAll starts
-	// at 512 and grows. Past 64 KiB the declaration is not trusted with an
-	// allocation up front.
-	if n := r.ContentLength; n > 0 && n <= 64<<10 {
-		b := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, b); err != nil {
-			return nil, err
-		}
-		return b, nil
-	}
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
-}
+// readBody returns the request body whole: behind the guard, the buffer
+// [httpedge.Guard.Admit] already read, without a second copy.
+func readBody(r *http.Request) ([]byte, error) { return httpedge.ReadBody(r) }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if !s.admitOpen(w, r) {
