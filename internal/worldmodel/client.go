@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -147,6 +148,11 @@ type Options struct {
 type Client struct {
 	model   string
 	baseURL string
+	// chatURL is baseURL's chat completions endpoint, parsed once here
+	// rather than on every call; chatErr is why it did not parse, reported
+	// by every call as the parse of each call would.
+	chatURL *url.URL
+	chatErr error
 	opts    Options
 	log     *slog.Logger
 	// prefixes is nil when Options.PrefixCacheBytes is negative.
@@ -188,6 +194,7 @@ func New(baseURL, model string, opts *Options) *Client {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{model: model, baseURL: baseURL, opts: o, log: log}
+	c.chatURL, c.chatErr = parseURL(strings.TrimRight(baseURL, "/") + "/chat/completions")
 	switch {
 	case o.PrefixCacheBytes == 0:
 		c.prefixes = newPrefixCache(DefaultPrefixCacheBytes)
@@ -239,13 +246,12 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		return nil, err
 	}
 	c.prefixes.put(session, prefix)
-	url := strings.TrimRight(c.baseURL, "/") + "/chat/completions"
 	start := time.Now()
 	var out attempt
 	n := 0
 	for {
 		n++
-		out = c.post(ctx, url, body)
+		out = c.post(ctx, body)
 		if n > 1 || out.err != nil || out.status >= 400 {
 			c.log.Debug("world model attempt", "url", c.baseURL, "attempt", n, "status", out.status, "err", out.err)
 		}

@@ -10,7 +10,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -114,7 +116,10 @@ func errorMessage(status int, body []byte) string {
 // post makes one attempt, bounded by Options.Timeout from sending the
 // request to the last byte of the answer, and reads the answer through the
 // response cap.
-func (c *Client) post(ctx context.Context, url string, body []byte) attempt {
+func (c *Client) post(ctx context.Context, body []byte) attempt {
+	if c.chatErr != nil {
+		return attempt{err: c.chatErr}
+	}
 	actx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	timedOut := func(err error, what string) error {
@@ -123,10 +128,7 @@ func (c *Client) post(ctx context.Context, url string, body []byte) attempt {
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	req, err := c.newPost(actx, url, body)
-	if err != nil {
-		return attempt{err: err}
-	}
+	req := c.newPostTo(actx, c.chatURL, body)
 	res, err := c.opts.HTTPClient.Do(req)
 	if err != nil {
 		return attempt{err: timedOut(err, "waiting for the answer")}
@@ -150,15 +152,40 @@ func (c *Client) post(ctx context.Context, url string, body []byte) attempt {
 }
 
 // newPost builds a JSON POST with the client's credentials.
-func (c *Client) newPost(ctx context.Context, url string, body []byte) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+func (c *Client) newPost(ctx context.Context, rawURL string, body []byte) (*http.Request, error) {
+	u, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
+	return c.newPostTo(ctx, u, body), nil
+}
+
+// newPostTo is newPost to a URL already parsed, which it copies: the
+// request may be changed by whoever sends it, and u is shared.
+func (c *Client) newPostTo(ctx context.Context, u *url.URL, body []byte) *http.Request {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(body))
+	if err != nil {
+		panic(err) // unreachable: the method is valid and "" parses
+	}
+	cu := *u
+	req.URL, req.Host = &cu, cu.Host
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
-	return req, nil
+	return req
+}
+
+// parseURL parses a request URL as http.NewRequest does, dropping the ":"
+// of a host with an empty port.
+func parseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if strings.LastIndex(u.Host, ":") > strings.LastIndex(u.Host, "]") {
+		u.Host = strings.TrimSuffix(u.Host, ":")
+	}
+	return u, nil
 }
 
 // readCapped reads r to its end, failing with ErrResponseTooLarge as soon as
