@@ -126,12 +126,16 @@ func (m *Manager) drop(s *session) {
 }
 
 // Step runs one action in a session.
+//
+// Step, step and observe are on the stack under every model call, which
+// is the deep part of a step; the connection goroutine's stack, shrunk by
+// the GC, grows back on each step by as much as they hold. So they keep
+// small frames: errors and rare branches are made in separate functions
+// (kept out of line), values are passed by pointer, and what follows the
+// observation happens in record, whose frame is not under the model call.
 func (m *Manager) Step(ctx context.Context, id string, req StepRequest) (*StepResult, error) {
-	if len(req.Action) > m.opts.MaxActionBytes {
-		return nil, fielderr.New(ErrTooLarge, "action", "%d bytes exceeds the limit of %d", len(req.Action), m.opts.MaxActionBytes)
-	}
-	if req.Turn < 0 {
-		return nil, badField("turn", "negative")
+	if err := m.checkStep(&req); err != nil {
+		return nil, err
 	}
 	s, err := m.acquire(ctx, id)
 	if err != nil {
@@ -149,10 +153,46 @@ func (m *Manager) Step(ctx context.Context, id string, req StepRequest) (*StepRe
 
 	s.mu.Lock()
 	n := len(s.turns)
-	status := s.rec.Status
-	if req.Turn > 0 && req.Turn <= n {
-		t := s.turns[req.Turn-1]
+	if req.Turn > 0 && req.Turn <= n || req.Turn > 0 && req.Turn != n+1 || s.rec.Status != StatusActive {
+		res, err := s.notNextLocked(id, &req, &act, n)
 		s.mu.Unlock()
+		return res, err
+	}
+	info := s.infoLocked()
+	env := s.env
+	s.mu.Unlock()
+
+	start := m.opts.Now()
+	res, err := m.step(ctx, s, env, &info, &act, &req, n+1)
+	if m.opts.Observer != nil {
+		m.observeStep(s, id, start, res, err)
+	}
+	return res, err
+}
+
+// checkStep checks what a step request says before its session is looked
+// up.
+//
+//go:noinline
+func (m *Manager) checkStep(req *StepRequest) error {
+	if len(req.Action) > m.opts.MaxActionBytes {
+		return fielderr.New(ErrTooLarge, "action", "%d bytes exceeds the limit of %d", len(req.Action), m.opts.MaxActionBytes)
+	}
+	if req.Turn < 0 {
+		return badField("turn", "negative")
+	}
+	return nil
+}
+
+// notNextLocked answers a step that is not the session's next one: a
+// turn already recorded (its stored result, when the action is the
+// same), a turn out of order, or a session no longer active. s.mu is
+// held.
+//
+//go:noinline
+func (s *session) notNextLocked(id string, req *StepRequest, act *conversation.Action, n int) (*StepResult, error) {
+	if req.Turn > 0 && req.Turn <= n {
+		t := &s.turns[req.Turn-1]
 		if t.Action != act.Text {
 			return nil, fielderr.New(ErrTurnConflict, "turn", "turn %d was recorded with a different action", req.Turn)
 		}
@@ -160,93 +200,138 @@ func (m *Manager) Step(ctx context.Context, id string, req StepRequest) (*StepRe
 		return &r, nil
 	}
 	if req.Turn > 0 && req.Turn != n+1 {
-		s.mu.Unlock()
 		return nil, fielderr.New(ErrTurnConflict, "turn", "turn %d is out of order: the next turn is %d", req.Turn, n+1)
 	}
-	switch status {
-	case StatusActive:
+	switch status := s.rec.Status; status {
 	case StatusTerminated, StatusTruncated:
-		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: session %s is %s after %d turns", ErrEpisodeOver, id, status, n)
 	default:
-		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: session %s is %s", ErrSessionClosed, id, status)
 	}
-	info := s.infoLocked()
-	env := s.env
-	s.mu.Unlock()
-
-	start := m.opts.Now()
-	res, err := m.step(ctx, s, env, info, act, req, n+1)
-	ev := StepEvent{Session: id, Domain: string(s.spec.Domain), Backend: s.rec.Backend, Duration: time.Since(start), Result: res, Err: err}
-	if m.opts.Observer != nil {
-		m.opts.Observer.ObserveStep(ev)
-	}
-	return res, err
 }
 
-func (m *Manager) step(ctx context.Context, s *session, env Environment, info SessionInfo, act conversation.Action, req StepRequest, turn int) (*StepResult, error) {
-	in := StepInput{Turn: turn, Action: act, History: info.History, Control: req.Control, WorldState: req.WorldState}
+// observeStep tells the Observer about a step.
+//
+//go:noinline
+func (m *Manager) observeStep(s *session, id string, start time.Time, res *StepResult, err error) {
+	m.opts.Observer.ObserveStep(StepEvent{Session: id, Domain: string(s.spec.Domain), Backend: s.rec.Backend, Duration: time.Since(start), Result: res, Err: err})
+}
+
+func (m *Manager) step(ctx context.Context, s *session, env Environment, info *SessionInfo, act *conversation.Action, req *StepRequest, turn int) (*StepResult, error) {
+	in := StepInput{Turn: turn, Action: *act, History: info.History, Control: req.Control, WorldState: req.WorldState}
 	if len(req.Labels) > 0 {
 		in.Labels = maps.Clone(req.Labels)
 	}
 	var obs Observation
-	answered := false
-	if act.End {
-		obs = Observation{Terminated: true, Info: StepInfo{Backend: "rule", EndReason: act.EndReason}}
-		answered = true
-		if e, ok := env.(EpisodeEnder); ok {
-			if err := e.EndEpisode(ctx, &obs); err != nil {
-				obs.Info.Error = err.Error()
-			}
+	if err := m.observe(ctx, s, env, info, &in, turn, &obs); err != nil {
+		return nil, err
+	}
+	return m.record(ctx, s, info, act, &in, turn, &obs)
+}
+
+// observe fills obs with the step's observation: the end of the episode
+// the action asked for, a hook's answer, or the environment's.
+func (m *Manager) observe(ctx context.Context, s *session, env Environment, info *SessionInfo, in *StepInput, turn int, obs *Observation) error {
+	if in.Action.End {
+		m.endEpisode(ctx, env, &in.Action, obs)
+		return nil
+	}
+	if len(m.opts.Hooks) > 0 {
+		if answered, err := m.beforeStep(ctx, info, in, turn, obs); answered || err != nil {
+			return err
 		}
 	}
-	for _, h := range m.opts.Hooks {
-		if answered {
-			break
+	if env == nil { // resumed from the store, or forked
+		var err error
+		if env, err = m.resume(ctx, s, info); err != nil {
+			return err
 		}
-		o, err := h.BeforeStep(ctx, info, &in)
+	}
+	o, err := env.Step(ctx, *in)
+	if err != nil {
+		return stepFailed(info.ID, turn, err)
+	}
+	*obs = o
+	return nil
+}
+
+// endEpisode is the observation of an action that ends the episode.
+//
+//go:noinline
+func (m *Manager) endEpisode(ctx context.Context, env Environment, act *conversation.Action, obs *Observation) {
+	*obs = Observation{Terminated: true, Info: StepInfo{Backend: "rule", EndReason: act.EndReason}}
+	if e, ok := env.(EpisodeEnder); ok {
+		if err := e.EndEpisode(ctx, obs); err != nil {
+			obs.Info.Error = err.Error()
+		}
+	}
+}
+
+// beforeStep runs the hooks' BeforeStep in order until one answers the
+// step (answered, with obs filled) or fails.
+//
+//go:noinline
+func (m *Manager) beforeStep(ctx context.Context, info *SessionInfo, in *StepInput, turn int, obs *Observation) (answered bool, err error) {
+	for _, h := range m.opts.Hooks {
+		o, err := h.BeforeStep(ctx, *info, in)
 		if err != nil {
-			return nil, fmt.Errorf("session %s turn %d: %w", info.ID, turn, err)
+			return false, stepFailed(info.ID, turn, err)
 		}
 		if o != nil {
-			obs, answered = *o, true
+			*obs = *o
 			if obs.Info.Backend == "" {
 				obs.Info.Backend = "hook"
 			}
+			return true, nil
 		}
 	}
-	if !answered {
-		if env == nil { // resumed from the store, or forked
-			f, err := m.backend(info.Backend)
-			if err != nil {
-				return nil, err
-			}
-			env, err = f(ctx, info)
-			if err != nil {
-				if errors.Is(err, ErrNotResumable) {
-					_ = m.store.SetStatus(context.WithoutCancel(ctx), info.ID, StatusBroken)
-					s.mu.Lock()
-					s.rec.Status = StatusBroken
-					s.mu.Unlock()
-					m.drop(s)
-				}
-				return nil, fmt.Errorf("resume %s environment of session %s: %w", info.Backend, info.ID, err)
-			}
+	return false, nil
+}
+
+// stepFailed says which session and turn err stopped.
+//
+//go:noinline
+func stepFailed(id string, turn int, err error) error {
+	return fmt.Errorf("session %s turn %d: %w", id, turn, err)
+}
+
+// resume makes the environment of a session that has none held: one
+// resumed from the store, or forked. A backend that cannot resume it
+// marks the session broken.
+//
+//go:noinline
+func (m *Manager) resume(ctx context.Context, s *session, info *SessionInfo) (Environment, error) {
+	f, err := m.backend(info.Backend)
+	if err != nil {
+		return nil, err
+	}
+	env, err := f(ctx, *info)
+	if err != nil {
+		if errors.Is(err, ErrNotResumable) {
+			_ = m.store.SetStatus(context.WithoutCancel(ctx), info.ID, StatusBroken)
 			s.mu.Lock()
-			s.env = env
+			s.rec.Status = StatusBroken
 			s.mu.Unlock()
+			m.drop(s)
 		}
-		var err error
-		obs, err = env.Step(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("session %s turn %d: %w", info.ID, turn, err)
-		}
+		return nil, fmt.Errorf("resume %s environment of session %s: %w", info.Backend, info.ID, err)
 	}
+	s.mu.Lock()
+	s.env = env
+	s.mu.Unlock()
+	return env, nil
+}
+
+// record makes the step's result from its observation, records the turn
+// and runs the hooks' AfterStep. act is the action as parsed, which the
+// hooks' changes to in do not touch.
+//
+//go:noinline
+func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act *conversation.Action, in *StepInput, turn int, obs *Observation) (*StepResult, error) {
 	if obs.Message == "" {
 		obs.Message = conversation.UserMessage(turn, act.Text, in.WorldState, in.Control)
 	}
-	m.applyWorldReward(ctx, info, act, &obs)
+	m.applyWorldReward(ctx, *info, *act, obs)
 	res := StepResult{Observation: obs.Text, Reward: obs.Reward, Terminated: obs.Terminated, Info: obs.Info}
 	res.Info.Turn = turn
 	if len(in.Labels) > 0 || len(obs.Info.Labels) > 0 {
@@ -304,7 +389,7 @@ func (m *Manager) step(ctx context.Context, s *session, env Environment, info Se
 		m.drop(s)
 	}
 	for _, h := range m.opts.Hooks {
-		h.AfterStep(ctx, info, in, res)
+		h.AfterStep(ctx, *info, *in, res)
 	}
 	return &res, nil
 }
