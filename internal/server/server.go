@@ -339,14 +339,22 @@ func (s *Server) stepSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.m.Step(r.Context(), r.PathValue("id"), sim.StepRequest{
+	res, enc, err := s.m.StepJSON(r.Context(), r.PathValue("id"), sim.StepRequest{
 		Action: req.Action, Turn: req.Turn, Control: req.Control, WorldState: req.WorldState, Labels: req.Labels,
 	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	if enc == nil { // a retried turn's stored result
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	// The bytes writeJSON would write, encoded once for this reply and the
+	// turn's record (see sim.EncodeResult).
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(enc)
 }
 
 func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {

@@ -134,40 +134,52 @@ func (m *Manager) drop(s *session) {
 // (kept out of line), values are passed by pointer, and what follows the
 // observation happens in record, whose frame is not under the model call.
 func (m *Manager) Step(ctx context.Context, id string, req StepRequest) (*StepResult, error) {
-	if err := m.checkStep(&req); err != nil {
-		return nil, err
+	res, _, err := m.step1(ctx, id, &req, false)
+	return res, err
+}
+
+// StepJSON is Step that also returns the result as [EncodeResult] encodes
+// it, made once for the reply and the store; nil when the step was not
+// computed now (a retried turn's stored result), for the caller to encode.
+func (m *Manager) StepJSON(ctx context.Context, id string, req StepRequest) (*StepResult, []byte, error) {
+	return m.step1(ctx, id, &req, true)
+}
+
+func (m *Manager) step1(ctx context.Context, id string, req *StepRequest, wantJSON bool) (*StepResult, []byte, error) {
+	if err := m.checkStep(req); err != nil {
+		return nil, nil, err
 	}
 	s, err := m.acquire(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer m.release(s)
 	act, err := conversation.ParseAction(s.spec.Domain, req.Action)
 	if err != nil {
-		return nil, BadAction(err)
+		return nil, nil, BadAction(err)
 	}
 	if err := s.lock(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer s.unlock()
 
 	s.mu.Lock()
 	n := len(s.turns)
 	if req.Turn > 0 && req.Turn <= n || req.Turn > 0 && req.Turn != n+1 || s.rec.Status != StatusActive {
-		res, err := s.notNextLocked(id, &req, &act, n)
+		res, err := s.notNextLocked(id, req, &act, n)
 		s.mu.Unlock()
-		return res, err
+		return res, nil, err
 	}
 	info := s.infoLocked()
 	env := s.env
 	s.mu.Unlock()
 
 	start := m.opts.Now()
-	res, err := m.step(ctx, s, env, &info, &act, &req, n+1)
+	res, enc, err := m.step(ctx, s, env, &info, &act, req, n+1, wantJSON)
 	if m.opts.Observer != nil {
 		m.observeStep(s, id, start, res, err)
 	}
-	return res, err
+	return res, enc, err
 }
 
 // checkStep checks what a step request says before its session is looked
@@ -217,16 +229,16 @@ func (m *Manager) observeStep(s *session, id string, start time.Time, res *StepR
 	m.opts.Observer.ObserveStep(StepEvent{Session: id, Domain: string(s.spec.Domain), Backend: s.rec.Backend, Duration: time.Since(start), Result: res, Err: err})
 }
 
-func (m *Manager) step(ctx context.Context, s *session, env Environment, info *SessionInfo, act *conversation.Action, req *StepRequest, turn int) (*StepResult, error) {
+func (m *Manager) step(ctx context.Context, s *session, env Environment, info *SessionInfo, act *conversation.Action, req *StepRequest, turn int, wantJSON bool) (*StepResult, []byte, error) {
 	in := StepInput{Turn: turn, Action: *act, History: info.History, Control: req.Control, WorldState: req.WorldState}
 	if len(req.Labels) > 0 {
 		in.Labels = maps.Clone(req.Labels)
 	}
 	var obs Observation
 	if err := m.observe(ctx, s, env, info, &in, turn, &obs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m.record(ctx, s, info, act, &in, turn, &obs)
+	return m.record(ctx, s, info, act, &in, turn, &obs, wantJSON)
 }
 
 // observe fills obs with the step's observation: the end of the episode
@@ -324,10 +336,11 @@ func (m *Manager) resume(ctx context.Context, s *session, info *SessionInfo) (En
 
 // record makes the step's result from its observation, records the turn
 // and runs the hooks' AfterStep. act is the action as parsed, which the
-// hooks' changes to in do not touch.
+// hooks' changes to in do not touch. The result is encoded once, when the
+// caller wants it (wantJSON) or the store takes it (a ResultAppender).
 //
 //go:noinline
-func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act *conversation.Action, in *StepInput, turn int, obs *Observation) (*StepResult, error) {
+func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act *conversation.Action, in *StepInput, turn int, obs *Observation, wantJSON bool) (*StepResult, []byte, error) {
 	if obs.Message == "" {
 		obs.Message = conversation.UserMessage(turn, act.Text, in.WorldState, in.Control)
 	}
@@ -376,9 +389,23 @@ func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act
 		}
 	}
 	rec := TurnRecord{Turn: turn, HistoryTurn: ht, Result: res}
+	ra, _ := m.store.(ResultAppender)
+	var enc []byte
+	if wantJSON || ra != nil {
+		var err error
+		if enc, err = EncodeResult(&res); err != nil {
+			return nil, nil, fmt.Errorf("record session %s turn %d: %w", info.ID, turn, err)
+		}
+	}
 	// A computed step is recorded even if the client went away meanwhile.
-	if err := m.store.AppendTurn(context.WithoutCancel(ctx), info.ID, rec, status); err != nil {
-		return nil, fmt.Errorf("record session %s turn %d: %w", info.ID, turn, err)
+	var err error
+	if ra != nil {
+		err = ra.AppendTurnResult(context.WithoutCancel(ctx), info.ID, rec, enc, status)
+	} else {
+		err = m.store.AppendTurn(context.WithoutCancel(ctx), info.ID, rec, status)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("record session %s turn %d: %w", info.ID, turn, err)
 	}
 	s.mu.Lock()
 	s.turns = append(s.turns, rec)
@@ -391,7 +418,7 @@ func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act
 	for _, h := range m.opts.Hooks {
 		h.AfterStep(ctx, *info, *in, res)
 	}
-	return &res, nil
+	return &res, enc, nil
 }
 
 // ForkRequest branches a session.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,28 @@ type Store interface {
 	// LoadSession returns ErrNotFound for an unknown id.
 	LoadSession(ctx context.Context, id string) (SessionRecord, []TurnRecord, error)
 	Close() error
+}
+
+// ResultAppender is a Store that records a turn whose result the step has
+// already encoded (for its reply), so the store need not encode it again.
+// The Manager uses it when its Store has it.
+type ResultAppender interface {
+	// AppendTurnResult is AppendTurn, with result holding t.Result as
+	// [EncodeResult] wrote it.
+	AppendTurnResult(ctx context.Context, id string, t TurnRecord, result []byte, status string) error
+}
+
+// EncodeResult encodes r as a step's HTTP reply carries it: JSON without
+// HTML escaping, ending in a newline (what json.Encoder writes).
+func EncodeResult(r *StepResult) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(256 + len(r.Observation))
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // MemStore is a Store in memory, for tests and for running without a

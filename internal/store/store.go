@@ -446,11 +446,26 @@ func (d *DB) AppendTurn(ctx context.Context, id string, t sim.TurnRecord, status
 	if err != nil {
 		return err
 	}
+	return d.appendTurn(ctx, id, t.Turn, rec, status)
+}
+
+// AppendTurnResult implements sim.ResultAppender: the record is the one
+// AppendTurn stores, byte for byte, with the result's encoding reused.
+func (d *DB) AppendTurnResult(ctx context.Context, id string, t sim.TurnRecord, result []byte, status string) error {
+	rec, err := encodeRecordWith(t, result)
+	if err != nil {
+		return err
+	}
+	return d.appendTurn(ctx, id, t.Turn, rec, status)
+}
+
+// appendTurn records turn, encoded as rec, and the session's status.
+func (d *DB) appendTurn(ctx context.Context, id string, turn int, rec, status string) error {
 	now := time.Now().UTC()
 	// The write names only what it binds: capturing t would move the whole
 	// record to the heap, and the text is made here, not on the writer
 	// goroutine that every step of a batch waits for.
-	turn, at := t.Turn, now.UnixMilli()
+	at := now.UnixMilli()
 	return d.do(ctx, func(ctx context.Context, tx *batchTx) error {
 		if _, err := tx.stmt(&tx.insertTurn, d.insertTurn).ExecContext(ctx, id, turn, rec, at); err != nil {
 			if isForeignKey(err) {
@@ -484,6 +499,36 @@ func encodeRecord(t sim.TurnRecord) (string, error) {
 		return "", err
 	}
 	return string(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
+}
+
+// encodeRecordWith is encodeRecord(t) made with result, t.Result as
+// sim.EncodeResult wrote it, in place of encoding t.Result again. The
+// record's encoder escapes HTML and the reply's does not; the two differ
+// only in <, > and & within strings (U+2028 and U+2029 are escaped by
+// both), so json.HTMLEscape of the result is what the record's encoder
+// writes for it.
+func encodeRecordWith(t sim.TurnRecord, result []byte) (string, error) {
+	buf := recordBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 1<<20 {
+			buf.Reset()
+			recordBufs.Put(buf)
+		}
+	}()
+	// TurnRecord without its last field, Result: an object that always
+	// has "turn", so its closing brace is where result goes.
+	head := struct {
+		Turn int `json:"turn"`
+		sim.HistoryTurn
+	}{t.Turn, t.HistoryTurn}
+	if err := json.NewEncoder(buf).Encode(&head); err != nil {
+		return "", err
+	}
+	buf.Truncate(len(bytes.TrimSuffix(buf.Bytes(), []byte("}\n"))))
+	buf.WriteString(`,"result":`)
+	json.HTMLEscape(buf, bytes.TrimSuffix(result, []byte("\n")))
+	buf.WriteByte('}')
+	return buf.String(), nil
 }
 
 // isForeignKey reports SQLite's SQLITE_CONSTRAINT_FOREIGNKEY (787): a row
