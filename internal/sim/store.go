@@ -79,16 +79,25 @@ type ResultAppender interface {
 
 // EncodeResult encodes r as a step's HTTP reply carries it: JSON without
 // HTML escaping, ending in a newline (what json.Encoder writes).
+// It encodes in a reused buffer and returns a copy: one allocation.
 func EncodeResult(r *StepResult) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(256 + len(r.Observation))
-	enc := json.NewEncoder(&buf)
+	buf := resultBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 1<<20 { // an outsized result's buffer is let go
+			buf.Reset()
+			resultBufs.Put(buf)
+		}
+	}()
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(r); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return bytes.Clone(buf.Bytes()), nil
 }
+
+// resultBufs holds the buffers EncodeResult encodes in.
+var resultBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // MemStore is a Store in memory, for tests and for running without a
 // database file.
