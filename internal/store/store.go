@@ -56,7 +56,14 @@ type DB struct {
 	// version is the schema version read by LoadSession: schemaVersion,
 	// or 0 for a database opened read-only before an owner upgraded it.
 	version int
-	// The statements of the writer, prepared once (nil when read-only).
+	// wconn is the writer's own connection, held from Open to Close (nil
+	// when read-only), and the statements it runs, prepared on it once.
+	// The writer begins and ends its transactions with statements of its
+	// own rather than database/sql's Tx: a Tx takes a connection from the
+	// pool, has the driver compile BEGIN and COMMIT anew and binds each
+	// prepared statement to itself, every batch.
+	wconn                                                 *sql.Conn
+	begin, commitTx, rollback                             *sql.Stmt
 	savepoint, rollbackTo, release, setStatus, insertTurn *sql.Stmt
 }
 
@@ -202,32 +209,56 @@ func Open(path string) (*DB, error) {
 	}
 	d := &DB{path: path, lock: lock, db: db, writes: make(chan *write, maxBatch), done: make(chan struct{}), version: schemaVersion}
 	if err := d.prepare(); err != nil {
+		d.closeWriterConn()
 		return fail(err)
 	}
 	go d.writer()
 	return d, nil
 }
 
-// prepare compiles the statements every step runs once, rather than in
-// each transaction.
+// prepare takes the writer's connection and compiles on it the statements
+// every batch runs, once rather than in each transaction.
 func (d *DB) prepare() error {
+	c, err := d.db.Conn(context.Background())
+	if err != nil {
+		return err
+	}
+	d.wconn = c
 	for _, p := range []struct {
 		s   **sql.Stmt
 		sql string
 	}{
+		// IMMEDIATE, as _txlock in the DSN makes the pool's transactions:
+		// the write lock is taken at the start, not upgraded to midway.
+		{&d.begin, `BEGIN IMMEDIATE`},
+		{&d.commitTx, `COMMIT`},
+		{&d.rollback, `ROLLBACK`},
 		{&d.savepoint, `SAVEPOINT w`},
 		{&d.rollbackTo, `ROLLBACK TO w`},
 		{&d.release, `RELEASE w`},
 		{&d.setStatus, `UPDATE session_status SET status = ?, updated_at = ? WHERE id = ?`},
 		{&d.insertTurn, `INSERT INTO turn_log(session_id, turn, record, at) VALUES(?,?,?,?)`},
 	} {
-		st, err := d.db.Prepare(p.sql)
+		st, err := c.PrepareContext(context.Background(), p.sql)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", p.sql, err)
 		}
 		*p.s = st
 	}
 	return nil
+}
+
+// closeWriterConn closes the writer's statements and returns its
+// connection to the pool.
+func (d *DB) closeWriterConn() {
+	for _, st := range []*sql.Stmt{d.begin, d.commitTx, d.rollback, d.savepoint, d.rollbackTo, d.release, d.setStatus, d.insertTurn} {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+	if d.wconn != nil {
+		_ = d.wconn.Close()
+	}
 }
 
 // ErrReadOnly is returned by writes to a DB from OpenReadOnly.
@@ -336,52 +367,46 @@ var errIsolate = errors.New("a write failed: run the batch with a savepoint per 
 // errors (only with isolate; without, a failure ends the run with
 // errIsolate), err a failure of the transaction.
 func (d *DB) run(ctx context.Context, batch []*write, isolate bool) (errs []error, err error) {
-	sqlTx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
+	if _, err := d.begin.ExecContext(ctx); err != nil {
 		return nil, fmt.Errorf("store: begin: %w", err)
 	}
-	tx := &batchTx{Tx: sqlTx, ctx: ctx, d: d}
+	tx := &batchTx{Conn: d.wconn}
 	errs = make([]error, len(batch))
 	for i, w := range batch {
 		if !isolate {
 			if errs[i] = w.fn(ctx, tx); errs[i] != nil {
-				_ = sqlTx.Rollback()
+				d.abort(ctx)
 				return nil, errIsolate
 			}
 			continue
 		}
-		if _, err := tx.stmt(&tx.savepoint, d.savepoint).ExecContext(ctx); err != nil {
+		if _, err := d.savepoint.ExecContext(ctx); err != nil {
 			errs[i] = err
 			continue
 		}
 		if errs[i] = w.fn(ctx, tx); errs[i] != nil {
-			_, _ = tx.stmt(&tx.rollbackTo, d.rollbackTo).ExecContext(ctx)
+			_, _ = d.rollbackTo.ExecContext(ctx)
 		}
-		_, _ = tx.stmt(&tx.release, d.release).ExecContext(ctx)
+		_, _ = d.release.ExecContext(ctx)
 	}
-	if err := sqlTx.Commit(); err != nil {
+	if _, err := d.commitTx.ExecContext(ctx); err != nil {
+		// A COMMIT that fails (the disk full, the file busy) can leave the
+		// transaction open; the next batch must start afresh.
+		d.abort(ctx)
 		return nil, fmt.Errorf("store: commit: %w", err)
 	}
 	return errs, nil
 }
 
-// batchTx is the transaction a batch of writes runs in, with the writer's
-// prepared statements bound to it once per batch rather than once per
-// write.
-type batchTx struct {
-	*sql.Tx
-	ctx context.Context
-	d   *DB
-	// The statements bound so far (nil: not yet).
-	savepoint, rollbackTo, release, setStatus, insertTurn *sql.Stmt
-}
+// abort rolls back the writer's transaction, if one is open (when none is,
+// ROLLBACK fails, harmlessly).
+func (d *DB) abort(ctx context.Context) { _, _ = d.rollback.ExecContext(ctx) }
 
-// stmt binds the prepared statement s to the transaction once, in *bound.
-func (t *batchTx) stmt(bound **sql.Stmt, s *sql.Stmt) *sql.Stmt {
-	if *bound == nil {
-		*bound = t.Tx.StmtContext(t.ctx, s)
-	}
-	return *bound
+// batchTx is what a write runs its statements on: the writer's
+// connection, inside the batch's transaction. The writer's prepared
+// statements (DB.insertTurn, DB.setStatus) run there directly.
+type batchTx struct {
+	*sql.Conn
 }
 
 // ErrClosed is returned by calls after Close.
@@ -430,7 +455,7 @@ func (d *DB) CreateSession(ctx context.Context, s sim.SessionRecord, turns []sim
 			s.ID, s.Status, s.UpdatedAt.UnixMilli()); err != nil {
 			return fmt.Errorf("store session %s: %w", s.ID, err)
 		}
-		insert := tx.stmt(&tx.insertTurn, d.insertTurn)
+		insert := d.insertTurn
 		for i, t := range turns {
 			if _, err := insert.ExecContext(ctx, s.ID, t.Turn, string(recs[i]), nil); err != nil {
 				return fmt.Errorf("store session %s turn %d: %w", s.ID, t.Turn, err)
@@ -467,7 +492,7 @@ func (d *DB) appendTurn(ctx context.Context, id string, turn int, rec, status st
 	// goroutine that every step of a batch waits for.
 	at := now.UnixMilli()
 	return d.do(ctx, func(ctx context.Context, tx *batchTx) error {
-		if _, err := tx.stmt(&tx.insertTurn, d.insertTurn).ExecContext(ctx, id, turn, rec, at); err != nil {
+		if _, err := d.insertTurn.ExecContext(ctx, id, turn, rec, at); err != nil {
 			if isForeignKey(err) {
 				return fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
 			}
@@ -548,7 +573,7 @@ func (d *DB) SetStatus(ctx context.Context, id, status string) error {
 // session_status, a small row; LoadSession takes both from there (and the
 // last turn's time), not from the record JSON.
 func (d *DB) setStatusIn(ctx context.Context, tx *batchTx, id, status string, now time.Time) error {
-	res, err := tx.stmt(&tx.setStatus, d.setStatus).ExecContext(ctx, status, now.UnixMilli(), id)
+	res, err := d.setStatus.ExecContext(ctx, status, now.UnixMilli(), id)
 	if err != nil {
 		return err
 	}
@@ -644,9 +669,7 @@ func (d *DB) Close() error {
 	d.mu.Unlock()
 	<-d.done
 	defer d.lock.Release() // after the database is closed: the next owner finds it whole
-	for _, st := range []*sql.Stmt{d.savepoint, d.rollbackTo, d.release, d.setStatus, d.insertTurn} {
-		_ = st.Close()
-	}
+	d.closeWriterConn()
 	if _, err := d.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		_ = d.db.Close()
 		return fmt.Errorf("store %s: checkpoint: %w", d.path, err)
