@@ -461,6 +461,38 @@ func TestFailingWriteInBatchFailsAlone(t *testing.T) {
 	}
 }
 
+// A batch whose COMMIT fails (here a deferred foreign key that COMMIT finds
+// broken, which leaves SQLite's transaction open) fails its writes and
+// leaves nothing behind: the writer rolls it back, so the next batch
+// begins a transaction of its own and its writes land.
+func TestFailedCommitIsRolledBack(t *testing.T) {
+	db := openTemp(t)
+	ctx := context.Background()
+	err := db.do(ctx, func(ctx context.Context, tx *batchTx) error {
+		if _, err := tx.ExecContext(ctx, `PRAGMA defer_foreign_keys = ON`); err != nil {
+			return err
+		}
+		_, err := db.insertTurn.ExecContext(ctx, "nobody", 1, `{}`, nil)
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "commit") {
+		t.Fatalf("write breaking a deferred foreign key: %v, want its COMMIT to fail", err)
+	}
+	if err := db.CreateSession(ctx, sim.SessionRecord{ID: "s", Status: sim.StatusActive, Spec: []byte(`{}`)}, nil); err != nil {
+		t.Fatalf("the write after a failed commit: %v", err)
+	}
+	if err := db.AppendTurn(ctx, "s", sim.TurnRecord{Turn: 1, HistoryTurn: sim.HistoryTurn{Action: "ls"}}, sim.StatusActive); err != nil {
+		t.Fatal(err)
+	}
+	var orphans int
+	if err := db.db.QueryRowContext(ctx, `SELECT count(*) FROM turn_log WHERE session_id = 'nobody'`).Scan(&orphans); err != nil || orphans != 0 {
+		t.Errorf("turns of the failed commit left: %d (%v), want 0", orphans, err)
+	}
+	if _, turns, err := db.LoadSession(ctx, "s"); err != nil || len(turns) != 1 {
+		t.Errorf("session s: %d turns, %v; want 1", len(turns), err)
+	}
+}
+
 // A step that leaves a session active writes only its turn; the session's
 // last activity is still that turn's time, and its status stays active
 // until a step or a call changes it.
