@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -236,6 +236,36 @@ func (c *Cache) legacy(key string) (*worldmodel.Response, bool) {
 		return nil, false
 	}
 	return &r, true
+}
+
+// Completer answers from the cache what it holds and stores the complete
+// answers of c (not cut by the token budget, not empty), as bench's model
+// and judge stages do, so callers outside bench (research's optimizer and
+// real check) rerun for free. defaultModel is the model a request without
+// one is sent to, part of the key. A nil cache returns c.
+func (c *Cache) Completer(cl worldmodel.Completer, defaultModel string) worldmodel.Completer {
+	if c == nil {
+		return cl
+	}
+	return cachedCompleter{cl, c, defaultModel}
+}
+
+type cachedCompleter struct {
+	c     worldmodel.Completer
+	cache *Cache
+	model string
+}
+
+func (cc cachedCompleter) Complete(ctx context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
+	key := cc.cache.Key(req, cc.model)
+	if resp, ok := cc.cache.Get(key); ok {
+		return resp, nil
+	}
+	resp, err := cc.c.Complete(ctx, req)
+	if err == nil && !resp.Truncated() && resp.Content != "" {
+		cc.cache.Put(key, resp)
+	}
+	return resp, err
 }
 
 // Put stores a response under key. Errors are ignored: a cache that cannot
@@ -510,13 +540,4 @@ func (c *Cache) Corrupt() int64 {
 		return 0
 	}
 	return c.corrupt.Load()
-}
-
-// writeFileAtomic creates path's directory and writes b through
-// atomicfile; sync false is for entries that can be recomputed.
-func writeFileAtomic(path string, b []byte, sync bool) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(path, b, &atomicfile.Options{NoSync: !sync})
 }

@@ -449,7 +449,7 @@ func ScoreFile(judgedPath, out string, opts *ScoreOptions) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := writeFileAtomic(out, append(b, '\n'), true); err != nil {
+		if err := writeFileAtomic(out, append(b, '\n')); err != nil {
 			return nil, fmt.Errorf("write %s: %w", out, err)
 		}
 	}
@@ -588,7 +588,7 @@ func (p *pipeline) checkMeta() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(b, '\n'), true)
+	return writeFileAtomic(path, append(b, '\n'))
 }
 
 func jsonText(v any) string {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/filelock"
 )
 
@@ -88,8 +89,17 @@ func WriteHTMLReport(run, htmlPath, dataDir string, opts *ScoreOptions) error {
 	if err := WriteHTML(rep, rows, &buf, &HTMLOptions{DataDir: dataDir}); err != nil {
 		return fmt.Errorf("report %s: %w", run, err)
 	}
-	if err := writeFileAtomic(htmlPath, buf.Bytes(), true); err != nil {
+	if err := writeFileAtomic(htmlPath, buf.Bytes()); err != nil {
 		return fmt.Errorf("write %s: %w", htmlPath, err)
 	}
 	return nil
+}
+
+// writeFileAtomic creates path's directory and writes b through atomicfile,
+// synced: the run files (run.json, summaries, the HTML report) are results.
+func writeFileAtomic(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, b, nil)
 }

@@ -182,7 +182,7 @@ rejected, however the judge liked it.`,
 			o.Budget = budget
 			o.Library, o.Seed, o.Domain, o.Trajectories = lib, tmpl.ref, d, trajs
 			o.Evaluator = &benchEvaluator{dir: filepath.Join(out, "evals"), base: base, lib: lib}
-			o.Optimizer = research.NewModelOptimizer(cachedCompleter{budget.Meter("optimizer", opt.client(cmd)), cache, opt.model}, opt.model)
+			o.Optimizer = research.NewModelOptimizer(cache.Completer(budget.Meter("optimizer", opt.client(cmd)), opt.model), opt.model)
 			o.ModelName, o.OptimizerName, o.Offline = model.model, opt.model, jf.kind == "rules"
 			o.JudgeName = jf.tf.model
 			if o.Offline {
@@ -193,7 +193,7 @@ rejected, however the judge liked it.`,
 				if model.url != bench.CopyBaselineURL {
 					c = budget.Meter("verify", model.client(cmd))
 				}
-				backend := sim.NewModelBackend(cachedCompleter{c, cache, model.model}, &sim.ModelOptions{Model: model.model})
+				backend := sim.NewModelBackend(cache.Completer(c, model.model), &sim.ModelOptions{Model: model.model})
 				if o.Real, err = newRealCheck(realDir, d, backend, concurrency); err != nil {
 					return err
 				}
@@ -290,27 +290,6 @@ func writeResearchLog(w io.Writer, j *research.Journal) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// cachedCompleter answers from the response cache what it holds and
-// stores complete answers, as bench does for the model and the judge: the
-// optimizer's and the real check's calls are then free on a rerun.
-type cachedCompleter struct {
-	c     worldmodel.Completer
-	cache *bench.Cache
-	name  string
-}
-
-func (cc cachedCompleter) Complete(ctx context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
-	key := cc.cache.Key(req, cc.name)
-	if resp, ok := cc.cache.Get(key); ok {
-		return resp, nil
-	}
-	resp, err := cc.c.Complete(ctx, req)
-	if err == nil && !resp.Truncated() && resp.Content != "" {
-		cc.cache.Put(key, resp)
-	}
-	return resp, err
 }
 
 // realCheck scores a version by teacher-forced divergence on recorded real
