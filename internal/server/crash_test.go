@@ -14,6 +14,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -57,28 +58,29 @@ func TestHelperServeProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	// AGENTWORLD_TEST_SERVE_CPUPROFILE profiles the process (go test
-	// -cpuprofile would profile the benchmark's own process instead).
+	// -cpuprofile would profile the benchmark's own process instead): from
+	// start to stop, or, when the CPU listener below is asked
+	// "?profile=start" and "?profile=stop", only in between, so a
+	// benchmark can leave out what it does not measure (opening and
+	// closing sessions).
+	var profile profileFile
 	if path := os.Getenv("AGENTWORLD_TEST_SERVE_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		profile.f = f
+		if err := profile.start(); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+		defer func() { profile.stop(); _ = f.Close() }()
 	}
 	// AGENTWORLD_TEST_SERVE_MEMPROFILE writes what the process allocated
-	// when it stops.
-	if path := os.Getenv("AGENTWORLD_TEST_SERVE_MEMPROFILE"); path != "" {
-		defer func() {
-			f, err := os.Create(path)
-			if err == nil {
-				_ = pprof.Lookup("allocs").WriteTo(f, 0)
-				_ = f.Close()
-			}
-		}()
-	}
+	// when it stops, or, with "?profile=start" and "?profile=stop", what
+	// it had allocated at each (PATH.base and PATH: pprof -diff_base
+	// PATH.base PATH shows what was allocated in between).
+	profile.mem = os.Getenv("AGENTWORLD_TEST_SERVE_MEMPROFILE")
+	defer profile.writeAllocs("")
 	// A second listener answers this process's CPU time so far, so a
 	// benchmark can measure what the server (or the hop) alone spent
 	// without counting the load generator or the model.
@@ -87,6 +89,15 @@ func TestHelperServeProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	cpuSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("profile") {
+		case "start":
+			if err := profile.restart(); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		case "stop":
+			profile.stop()
+		}
 		fmt.Fprint(w, int64(cpuTime()))
 	})}
 	go func() { _ = cpuSrv.Serve(cpuLn) }()
@@ -178,6 +189,20 @@ func (p *serveProcess) cpu(t testing.TB) time.Duration {
 		t.Fatalf("CPU time of the server process: %q: %v", b, err)
 	}
 	return time.Duration(ns)
+}
+
+// profile asks the process to start its CPU profile afresh ("start") or
+// to stop it ("stop"), if it was started with one.
+func (p *serveProcess) profile(t testing.TB, what string) {
+	resp, err := http.Get(p.cpuURL + "?profile=" + what)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("profile %s: %s", what, resp.Status)
+	}
 }
 
 // startServeProcess starts TestHelperServeProcess against modelURL (with
@@ -283,5 +308,76 @@ func TestKill9RestartContinuesSession(t *testing.T) {
 	}
 	if _, turns, err := db.LoadSession(context.Background(), id); err != nil || len(turns) != 3 {
 		t.Fatalf("after the second kill: %d turns, %v", len(turns), err)
+	}
+}
+
+// profileFile is the CPU profile of a helper process, started and stopped
+// on request; with no file, both do nothing. mem, when set, is where the
+// allocation profile goes.
+type profileFile struct {
+	mu      sync.Mutex
+	f       *os.File
+	on      bool
+	mem     string
+	memDone bool // the allocation profile of a stop is written
+}
+
+// writeAllocs writes the allocation profile to mem+suffix, unless a stop
+// already wrote it.
+func (p *profileFile) writeAllocs(suffix string) {
+	if p.mem == "" || p.memDone {
+		return
+	}
+	f, err := os.Create(p.mem + suffix)
+	if err != nil {
+		return
+	}
+	_ = pprof.Lookup("allocs").WriteTo(f, 0)
+	_ = f.Close()
+}
+
+func (p *profileFile) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.f == nil || p.on {
+		return nil
+	}
+	if err := pprof.StartCPUProfile(p.f); err != nil {
+		return err
+	}
+	p.on = true
+	return nil
+}
+
+// restart starts the profile afresh: what was recorded before is dropped.
+func (p *profileFile) restart() error {
+	p.mu.Lock()
+	p.writeAllocs(".base")
+	if p.f != nil {
+		if p.on {
+			pprof.StopCPUProfile()
+			p.on = false
+		}
+		if err := p.f.Truncate(0); err != nil {
+			p.mu.Unlock()
+			return err
+		}
+		if _, err := p.f.Seek(0, io.SeekStart); err != nil {
+			p.mu.Unlock()
+			return err
+		}
+	}
+	p.mu.Unlock()
+	return p.start()
+}
+
+func (p *profileFile) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writeAllocs("")
+	p.memDone = true
+	if p.on {
+		pprof.StopCPUProfile()
+		p.on = false
 	}
 }

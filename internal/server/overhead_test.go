@@ -285,6 +285,9 @@ func stepOverheadSaturated(b *testing.B, dbPath string) {
 	var steps, calls, bodyBytes int
 	for chunk := range overheadChunks {
 		mark := model.recorded()
+		if chunk == 0 {
+			srv.profile(b, "start") // the steps alone, not the sessions' opening
+		}
 		c0 := srv.cpu(b)
 		var g errgroup.Group
 		for s, a := range agents {
@@ -305,6 +308,9 @@ func stepOverheadSaturated(b *testing.B, dbPath string) {
 			b.Fatal(err)
 		}
 		cpuServe += srv.cpu(b) - c0
+		if chunk == overheadChunks-1 {
+			srv.profile(b, "stop")
+		}
 		steps += overheadSessions * per
 		bodies := model.since(mark)
 		for _, b := range bodies {
@@ -313,11 +319,17 @@ func stepOverheadSaturated(b *testing.B, dbPath string) {
 		if len(bodies) != overheadSessions*per {
 			b.Fatalf("%d steps sent the model %d requests, want one each", overheadSessions*per, len(bodies))
 		}
+		if chunk == 0 {
+			hop.profile(b, "start")
+		}
 		h0 := hop.cpu(b)
 		if err := replay(hc, hop.base+"/v1/chat/completions", bodies, overheadSessions); err != nil {
 			b.Fatal(err)
 		}
 		cpuHop += hop.cpu(b) - h0
+		if chunk == overheadChunks-1 {
+			hop.profile(b, "stop")
+		}
 		calls += len(bodies)
 	}
 	for _, a := range agents {
