@@ -176,7 +176,7 @@ func holdFirstBatch(db *DB, total int) (largest, firstBatch *atomic.Int64) {
 // a server whose sessions spend most of a step elsewhere, and the cost of
 // each commit shows.
 func BenchmarkGroupCommit(b *testing.B) {
-	for _, writers := range []int{256, 8} {
+	for _, writers := range []int{256, 32, 8} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) { benchGroupCommit(b, 256, writers) })
 	}
 }
@@ -190,7 +190,7 @@ func benchGroupCommit(b *testing.B, sessions, writers int) {
 	ctx := context.Background()
 	spec := []byte(`{"name":"python-terminal","description":"` + strings.Repeat("a shell in a project ", 60) + `"}`)
 	for s := range sessions {
-		rec := sim.SessionRecord{ID: fmt.Sprint("s", s), Status: sim.StatusActive, Spec: spec, SystemPrompt: strings.Repeat("You simulate a terminal. ", 120)}
+		rec := sim.SessionRecord{ID: benchID(s), Status: sim.StatusActive, Spec: spec, SystemPrompt: strings.Repeat("You simulate a terminal. ", 120)}
 		if err := db.CreateSession(ctx, rec, nil); err != nil {
 			b.Fatal(err)
 		}
@@ -212,7 +212,7 @@ func benchGroupCommit(b *testing.B, sessions, writers int) {
 				tr := sim.TurnRecord{Turn: i, HistoryTurn: sim.HistoryTurn{Action: `[{"keystrokes":"ls -la\n","duration":0.5}]`, Observation: screen,
 					Message: "Action " + fmt.Sprint(i) + ": ls -la", Assistant: "<predicted_observation>" + screen + "</predicted_observation>"},
 					Result: sim.StepResult{Observation: screen, Info: sim.StepInfo{Turn: i, Backend: "model", Model: "wm", PromptTokens: 1200, CompletionTokens: 80, FinishReason: "stop", LatencyMS: 3}}}
-				if err := db.AppendTurn(ctx, fmt.Sprint("s", s), tr, sim.StatusActive); err != nil {
+				if err := db.AppendTurn(ctx, benchID(s), tr, sim.StatusActive); err != nil {
 					b.Error(err)
 					return
 				}
@@ -538,3 +538,6 @@ func TestEncodeRecord(t *testing.T) {
 		}
 	}
 }
+
+// benchID is session s's id in serve's form: "s_" and 24 hex digits.
+func benchID(s int) string { return fmt.Sprintf("s_%024x", uint64(s)*0x9e3779b97f4a7c15) }
