@@ -273,13 +273,9 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	if err := out.failure(n); err != nil {
 		return nil, err
 	}
-	var answer chatResponse
-	if err := json.Unmarshal(out.body, &answer); err != nil {
-		return nil, fmt.Errorf("%w: the answer is not a chat completion (%v): %.200q", ErrUnavailable, err, out.body)
-	}
-	resp, ok := answer.toResponse()
-	if !ok {
-		return nil, ErrNoChoices
+	resp, err := decodeAnswer(out.body)
+	if err != nil {
+		return nil, err
 	}
 	resp.LatencyMS = lat.Milliseconds()
 	resp.Attempts = n

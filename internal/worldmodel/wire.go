@@ -230,6 +230,20 @@ func replaceFields(body []byte, extra map[string]any) ([]byte, error) {
 	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }
 
+// decodeAnswer reads a chat completion answer; an answer without a choice
+// is ErrNoChoices.
+func decodeAnswer(body []byte) (*Response, error) {
+	var answer chatResponse
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return nil, fmt.Errorf("%w: the answer is not a chat completion (%v): %.200q", ErrUnavailable, err, body)
+	}
+	resp, ok := answer.toResponse()
+	if !ok {
+		return nil, ErrNoChoices
+	}
+	return resp, nil
+}
+
 // toResponse converts a decoded answer; ok is false when it has no choice.
 func (r *chatResponse) toResponse() (resp *Response, ok bool) {
 	if len(r.Choices) == 0 {
