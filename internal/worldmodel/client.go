@@ -273,7 +273,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	if err := out.failure(n); err != nil {
 		return nil, err
 	}
-	resp, err := decodeAnswer(out.body)
+	resp, err := decodeAnswer(out.body, model)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func BenchmarkClientComplete(b *testing.B) {
 func BenchmarkDecodeAnswer(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeAnswer(typicalAnswer); err != nil {
+		if _, err := decodeAnswer(typicalAnswer, "wm"); err != nil {
 			b.Fatal(err)
 		}
 	}

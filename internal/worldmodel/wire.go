@@ -230,9 +230,18 @@ func replaceFields(body []byte, extra map[string]any) ([]byte, error) {
 	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }
 
-// decodeAnswer reads a chat completion answer; an answer without a choice
-// is ErrNoChoices.
-func decodeAnswer(body []byte) (*Response, error) {
+// decodeAnswer reads a chat completion answer to a request for model; an
+// answer without a choice is ErrNoChoices. The usual answer is read by
+// scanAnswer, any other by encoding/json.
+func decodeAnswer(body []byte, model string) (*Response, error) {
+	if resp, ok := scanAnswer(body, model); ok {
+		return resp, nil
+	}
+	return unmarshalAnswer(body)
+}
+
+// unmarshalAnswer is decodeAnswer through encoding/json, for every answer.
+func unmarshalAnswer(body []byte) (*Response, error) {
 	var answer chatResponse
 	if err := json.Unmarshal(body, &answer); err != nil {
 		return nil, fmt.Errorf("%w: the answer is not a chat completion (%v): %.200q", ErrUnavailable, err, body)
