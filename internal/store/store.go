@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,21 +66,64 @@ type DB struct {
 	wconn                                                 *sql.Conn
 	begin, commitTx, rollback                             *sql.Stmt
 	savepoint, rollbackTo, release, setStatus, insertTurn *sql.Stmt
+	insertKey, lookupKey                                  *sql.Stmt
+	// insertTurns[i] inserts turnChunks[i] turns; args is the writer's
+	// reused argument list for them.
+	insertTurns [len(turnChunks)]*sql.Stmt
+	args        []any
+
+	// keys caches sessions' keys (session_keys.key by id), each put there
+	// once the transaction that wrote or read it committed; a step of a
+	// session it lacks looks the key up on the writer's connection.
+	keysMu sync.RWMutex
+	keys   map[string]int64
 }
 
+// maxCachedKeys bounds DB.keys; past it the cache starts afresh, and the
+// sessions still stepping are looked up again, once each.
+const maxCachedKeys = 1 << 16
+
+// write is one queued write: fn, or, when fn is nil, a step's turn, which
+// the writer inserts together with the other turns of its batch.
 type write struct {
-	fn  func(ctx context.Context, tx *batchTx) error
-	err chan error
+	fn   func(ctx context.Context, tx *batchTx) error
+	turn turnWrite
+	err  chan error
 }
+
+// turnWrite is a step's turn record and the session's status after it.
+type turnWrite struct {
+	id     string
+	key    int64 // the session's key when haveKey
+	turn   int
+	rec    string
+	at     int64 // the step's time, in Unix milliseconds
+	status string
+	now    time.Time
+
+	haveKey bool
+}
+
+// turnChunks are the numbers of rows the writer's multi-row turn inserts
+// carry (DB.insertTurns), largest first: a batch's run of turns is
+// inserted with as few statements as these sizes allow, rather than one
+// statement (one trip through database/sql, the driver and the VDBE's
+// setup) per turn.
+var turnChunks = [...]int{64, 16, 4, 1}
 
 var _ sim.Store = (*DB)(nil)
 
-// The schema, version 2 (PRAGMA user_version). A step writes the least it
+// The schema, version 3 (PRAGMA user_version). A step writes the least it
 // can, because every page it dirties is written to the log, checksummed,
 // fsynced and later checkpointed: it appends its turn record, with its
 // time, to turn_log, in arrival order, so the turns of a batch fill the
 // same few pages rather than one page (and an overflow page) per session,
-// and only the small (session_id, turn) index is written per session. A
+// and only the (session_key, turn) index is written per session. That
+// index is why a session has an integer key (session_keys) besides its
+// id: entries of a few bytes rather than of a 26-character id fill
+// several times fewer pages, so a batch of steps of different sessions
+// dirties several times fewer of them, and its foreign key is checked
+// against an integer primary key. A
 // session's status lives in session_status, whose rows are a few dozen
 // bytes, and is written only when it changes (a step that ends the
 // episode, a close, an expiry), never to the session's row, which carries
@@ -99,26 +143,47 @@ CREATE TABLE IF NOT EXISTS session_status (
 	status     TEXT NOT NULL,
 	updated_at INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS turn_log (
-	seq        INTEGER PRIMARY KEY,
-	session_id TEXT NOT NULL REFERENCES sessions(id),
-	turn       INTEGER NOT NULL,
-	record     TEXT NOT NULL,
-	at         INTEGER,
-	UNIQUE (session_id, turn)
+CREATE TABLE IF NOT EXISTS session_keys (
+	key INTEGER PRIMARY KEY,
+	id  TEXT NOT NULL UNIQUE REFERENCES sessions(id)
 );
+CREATE TABLE IF NOT EXISTS turn_log (` + turnLogColumns + `);
+`
+
+// turnLogColumns is turn_log's definition, shared by the schema and the
+// upgrade that rebuilds a version 1 or 2 turn_log.
+const turnLogColumns = `
+	seq         INTEGER PRIMARY KEY,
+	session_key INTEGER NOT NULL REFERENCES session_keys(key),
+	turn        INTEGER NOT NULL,
+	record      TEXT NOT NULL,
+	at          INTEGER,
+	UNIQUE (session_key, turn)
 `
 
 // schemaVersion is the user_version of the schema above. Version 0 kept
 // the current status in sessions and the turns in a table turns keyed by
 // (session_id, turn); version 1 had no turn_log.at and wrote
-// session_status at every step. Open upgrades both.
-const schemaVersion = 2
+// session_status at every step; version 2 had no session_keys and keyed
+// turn_log by session_id. Open upgrades all three.
+const schemaVersion = 3
+
+// upgradeKeys gives every session a key, in the order they were created.
+const upgradeKeys = `INSERT INTO session_keys(id) SELECT id FROM sessions WHERE id NOT IN (SELECT id FROM session_keys) ORDER BY rowid`
 
 // upgradeV0 moves a version 0 database's turns to turn_log.
 const upgradeV0 = `
-INSERT INTO turn_log(session_id, turn, record) SELECT session_id, turn, record FROM turns ORDER BY session_id, turn;
+INSERT INTO turn_log(session_key, turn, record) SELECT k.key, t.turn, t.record FROM turns t JOIN session_keys k ON k.id = t.session_id ORDER BY t.session_id, t.turn;
 DROP TABLE turns;
+`
+
+// upgradeV2 rebuilds a version 1 or 2 turn_log (already given its at
+// column) keyed by session_key, keeping every turn's seq.
+const upgradeV2 = `
+CREATE TABLE turn_log_v3 (` + turnLogColumns + `);
+INSERT INTO turn_log_v3(seq, session_key, turn, record, at) SELECT t.seq, k.key, t.turn, t.record, t.at FROM turn_log t JOIN session_keys k ON k.id = t.session_id ORDER BY t.seq;
+DROP TABLE turn_log;
+ALTER TABLE turn_log_v3 RENAME TO turn_log;
 `
 
 // migrate brings the database to schemaVersion; one made by a newer
@@ -144,6 +209,9 @@ func migrate(db *sql.DB) error {
 			return fmt.Errorf("upgrade from schema version 1: %w", err)
 		}
 	}
+	if _, err := tx.Exec(upgradeKeys); err != nil {
+		return fmt.Errorf("upgrade from schema version %d: session keys: %w", v, err)
+	}
 	var old int
 	if err := tx.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'turns'`).Scan(&old); err != nil {
 		return err
@@ -151,6 +219,17 @@ func migrate(db *sql.DB) error {
 	if old > 0 {
 		if _, err := tx.Exec(upgradeV0); err != nil {
 			return fmt.Errorf("upgrade from schema version 0: %w", err)
+		}
+	}
+	// A version 1 or 2 turn_log, kept by CREATE TABLE IF NOT EXISTS, still
+	// names its sessions by id.
+	var byID int
+	if err := tx.QueryRow(`SELECT count(*) FROM pragma_table_info('turn_log') WHERE name = 'session_id'`).Scan(&byID); err != nil {
+		return err
+	}
+	if byID > 0 {
+		if _, err := tx.Exec(upgradeV2); err != nil {
+			return fmt.Errorf("upgrade from schema version %d: turn_log: %w", v, err)
 		}
 	}
 	if _, err := tx.Exec(`INSERT OR IGNORE INTO session_status(id, status, updated_at) SELECT id, status, updated_at FROM sessions`); err != nil {
@@ -207,7 +286,7 @@ func Open(path string) (*DB, error) {
 	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
 		return fail(fmt.Errorf("journal mode is %q, want wal (%v)", mode, err))
 	}
-	d := &DB{path: path, lock: lock, db: db, writes: make(chan *write, maxBatch), done: make(chan struct{}), version: schemaVersion}
+	d := &DB{path: path, lock: lock, db: db, writes: make(chan *write, maxBatch), done: make(chan struct{}), version: schemaVersion, keys: map[string]int64{}}
 	if err := d.prepare(); err != nil {
 		d.closeWriterConn()
 		return fail(err)
@@ -237,7 +316,9 @@ func (d *DB) prepare() error {
 		{&d.rollbackTo, `ROLLBACK TO w`},
 		{&d.release, `RELEASE w`},
 		{&d.setStatus, `UPDATE session_status SET status = ?, updated_at = ? WHERE id = ?`},
-		{&d.insertTurn, `INSERT INTO turn_log(session_id, turn, record, at) VALUES(?,?,?,?)`},
+		{&d.insertTurn, `INSERT INTO turn_log(session_key, turn, record, at) VALUES(?,?,?,?)`},
+		{&d.insertKey, `INSERT INTO session_keys(id) VALUES(?)`},
+		{&d.lookupKey, `SELECT key FROM session_keys WHERE id = ?`},
 	} {
 		st, err := c.PrepareContext(context.Background(), p.sql)
 		if err != nil {
@@ -245,13 +326,21 @@ func (d *DB) prepare() error {
 		}
 		*p.s = st
 	}
+	for i, n := range turnChunks {
+		q := `INSERT INTO turn_log(session_key, turn, record, at) VALUES(?,?,?,?)` + strings.Repeat(`,(?,?,?,?)`, n-1)
+		st, err := c.PrepareContext(context.Background(), q)
+		if err != nil {
+			return fmt.Errorf("prepare the insert of %d turns: %w", n, err)
+		}
+		d.insertTurns[i] = st
+	}
 	return nil
 }
 
 // closeWriterConn closes the writer's statements and returns its
 // connection to the pool.
 func (d *DB) closeWriterConn() {
-	for _, st := range []*sql.Stmt{d.begin, d.commitTx, d.rollback, d.savepoint, d.rollbackTo, d.release, d.setStatus, d.insertTurn} {
+	for _, st := range append([]*sql.Stmt{d.begin, d.commitTx, d.rollback, d.savepoint, d.rollbackTo, d.release, d.setStatus, d.insertTurn, d.insertKey, d.lookupKey}, d.insertTurns[:]...) {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -372,8 +461,21 @@ func (d *DB) run(ctx context.Context, batch []*write, isolate bool) (errs []erro
 	}
 	tx := &batchTx{Conn: d.wconn}
 	errs = make([]error, len(batch))
-	for i, w := range batch {
+	for i := 0; i < len(batch); i++ {
+		w := batch[i]
 		if !isolate {
+			if w.fn == nil { // a run of turns, inserted together
+				j := i + 1
+				for j < len(batch) && batch[j].fn == nil {
+					j++
+				}
+				if err := d.insertTurnRun(ctx, tx, batch[i:j]); err != nil {
+					d.abort(ctx)
+					return nil, errIsolate
+				}
+				i = j - 1
+				continue
+			}
 			if errs[i] = w.fn(ctx, tx); errs[i] != nil {
 				d.abort(ctx)
 				return nil, errIsolate
@@ -384,7 +486,7 @@ func (d *DB) run(ctx context.Context, batch []*write, isolate bool) (errs []erro
 			errs[i] = err
 			continue
 		}
-		if errs[i] = w.fn(ctx, tx); errs[i] != nil {
+		if errs[i] = d.runOne(ctx, tx, w); errs[i] != nil {
 			_, _ = d.rollbackTo.ExecContext(ctx)
 		}
 		_, _ = d.release.ExecContext(ctx)
@@ -396,6 +498,83 @@ func (d *DB) run(ctx context.Context, batch []*write, isolate bool) (errs []erro
 		return nil, fmt.Errorf("store: commit: %w", err)
 	}
 	return errs, nil
+}
+
+// runOne runs one write of a batch by itself.
+func (d *DB) runOne(ctx context.Context, tx *batchTx, w *write) error {
+	if w.fn != nil {
+		return w.fn(ctx, tx)
+	}
+	t := &w.turn
+	if err := d.resolveKey(ctx, t); err != nil {
+		return err
+	}
+	if _, err := d.insertTurn.ExecContext(ctx, t.key, t.turn, t.rec, t.at); err != nil {
+		if isForeignKey(err) {
+			return fmt.Errorf("session %s: %w", t.id, sim.ErrNotFound)
+		}
+		return fmt.Errorf("store session %s turn %d: %w", t.id, t.turn, err)
+	}
+	return d.finishTurn(ctx, tx, t)
+}
+
+// insertTurnRun inserts a run of turn writes with as few statements as
+// turnChunks allow, then sets the statuses that change. Its error is the
+// first failure; the writer then runs the batch again a write at a time
+// (runOne), which tells whose write failed.
+func (d *DB) insertTurnRun(ctx context.Context, tx *batchTx, ws []*write) error {
+	for _, w := range ws {
+		if err := d.resolveKey(ctx, &w.turn); err != nil {
+			return err
+		}
+	}
+	for rest := ws; len(rest) > 0; {
+		c := 0
+		for turnChunks[c] > len(rest) {
+			c++
+		}
+		n := turnChunks[c]
+		args := d.args[:0]
+		for _, w := range rest[:n] {
+			args = append(args, w.turn.key, w.turn.turn, w.turn.rec, w.turn.at)
+		}
+		_, err := d.insertTurns[c].ExecContext(ctx, args...)
+		clear(args) // the records are the callers'; let them go
+		d.args = args[:0]
+		if err != nil {
+			return err
+		}
+		rest = rest[n:]
+	}
+	for _, w := range ws {
+		if err := d.finishTurn(ctx, tx, &w.turn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolveKey sets t's session key, looking it up if the cache had none.
+func (d *DB) resolveKey(ctx context.Context, t *turnWrite) error {
+	if t.haveKey {
+		return nil
+	}
+	k, err := d.sessionKey(ctx, t.id)
+	if err != nil {
+		return err
+	}
+	t.key, t.haveKey = k, true
+	return nil
+}
+
+// finishTurn records the session's status after t, when it changed: a
+// step that leaves the session active (as it was, or it could not step)
+// changes nothing else; its time is the turn's.
+func (d *DB) finishTurn(ctx context.Context, tx *batchTx, t *turnWrite) error {
+	if t.status == sim.StatusActive {
+		return nil
+	}
+	return d.setStatusIn(ctx, tx, t.id, t.status, t.now)
 }
 
 // abort rolls back the writer's transaction, if one is open (when none is,
@@ -413,7 +592,11 @@ type batchTx struct {
 var ErrClosed = errors.New("store closed")
 
 func (d *DB) do(ctx context.Context, fn func(ctx context.Context, tx *batchTx) error) error {
-	w := &write{fn: fn, err: make(chan error, 1)}
+	return d.enqueue(ctx, &write{fn: fn, err: make(chan error, 1)})
+}
+
+// enqueue queues w and waits for its outcome.
+func (d *DB) enqueue(ctx context.Context, w *write) error {
 	if d.readOnly {
 		return fmt.Errorf("store %s: %w", d.path, ErrReadOnly)
 	}
@@ -446,7 +629,8 @@ func (d *DB) CreateSession(ctx context.Context, s sim.SessionRecord, turns []sim
 			return err
 		}
 	}
-	return d.do(ctx, func(ctx context.Context, tx *batchTx) error {
+	var key int64
+	err = d.do(ctx, func(ctx context.Context, tx *batchTx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions(id, status, updated_at, record) VALUES(?,?,?,?)`,
 			s.ID, s.Status, s.UpdatedAt.UnixMilli(), string(rec)); err != nil {
 			return fmt.Errorf("store session %s: %w", s.ID, err)
@@ -455,14 +639,56 @@ func (d *DB) CreateSession(ctx context.Context, s sim.SessionRecord, turns []sim
 			s.ID, s.Status, s.UpdatedAt.UnixMilli()); err != nil {
 			return fmt.Errorf("store session %s: %w", s.ID, err)
 		}
-		insert := d.insertTurn
+		res, err := d.insertKey.ExecContext(ctx, s.ID)
+		if err == nil {
+			key, err = res.LastInsertId()
+		}
+		if err != nil {
+			return fmt.Errorf("store session %s key: %w", s.ID, err)
+		}
 		for i, t := range turns {
-			if _, err := insert.ExecContext(ctx, s.ID, t.Turn, string(recs[i]), nil); err != nil {
+			if _, err := d.insertTurn.ExecContext(ctx, key, t.Turn, string(recs[i]), nil); err != nil {
 				return fmt.Errorf("store session %s turn %d: %w", s.ID, t.Turn, err)
 			}
 		}
 		return nil
 	})
+	if err == nil {
+		d.rememberKey(s.ID, key)
+	}
+	return err
+}
+
+// keyOf returns session id's key, if the cache has it.
+func (d *DB) keyOf(id string) (int64, bool) {
+	d.keysMu.RLock()
+	k, ok := d.keys[id]
+	d.keysMu.RUnlock()
+	return k, ok
+}
+
+// rememberKey caches session id's key, read or written by a committed
+// transaction.
+func (d *DB) rememberKey(id string, key int64) {
+	d.keysMu.Lock()
+	if len(d.keys) >= maxCachedKeys {
+		clear(d.keys)
+	}
+	d.keys[id] = key
+	d.keysMu.Unlock()
+}
+
+// sessionKey looks session id's key up in a write, on the writer's
+// connection (sim.ErrNotFound when there is no such session).
+func (d *DB) sessionKey(ctx context.Context, id string) (int64, error) {
+	var k int64
+	if err := d.lookupKey.QueryRowContext(ctx, id).Scan(&k); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
+		}
+		return 0, fmt.Errorf("store session %s key: %w", id, err)
+	}
+	return k, nil
 }
 
 // AppendTurn implements sim.Store.
@@ -487,24 +713,15 @@ func (d *DB) AppendTurnResult(ctx context.Context, id string, t sim.TurnRecord, 
 // appendTurn records turn, encoded as rec, and the session's status.
 func (d *DB) appendTurn(ctx context.Context, id string, turn int, rec, status string) error {
 	now := time.Now().UTC()
-	// The write names only what it binds: capturing t would move the whole
-	// record to the heap, and the text is made here, not on the writer
-	// goroutine that every step of a batch waits for.
-	at := now.UnixMilli()
-	return d.do(ctx, func(ctx context.Context, tx *batchTx) error {
-		if _, err := d.insertTurn.ExecContext(ctx, id, turn, rec, at); err != nil {
-			if isForeignKey(err) {
-				return fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
-			}
-			return fmt.Errorf("store session %s turn %d: %w", id, turn, err)
-		}
-		// A step that leaves the session active (as it was, or it could
-		// not step) changes nothing else; its time is the turn's.
-		if status == sim.StatusActive {
-			return nil
-		}
-		return d.setStatusIn(ctx, tx, id, status, now)
-	})
+	// The write carries what it binds, not t: the text is made here, not on
+	// the writer goroutine that every step of a batch waits for.
+	key, known := d.keyOf(id)
+	w := &write{turn: turnWrite{id: id, key: key, haveKey: known, turn: turn, rec: rec, at: now.UnixMilli(), status: status, now: now}, err: make(chan error, 1)}
+	err := d.enqueue(ctx, w)
+	if err == nil && !known {
+		d.rememberKey(id, w.turn.key) // the writer's, seen after its reply
+	}
+	return err
 }
 
 // recordBufs holds the buffers turn records are encoded in.
@@ -593,15 +810,20 @@ func (d *DB) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []s
 	defer func() { _ = tx.Rollback() }()
 	var raw, status string
 	var updated int64
-	load, loadTurns := `SELECT st.status, st.updated_at, s.record FROM sessions s JOIN session_status st ON st.id = s.id WHERE s.id = ?`,
-		`SELECT turn, record, at FROM turn_log WHERE session_id = ? ORDER BY turn`
+	var key any // the session's key in turn_log: its key, or before version 3 its id
+	load, loadTurns := `SELECT st.status, st.updated_at, s.record, k.key FROM sessions s JOIN session_status st ON st.id = s.id JOIN session_keys k ON k.id = s.id WHERE s.id = ?`,
+		`SELECT turn, record, at FROM turn_log WHERE session_key = ? ORDER BY turn`
 	switch d.version { // below schemaVersion: read-only, before an owner upgraded the file
 	case 0:
-		load, loadTurns = `SELECT status, updated_at, record FROM sessions WHERE id = ?`, `SELECT turn, record, NULL FROM turns WHERE session_id = ? ORDER BY turn`
+		load, loadTurns = `SELECT status, updated_at, record, id FROM sessions WHERE id = ?`, `SELECT turn, record, NULL FROM turns WHERE session_id = ? ORDER BY turn`
 	case 1:
-		loadTurns = `SELECT turn, record, NULL FROM turn_log WHERE session_id = ? ORDER BY turn`
+		load, loadTurns = `SELECT st.status, st.updated_at, s.record, s.id FROM sessions s JOIN session_status st ON st.id = s.id WHERE s.id = ?`,
+			`SELECT turn, record, NULL FROM turn_log WHERE session_id = ? ORDER BY turn`
+	case 2:
+		load, loadTurns = `SELECT st.status, st.updated_at, s.record, s.id FROM sessions s JOIN session_status st ON st.id = s.id WHERE s.id = ?`,
+			`SELECT turn, record, at FROM turn_log WHERE session_id = ? ORDER BY turn`
 	}
-	if err := tx.QueryRowContext(ctx, load, id).Scan(&status, &updated, &raw); err != nil {
+	if err := tx.QueryRowContext(ctx, load, id).Scan(&status, &updated, &raw, &key); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return rec, nil, sim.ErrNotFound
 		}
@@ -611,7 +833,10 @@ func (d *DB) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []s
 		return rec, nil, fmt.Errorf("session %s: stored record: %w", id, err)
 	}
 	rec.Status, rec.UpdatedAt = status, time.UnixMilli(updated).UTC()
-	rows, err := tx.QueryContext(ctx, loadTurns, id)
+	if k, ok := key.(int64); ok && !d.readOnly {
+		d.rememberKey(id, k) // committed: this read transaction sees it
+	}
+	rows, err := tx.QueryContext(ctx, loadTurns, key)
 	if err != nil {
 		return rec, nil, fmt.Errorf("load session %s turns: %w", id, err)
 	}

@@ -308,7 +308,8 @@ func TestReadOnlyOpenBesideTheOwner(t *testing.T) {
 // it, keeping every session's status and turns; a read-only open before
 // that reads the old layout as it is. Version 0 kept the current status in
 // the sessions row and turns in a table keyed by session and turn; version
-// 1 had turn_log without the turns' times and session_status.
+// 1 had turn_log without the turns' times and session_status; version 2
+// keyed turn_log by session id, with no session_keys.
 func TestUpgradeFromEarlierSchemas(t *testing.T) {
 	rec := sim.SessionRecord{ID: "s1", Root: "s1", World: "w", Spec: []byte(`{"name":"w"}`), Status: sim.StatusActive}
 	raw, _ := json.Marshal(rec)
@@ -330,6 +331,12 @@ func TestUpgradeFromEarlierSchemas(t *testing.T) {
 			`CREATE TABLE turn_log (seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL REFERENCES sessions(id), turn INTEGER NOT NULL, record TEXT NOT NULL, UNIQUE (session_id, turn))`,
 			`PRAGMA user_version = 1`, session, `INSERT INTO session_status VALUES('s1', 'terminated', 1700000000000)`},
 			`INSERT INTO turn_log(session_id, turn, record) VALUES('s1', %d, '%s')`},
+		{2, []string{`CREATE TABLE sessions (id TEXT PRIMARY KEY, status TEXT NOT NULL, updated_at INTEGER NOT NULL, record TEXT NOT NULL)`,
+			`CREATE TABLE session_status (id TEXT PRIMARY KEY REFERENCES sessions(id), status TEXT NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID`,
+			`CREATE TABLE turn_log (seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL REFERENCES sessions(id), turn INTEGER NOT NULL, record TEXT NOT NULL, at INTEGER, UNIQUE (session_id, turn))`,
+			`PRAGMA user_version = 2`, session, `INSERT INTO sessions VALUES('s0', 'active', 1600000000000, '{}')`,
+			`INSERT INTO session_status VALUES('s1', 'terminated', 1700000000000)`, `INSERT INTO session_status VALUES('s0', 'active', 1600000000000)`},
+			`INSERT INTO turn_log(session_id, turn, record, at) VALUES('s1', %d, '%s', 1600000000000)`},
 	} {
 		t.Run(fmt.Sprintf("version %d", tc.version), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "old.db")
@@ -417,6 +424,66 @@ func TestNewerSchemaRefused(t *testing.T) {
 	}
 }
 
+// A batch of turns is inserted in chunks of turnChunks' sizes (70 turns:
+// 64, 4, 1 and 1); statuses that change are set, a turn of a session
+// that does not exist fails alone with sim.ErrNotFound, and sessions whose
+// keys the cache lacks (opened before a restart) are looked up.
+func TestBatchOfTurnsInChunks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const sessions = 69
+	for s := range sessions {
+		if err := db.CreateSession(ctx, sim.SessionRecord{ID: benchID(s), Status: sim.StatusActive, Spec: []byte(`{}`)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db = reopen(t, db, path) // an empty key cache
+	const writes = sessions + 1
+	largest, _ := holdFirstBatch(db, writes)
+	var wg sync.WaitGroup
+	errs := make([]error, writes)
+	status := func(s int) string {
+		if s%7 == 3 {
+			return sim.StatusTerminated
+		}
+		return sim.StatusActive
+	}
+	for s := range sessions {
+		wg.Go(func() {
+			errs[s] = db.AppendTurn(ctx, benchID(s), sim.TurnRecord{Turn: 1, HistoryTurn: sim.HistoryTurn{Action: fmt.Sprint("echo ", s)}}, status(s))
+		})
+	}
+	wg.Go(func() { errs[sessions] = db.AppendTurn(ctx, "nope", sim.TurnRecord{Turn: 1}, sim.StatusActive) })
+	wg.Wait()
+	if n := largest.Load(); n < writes/2 {
+		t.Fatalf("largest batch %d, want most of the %d writes", n, writes)
+	}
+	for s := range sessions {
+		if errs[s] != nil {
+			t.Errorf("session %d: %v", s, errs[s])
+		}
+	}
+	if !errors.Is(errs[sessions], sim.ErrNotFound) {
+		t.Errorf("turn of an unknown session: %v, want ErrNotFound", errs[sessions])
+	}
+	for s := range sessions {
+		rec, turns, err := db.LoadSession(ctx, benchID(s))
+		if err != nil || len(turns) != 1 || turns[0].Action != fmt.Sprint("echo ", s) || rec.Status != status(s) {
+			t.Errorf("session %d: status %q, turns %+v, %v; want its one turn and status %q", s, rec.Status, turns, err, status(s))
+		}
+	}
+	// Every session's key is cached now: a second turn each needs no lookup.
+	for s := range sessions {
+		if _, ok := db.keyOf(benchID(s)); !ok {
+			t.Fatalf("session %d: key not cached after its turn", s)
+		}
+	}
+}
+
 // One failing write in a batch (a turn recorded twice, a session that does
 // not exist) fails alone: the batch is run again with a savepoint per
 // write, and every other write of it is committed.
@@ -472,7 +539,7 @@ func TestFailedCommitIsRolledBack(t *testing.T) {
 		if _, err := tx.ExecContext(ctx, `PRAGMA defer_foreign_keys = ON`); err != nil {
 			return err
 		}
-		_, err := db.insertTurn.ExecContext(ctx, "nobody", 1, `{}`, nil)
+		_, err := db.insertTurn.ExecContext(ctx, 1<<40, 1, `{}`, nil) // no session has this key
 		return err
 	})
 	if err == nil || !strings.Contains(err.Error(), "commit") {
@@ -485,7 +552,7 @@ func TestFailedCommitIsRolledBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var orphans int
-	if err := db.db.QueryRowContext(ctx, `SELECT count(*) FROM turn_log WHERE session_id = 'nobody'`).Scan(&orphans); err != nil || orphans != 0 {
+	if err := db.db.QueryRowContext(ctx, `SELECT count(*) FROM turn_log WHERE session_key = 1 << 40`).Scan(&orphans); err != nil || orphans != 0 {
 		t.Errorf("turns of the failed commit left: %d (%v), want 0", orphans, err)
 	}
 	if _, turns, err := db.LoadSession(ctx, "s"); err != nil || len(turns) != 1 {
