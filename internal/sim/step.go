@@ -229,16 +229,26 @@ func (m *Manager) observeStep(s *session, id string, start time.Time, res *StepR
 	m.opts.Observer.ObserveStep(StepEvent{Session: id, Domain: string(s.spec.Domain), Backend: s.rec.Backend, Duration: time.Since(start), Result: res, Err: err})
 }
 
+// stepFrame is what a step fills in on its way: the input the hooks and
+// the environment see, the observation and the result. They outlive the
+// calls they are made in (hooks and environments get pointers, the
+// caller the result), so they are on the heap; together they are one
+// allocation, not three.
+type stepFrame struct {
+	in  StepInput
+	obs Observation
+	res StepResult
+}
+
 func (m *Manager) step(ctx context.Context, s *session, env Environment, info *SessionInfo, act *conversation.Action, req *StepRequest, turn int, wantJSON bool) (*StepResult, []byte, error) {
-	in := StepInput{Turn: turn, Action: *act, History: info.History, Control: req.Control, WorldState: req.WorldState}
+	f := &stepFrame{in: StepInput{Turn: turn, Action: *act, History: info.History, Control: req.Control, WorldState: req.WorldState}}
 	if len(req.Labels) > 0 {
-		in.Labels = maps.Clone(req.Labels)
+		f.in.Labels = maps.Clone(req.Labels)
 	}
-	var obs Observation
-	if err := m.observe(ctx, s, env, info, &in, turn, &obs); err != nil {
+	if err := m.observe(ctx, s, env, info, &f.in, turn, &f.obs); err != nil {
 		return nil, nil, err
 	}
-	return m.record(ctx, s, info, act, &in, turn, &obs, wantJSON)
+	return m.record(ctx, s, info, act, f, turn, wantJSON)
 }
 
 // observe fills obs with the step's observation: the end of the episode
@@ -340,12 +350,13 @@ func (m *Manager) resume(ctx context.Context, s *session, info *SessionInfo) (En
 // caller wants it (wantJSON) or the store takes it (a ResultAppender).
 //
 //go:noinline
-func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act *conversation.Action, in *StepInput, turn int, obs *Observation, wantJSON bool) (*StepResult, []byte, error) {
+func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act *conversation.Action, f *stepFrame, turn int, wantJSON bool) (*StepResult, []byte, error) {
+	in, obs, res := &f.in, &f.obs, &f.res
 	if obs.Message == "" {
 		obs.Message = conversation.UserMessage(turn, act.Text, in.WorldState, in.Control)
 	}
 	m.applyWorldReward(ctx, *info, *act, obs)
-	res := StepResult{Observation: obs.Text, Reward: obs.Reward, Terminated: obs.Terminated, Info: obs.Info}
+	*res = StepResult{Observation: obs.Text, Reward: obs.Reward, Terminated: obs.Terminated, Info: obs.Info}
 	res.Info.Turn = turn
 	if len(in.Labels) > 0 || len(obs.Info.Labels) > 0 {
 		l := maps.Clone(in.Labels)
@@ -388,12 +399,12 @@ func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act
 			res.Info.EndReason = fmt.Sprintf("session size limit of %d bytes reached", lim)
 		}
 	}
-	rec := TurnRecord{Turn: turn, HistoryTurn: ht, Result: res}
+	rec := TurnRecord{Turn: turn, HistoryTurn: ht, Result: *res}
 	ra, _ := m.store.(ResultAppender)
 	var enc []byte
 	if wantJSON || ra != nil {
 		var err error
-		if enc, err = EncodeResult(&res); err != nil {
+		if enc, err = EncodeResult(res); err != nil {
 			return nil, nil, fmt.Errorf("record session %s turn %d: %w", info.ID, turn, err)
 		}
 	}
@@ -416,9 +427,9 @@ func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act
 		m.drop(s)
 	}
 	for _, h := range m.opts.Hooks {
-		h.AfterStep(ctx, *info, *in, res)
+		h.AfterStep(ctx, *info, *in, *res)
 	}
-	return &res, enc, nil
+	return res, enc, nil
 }
 
 // ForkRequest branches a session.
