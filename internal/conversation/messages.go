@@ -167,21 +167,43 @@ func StripObservationMarker(s string) string {
 // once sent, a message is recorded and repeated verbatim, which keeps every
 // request a byte prefix of the next. [ParseUserMessage] reads it.
 func UserMessage(n int, action, worldState, control string) string {
+	// Every step renders one, so it is written into a buffer of its exact
+	// size: one allocation.
+	var num [20]byte
+	digits := num[:0]
+	size := len(action) + 2 + len(AnswerReminder)
+	heading := !strings.HasPrefix(action, turnHeading) // else ActionPrompt keeps it as is
+	if heading {
+		digits = strconv.AppendInt(digits, int64(n), 10)
+		size += len(turnHeading) + len(digits) + 1 + len(actionHeading) + 1
+	}
+	worldState, control = strings.TrimSpace(worldState), strings.TrimSpace(control)
+	if worldState != "" {
+		size += len(WorldStateHeading) + len(worldState) + 3
+	}
+	if control != "" {
+		size += len(ControlHeading) + len(control) + 3
+	}
 	var b strings.Builder
-	b.WriteString(ActionPrompt(n, action))
+	b.Grow(size)
+	if heading {
+		b.WriteString(turnHeading)
+		b.Write(digits)
+		b.WriteString("\n" + actionHeading + "\n")
+	}
+	b.WriteString(action)
 	b.WriteString("\n")
-	if s := strings.TrimSpace(worldState); s != "" {
+	if worldState != "" {
 		b.WriteString("\n" + WorldStateHeading + "\n")
-		b.WriteString(s)
+		b.WriteString(worldState)
 		b.WriteString("\n")
 	}
-	if s := strings.TrimSpace(control); s != "" {
+	if control != "" {
 		b.WriteString("\n" + ControlHeading + "\n")
-		b.WriteString(s)
+		b.WriteString(control)
 		b.WriteString("\n")
 	}
-	b.WriteString("\n")
-	b.WriteString(AnswerReminder)
+	b.WriteString("\n" + AnswerReminder)
 	return b.String()
 }
 

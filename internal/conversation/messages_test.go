@@ -203,6 +203,45 @@ func FuzzUserMessageRoundTrip(f *testing.F) {
 	})
 }
 
+// userMessageReference is UserMessage written plainly, piece by piece:
+// the bytes the sized one must reproduce.
+func userMessageReference(n int, action, worldState, control string) string {
+	msg := ActionPrompt(n, action) + "\n"
+	if s := strings.TrimSpace(worldState); s != "" {
+		msg += "\n" + WorldStateHeading + "\n" + s + "\n"
+	}
+	if s := strings.TrimSpace(control); s != "" {
+		msg += "\n" + ControlHeading + "\n" + s + "\n"
+	}
+	return msg + "\n" + AnswerReminder
+}
+
+// FuzzUserMessageBytes: UserMessage, which writes into a buffer of the
+// size it computes, renders every input exactly as the plain
+// concatenation does.
+func FuzzUserMessageBytes(f *testing.F) {
+	f.Add(1, `[{"keystrokes":"ls\n"}]`, "", "")
+	f.Add(-12, "### Turn 3\n**Action:**\nx", " the shop is open\n", "\t")
+	f.Add(1<<40, "", "é", "answer with an error")
+	f.Fuzz(func(t *testing.T, n int, action, state, control string) {
+		want := userMessageReference(n, action, state, control)
+		if got := UserMessage(n, action, state, control); got != want {
+			t.Fatalf("UserMessage(%d, %q, %q, %q)\n%q\nwant\n%q", n, action, state, control, got, want)
+		}
+	})
+}
+
+// TestUserMessageAllocatesOnce: every step renders a user message, into
+// one buffer of the right size.
+func TestUserMessageAllocatesOnce(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() {
+		_ = UserMessage(12, `[{"keystrokes":"ls\n"}]`, "disk usage: 71%", "Simulate a transient failure.")
+		_ = UserMessage(3, "### Turn 3\n**Action:**\nx", "", "")
+	}); n != 2 {
+		t.Errorf("%v allocations for two messages, want 2", n)
+	}
+}
+
 // FuzzObservationRoundTrip: TrimObservationMarker undoes
 // ObservationResponse, StripObservationMarker (the published judge's
 // reading) gives the observation stripped, and a response is a fixed point
