@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -72,7 +71,7 @@ func NewModelBackend(c worldmodel.Completer, o *ModelOptions) BackendFactory {
 			limit = opts.ContextBudget / 2
 		}
 		b := Budget{Limit: limit, LowWater: int(float64(limit) * opts.LowWater), Count: opts.Count}
-		e := &modelEnv{c: c, opts: opts, s: s, budget: newBudgetState(b, s.SystemPrompt), sysFP: msgHash("system", s.SystemPrompt)}
+		e := &modelEnv{c: c, opts: opts, s: s, budget: newBudgetState(b, s.SystemPrompt)}
 		e.budget.replay(s.History)
 		return e, nil
 	}
@@ -83,17 +82,19 @@ type modelEnv struct {
 	opts   ModelOptions
 	s      SessionInfo
 	budget *budgetState
-	// prevFP fingerprints the previous request (one hash per message), to
-	// detect prefix breaks without rehashing the whole history each step.
-	prevFP [][32]byte
-	// turnFP caches the hashes of recorded turns' user and assistant
-	// messages as they are shown (without a truncation note).
-	turnFP [][2][32]byte
-	sysFP  [32]byte
-	// spareFP is the fingerprint before prevFP, whose array the next step
-	// reuses; framed holds the message being hashed.
-	spareFP [][32]byte
-	framed  []byte
+	// msgs holds the messages of the previous request. The next request
+	// begins with them unless a truncation cut moved (a session's history
+	// only grows), and is then made by appending its new messages to
+	// msgs: a step copies no history and hashes nothing to check that its
+	// request extends the previous one. Messages below len(msgs) are never
+	// written again (a request that does not extend msgs gets a new
+	// array), and completers are given slices capped at their length, so
+	// a completer that keeps a request sees it as it was sent.
+	msgs []worldmodel.Message
+	// note is the truncation note of noteCut hidden turns (see
+	// truncationNote), kept while the cut stays where it is.
+	note    string
+	noteCut int
 }
 
 func (e *modelEnv) Reset(ctx context.Context) (Observation, error) {
@@ -106,14 +107,13 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 	msg := conversation.UserMessage(in.Turn, in.Action.Text, in.WorldState, in.Control)
 	e.budget.sync(in.History)
 	moved := e.budget.place(e.budget.b.Count(msg) + messageOverhead)
-	msgs := BuildMessages(e.s.SystemPrompt, in.History, e.budget.cut, msg)
+	first := len(e.msgs) == 0
+	msgs, extends := e.messages(in.History, e.budget.cut, msg)
 
 	info := StepInfo{Backend: BackendModel, HistoryCut: e.budget.cut}
-	fp := e.fingerprint(in.History, msgs)
-	if len(e.prevFP) > 0 && !moved && !isPrefix(e.prevFP, fp) {
+	if !first && !moved && !extends {
 		info.PrefixBreak = true
 	}
-	e.prevFP, e.spareFP = fp, e.prevFP
 
 	req := worldmodel.Request{Model: e.s.Model, Messages: msgs, MaxTokens: e.opts.MaxTokens, Temperature: e.opts.Temperature}
 	if req.Model == "" {
@@ -181,58 +181,61 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 	return Observation{Text: pred, Message: msg, Info: info}, nil
 }
 
-// msgHash fingerprints one message as RenderTranscript frames it.
-func msgHash(role, content string) [32]byte {
-	var e modelEnv
-	return e.hash(role, content)
+// messages is the step's request as BuildMessages makes it, built by
+// extending the previous request when it is a prefix of this one
+// (extends). The request is capped at its length, so an append by the
+// completer copies it rather than writing into e.msgs.
+func (e *modelEnv) messages(history []HistoryTurn, cut int, newest string) (msgs []worldmodel.Message, extends bool) {
+	n := 1 + 2*(len(history)-cut)
+	if e.s.SystemPrompt != "" {
+		n++
+	}
+	prev := e.msgs
+	extends = len(prev) > 0 && len(prev) <= n
+	for k := 0; extends && k < len(prev); k++ {
+		role, note, body := e.messageAt(history, cut, newest, k)
+		c := prev[k].Content
+		extends = prev[k].Role == role && len(c) == len(note)+len(body) && c[:len(note)] == note && c[len(note):] == body
+	}
+	if extends {
+		msgs = prev
+	} else {
+		msgs = make([]worldmodel.Message, 0, n+n/2+2)
+	}
+	for k := len(msgs); k < n; k++ {
+		role, note, body := e.messageAt(history, cut, newest, k)
+		msgs = append(msgs, worldmodel.Message{Role: role, Content: note + body})
+	}
+	e.msgs = msgs
+	return msgs[:n:n], extends
 }
 
-// hash is msgHash framing the message in the environment's buffer, so a
-// step allocates nothing to hash.
-func (e *modelEnv) hash(role, content string) [32]byte {
-	e.framed = append(append(append(e.framed[:0], role...), 0), content...)
-	return sha256.Sum256(e.framed)
-}
-
-// fingerprint hashes each message of a request; recorded turns' hashes are
-// computed once and reused, so a step costs O(turns) comparisons, not a
-// pass over the whole history's bytes. Message-wise prefix equals byte-wise
-// prefix of the rendered transcript, since messages are framed.
-func (e *modelEnv) fingerprint(history []HistoryTurn, msgs []worldmodel.Message) [][32]byte {
-	for len(e.turnFP) < len(history) {
-		h := history[len(e.turnFP)]
-		e.turnFP = append(e.turnFP, [2][32]byte{e.hash("user", h.Message), e.hash("assistant", h.Assistant)})
-	}
-	fp := e.spareFP[:0]
-	i := 0
-	if len(msgs) > 0 && msgs[0].Role == "system" {
-		fp = append(fp, e.sysFP)
-		i = 1
-	}
-	cut := e.budget.cut
-	for t := cut; t < len(history); t++ {
-		if t == cut && cut > 0 {
-			fp = append(fp, e.hash("user", msgs[i].Content))
-		} else {
-			fp = append(fp, e.turnFP[t][0])
+// messageAt is the k-th message of a request as BuildMessages makes it:
+// its role, and its content as the truncation note (when it opens the
+// first shown message after a cut) and the message itself.
+func (e *modelEnv) messageAt(history []HistoryTurn, cut int, newest string, k int) (role, note, body string) {
+	if e.s.SystemPrompt != "" {
+		if k == 0 {
+			return "system", "", e.s.SystemPrompt
 		}
-		fp = append(fp, e.turnFP[t][1])
-		i += 2
+		k--
 	}
-	last := msgs[len(msgs)-1]
-	return append(fp, e.hash(last.Role, last.Content))
-}
-
-func isPrefix(a, b [][32]byte) bool {
-	if len(a) > len(b) {
-		return false
+	i := cut + k/2
+	switch {
+	case i == len(history):
+		body = newest
+	case k%2 == 1:
+		return "assistant", "", history[i].Assistant
+	default:
+		body = history[i].Message
 	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
+	if i == cut && cut > 0 {
+		if e.noteCut != cut {
+			e.note, e.noteCut = truncationNote(cut), cut
 		}
+		note = e.note
 	}
-	return true
+	return "user", note, body
 }
 
 // addUsage folds the first attempt's token usage into the retry's answer,

@@ -54,7 +54,8 @@ func (c *countSteps) ObserveStep(StepEvent) { c.n++ }
 // BenchmarkManagerStep measures the simulator's own work in one step
 // (Manager.StepJSON, as the HTTP server calls it) against a model that
 // answers at once: parsing the action, the session's history, the prompt
-// and its fingerprint, the reply's encoding and the turn's record. Like
+// and the check that it extends the previous one, the reply's encoding and
+// the turn's record. Like
 // the server benchmark's agents, 64 sessions of the bundled python-terminal
 // world are stepped in turn, `turns` times each, so every history grows
 // from 0 to turns-1 turns; sessions are opened with the timer stopped.
