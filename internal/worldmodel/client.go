@@ -274,6 +274,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		return nil, err
 	}
 	resp, err := decodeAnswer(out.body, model)
+	out.release()
 	if err != nil {
 		return nil, err
 	}

@@ -73,7 +73,7 @@ func (c *Client) tokenize(ctx context.Context, url string, body []byte) (TokenCo
 		}
 		return TokenCount{}, fmt.Errorf("%w: tokenize: HTTP %d: %s", ErrRejected, resp.StatusCode, bytes.TrimSpace(raw))
 	}
-	raw, err := readCapped(resp.Body, c.opts.MaxResponseBytes, resp.ContentLength)
+	raw, err := readCapped(resp.Body, c.opts.MaxResponseBytes, resp.ContentLength, nil)
 	if errors.Is(err, ErrResponseTooLarge) {
 		return TokenCount{}, fmt.Errorf("tokenize: %w", err)
 	}

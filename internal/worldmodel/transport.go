@@ -11,8 +11,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -39,6 +41,9 @@ type attempt struct {
 	status int // 0 when no response arrived
 	header http.Header
 	body   []byte
+	// pooled, when set, is where body's memory goes back to answerBufs
+	// (see release).
+	pooled *[]byte
 	// err is a transport failure: no response, a body cut off, the attempt
 	// timing out, or the answer exceeding the cap.
 	err error
@@ -141,7 +146,11 @@ func (c *Client) post(ctx context.Context, body []byte) attempt {
 		a.body, _ = io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 		return a
 	}
-	a.body, err = readCapped(res.Body, c.opts.MaxResponseBytes, res.ContentLength)
+	a.pooled, _ = answerBufs.Get().(*[]byte)
+	if a.pooled == nil {
+		a.pooled = new([]byte)
+	}
+	a.body, err = readCapped(res.Body, c.opts.MaxResponseBytes, res.ContentLength, *a.pooled)
 	switch {
 	case errors.Is(err, ErrResponseTooLarge):
 		a.err = err
@@ -190,33 +199,62 @@ func parseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// readCapped reads r to its end, failing with ErrResponseTooLarge as soon as
-// more than limit bytes arrive, so what it holds stays within about twice
-// the cap (the last growth of the slice) whatever the server sends. A
-// declared Content-Length over the cap fails before reading anything; one
-// within it sizes the buffer once.
-func readCapped(r io.Reader, limit, declared int64) ([]byte, error) {
+// readCapped reads r to its end into b's memory (growing it as needed),
+// failing with ErrResponseTooLarge as soon as more than limit bytes arrive,
+// so what it holds stays within about twice the cap (the last growth of
+// the slice) whatever the server sends. A declared Content-Length over the
+// cap fails before reading anything; one within it sizes the buffer once,
+// with a byte to spare for the read that sees the end.
+func readCapped(r io.Reader, limit, declared int64, b []byte) ([]byte, error) {
 	if declared > limit {
 		return nil, tooLarge(limit)
 	}
-	lr := io.LimitReader(r, limit+1)
-	var b []byte
-	var err error
-	if declared > 0 {
-		var buf bytes.Buffer
-		buf.Grow(int(declared) + bytes.MinRead) // room for the read that sees EOF
-		_, err = buf.ReadFrom(lr)
-		b = buf.Bytes()
-	} else {
-		b, err = io.ReadAll(lr)
+	if declared > 0 && int64(cap(b)) <= declared {
+		b = make([]byte, 0, declared+1)
+	}
+	b = b[:0]
+	lr := io.LimitedReader{R: r, N: limit + 1}
+	for {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, bytes.MinRead)
+		}
+		n, err := lr.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if int64(len(b)) > limit {
+				return nil, tooLarge(limit)
+			}
+			return nil, err
+		}
 	}
 	if int64(len(b)) > limit {
 		return nil, tooLarge(limit)
 	}
-	if err != nil {
-		return nil, err
-	}
 	return b, nil
+}
+
+// answerBufs holds the memory of answers already decoded, so that the next
+// answer is read into it: decodeAnswer copies out what it keeps.
+var answerBufs sync.Pool // of *[]byte
+
+// maxPooledAnswer is the largest answer buffer answerBufs keeps; a rare
+// long answer is left to the collector rather than held by the pool.
+const maxPooledAnswer = 64 << 10
+
+// release hands the memory of a's body to the next answer; a's body must
+// not be used after.
+func (a *attempt) release() {
+	if a.pooled == nil {
+		return
+	}
+	if cap(a.body) <= maxPooledAnswer {
+		*a.pooled = a.body[:0]
+		answerBufs.Put(a.pooled)
+	}
+	a.pooled, a.body = nil, nil
 }
 
 func tooLarge(limit int64) error {

@@ -1,8 +1,12 @@
 package worldmodel
 
 import (
+	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -65,5 +69,52 @@ func TestAttemptRetryable(t *testing.T) {
 		if got := tc.a.retryable(); got != tc.want {
 			t.Errorf("%s: retryable = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestReadCapped reads bodies at and around the cap, declared or not, in
+// one piece or a byte at a time, into memory too small or large enough.
+func TestReadCapped(t *testing.T) {
+	body := strings.Repeat("0123456789", 100) // 1000 bytes
+	cases := []struct {
+		name     string
+		limit    int64
+		declared int64
+		buf      []byte
+		tooLarge bool
+	}{
+		{"undeclared", 1000, 0, nil, false},
+		{"declared", 1000, 1000, nil, false},
+		{"declared into a buffer large enough", 1000, 1000, make([]byte, 7, 1001), false},
+		{"declared into a buffer too small", 1000, 1000, make([]byte, 0, 1000), false},
+		{"undeclared into a small buffer", 1000, 0, make([]byte, 3, 16), false},
+		{"undeclared over the cap", 999, 0, nil, true},
+		{"declared short of the body", 999, 10, nil, true},
+		{"declared over the cap", 999, 1000, nil, true},
+	}
+	for _, tc := range cases {
+		for _, oneByte := range []bool{false, true} {
+			var r io.Reader = strings.NewReader(body)
+			if oneByte {
+				r = iotest.OneByteReader(r)
+			}
+			got, err := readCapped(r, tc.limit, tc.declared, tc.buf)
+			if tc.tooLarge {
+				if !errors.Is(err, ErrResponseTooLarge) {
+					t.Errorf("%s (one byte a read %v): err %v, want ErrResponseTooLarge", tc.name, oneByte, err)
+				}
+				continue
+			}
+			if err != nil || string(got) != body {
+				t.Errorf("%s (one byte a read %v): %d bytes, %v; want the body", tc.name, oneByte, len(got), err)
+			}
+			if cap(tc.buf) > len(body) && &got[0] != &tc.buf[:1][0] {
+				t.Errorf("%s: did not read into the buffer given", tc.name)
+			}
+		}
+	}
+	failing := iotest.DataErrReader(iotest.TimeoutReader(strings.NewReader(body)))
+	if _, err := readCapped(failing, 1<<20, 0, nil); !errors.Is(err, iotest.ErrTimeout) {
+		t.Errorf("a failing read: err %v, want it passed on", err)
 	}
 }
