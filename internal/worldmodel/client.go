@@ -157,6 +157,10 @@ type Client struct {
 	log     *slog.Logger
 	// prefixes is nil when Options.PrefixCacheBytes is negative.
 	prefixes *prefixCache
+	// header, when set, is the header of every request, shared by them:
+	// only when HTTPClient is the client's own, which has no cookie jar
+	// (the one thing in net/http that writes to a request's header).
+	header http.Header
 	// tokenizeAt remembers which of tokenizeURLs answered (1-based; 0 not
 	// known yet).
 	tokenizeAt atomic.Int32
@@ -186,7 +190,8 @@ func New(baseURL, model string, opts *Options) *Client {
 	if o.APIKey == "" {
 		o.APIKey = "EMPTY"
 	}
-	if o.HTTPClient == nil {
+	own := o.HTTPClient == nil
+	if own {
 		o.HTTPClient = pooledHTTPClient()
 	}
 	log := o.Logger
@@ -194,6 +199,9 @@ func New(baseURL, model string, opts *Options) *Client {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{model: model, baseURL: baseURL, opts: o, log: log}
+	if own {
+		c.header = c.newHeader()
+	}
 	c.chatURL, c.chatErr = parseURL(strings.TrimRight(baseURL, "/") + "/chat/completions")
 	switch {
 	case o.PrefixCacheBytes == 0:

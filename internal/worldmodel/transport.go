@@ -180,10 +180,20 @@ func (c *Client) newPostTo(ctx context.Context, u *url.URL, body []byte) *http.R
 	}
 	*req.URL = *u
 	req.Host = u.Host
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
+	req.Header = c.header
+	if req.Header == nil {
+		req.Header = c.newHeader()
+	}
 	return req
+}
+
+// newHeader is the header of a JSON POST with the client's credentials.
+func (c *Client) newHeader() http.Header {
+	return http.Header{
+		"Content-Type":  {"application/json"},
+		"Accept":        {"application/json"},
+		"Authorization": {"Bearer " + c.opts.APIKey},
+	}
 }
 
 // parseURL parses a request URL as http.NewRequest does, dropping the ":"

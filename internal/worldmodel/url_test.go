@@ -52,3 +52,24 @@ func TestChatURLParsedOnce(t *testing.T) {
 		t.Errorf("bad base URL: err %v, want %v", err, want)
 	}
 }
+
+// TestHeaderSharedOnlyWithItsOwnHTTPClient: requests share one header map
+// only through the client's own HTTP client, which nothing in net/http
+// writes to; a caller's client may have a cookie jar, which adds to each
+// request's header, so its requests get their own.
+func TestHeaderSharedOnlyWithItsOwnHTTPClient(t *testing.T) {
+	own := New("http://localhost:8000/v1", "m", &Options{APIKey: "k"})
+	theirs := New("http://localhost:8000/v1", "m", &Options{APIKey: "k", HTTPClient: &http.Client{}})
+	want := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "Authorization": {"Bearer k"}}
+	for _, c := range []*Client{own, theirs} {
+		a := c.newPostTo(context.Background(), c.chatURL, nil)
+		b := c.newPostTo(context.Background(), c.chatURL, nil)
+		if diff := cmp.Diff(want, a.Header); diff != "" {
+			t.Errorf("header (-want +got):\n%s", diff)
+		}
+		a.Header.Set("Cookie", "x=1") // what a cookie jar does
+		if shared := b.Header.Get("Cookie") != ""; shared != (c == own) {
+			t.Errorf("own HTTP client %v: requests share their header %v", c == own, shared)
+		}
+	}
+}
