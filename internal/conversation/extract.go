@@ -81,7 +81,12 @@ func splitThinkingScan(s string, keep bool) (answer, thinking string) {
 				i += end
 			}
 		}
-		if from > 0 {
+		switch {
+		case from > 0 && b.Len() == 0:
+			// Only leading pairs went (the usual "<think>…</think>answer"):
+			// what is left is the rest of s, which need not be copied.
+			s = s[from:]
+		case from > 0:
 			b.WriteString(s[from:])
 			s = b.String()
 		}

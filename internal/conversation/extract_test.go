@@ -109,3 +109,16 @@ func FuzzExtractScanners(f *testing.F) {
 		}
 	})
 }
+
+// TestLeadingThinkingNotCopied: the usual generation, thinking then the
+// answer, loses its thinking without a copy of the rest, whose text is
+// what the regexps leave.
+func TestLeadingThinkingNotCopied(t *testing.T) {
+	gen := "<think>plan</think><THINK>more</think>\n<predicted_observation>$ ls\na.txt</predicted_observation>"
+	if got, want := StripThinking(gen), gen[len("<think>plan</think><THINK>more</think>"):]; got != want {
+		t.Fatalf("StripThinking = %q, want %q", got, want)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = StripThinking(gen) }); n != 0 {
+		t.Errorf("%v allocations to strip leading thinking, want 0", n)
+	}
+}
