@@ -410,3 +410,17 @@ func TestScanTerminalTakes(t *testing.T) {
 		}
 	}
 }
+
+// TestScanTerminalAllocations: the usual Terminal action, parsed on every
+// step, costs four allocations: its text, its canonical text, the
+// keystrokes with an escape decoded (in one buffer) and the list.
+func TestScanTerminalAllocations(t *testing.T) {
+	raw := json.RawMessage(`[{"keystrokes":"echo 1\n","duration":0.1}]`)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := ParseAction(domain.Terminal, raw); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 4 {
+		t.Errorf("%v allocations to parse %s, want 4", n, raw)
+	}
+}

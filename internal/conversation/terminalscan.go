@@ -140,15 +140,17 @@ func scanPlainString(s string, i int) (val string, end int, ok bool) {
 		return "", 0, false
 	}
 	start := i + 1
-	var b []byte // the decoded value, once an escape is met
+	// b is the decoded value once an escape is met, in a buffer of the
+	// literal's size (the value is shorter): one allocation.
+	var b strings.Builder
 	for j := start; j < len(s); {
 		c := s[j]
 		switch {
 		case c == '"':
-			if b == nil {
+			if b.Cap() == 0 {
 				return s[start:j], j + 1, true
 			}
-			return string(b), j + 1, true
+			return b.String(), j + 1, true
 		case c == '\\':
 			if j+1 >= len(s) {
 				return "", 0, false
@@ -170,16 +172,17 @@ func scanPlainString(s string, i int) (val string, end int, ok bool) {
 			default: // \/ and \u are written back otherwise
 				return "", 0, false
 			}
-			if b == nil {
-				b = append(make([]byte, 0, len(s)-start), s[start:j]...)
+			if b.Cap() == 0 {
+				b.Grow(literalEnd(s, j) - start)
+				b.WriteString(s[start:j])
 			}
-			b = append(b, d)
+			b.WriteByte(d)
 			j += 2
 		case c < 0x20:
 			return "", 0, false
 		case c < utf8.RuneSelf:
-			if b != nil {
-				b = append(b, c)
+			if b.Cap() != 0 {
+				b.WriteByte(c)
 			}
 			j++
 		default:
@@ -187,13 +190,30 @@ func scanPlainString(s string, i int) (val string, end int, ok bool) {
 			if r == utf8.RuneError || r == '\u2028' || r == '\u2029' {
 				return "", 0, false
 			}
-			if b != nil {
-				b = append(b, s[j:j+size]...)
+			if b.Cap() != 0 {
+				b.WriteString(s[j : j+size])
 			}
 			j += size
 		}
 	}
 	return "", 0, false
+}
+
+// literalEnd returns the index of the quote that closes the string
+// literal j is inside of (j at or after its opening quote's successor),
+// or len(s) when none does.
+func literalEnd(s string, j int) int {
+	for j < len(s) {
+		switch s[j] {
+		case '"':
+			return j
+		case '\\':
+			j += 2
+		default:
+			j++
+		}
+	}
+	return len(s)
 }
 
 // scanNumber returns the index after the JSON number at i, or -1 when
