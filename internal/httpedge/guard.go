@@ -33,7 +33,9 @@ type Guard struct {
 	edge  Edge
 	hosts *hostPolicy
 	o     Options
-	log   *slog.Logger
+	// key is APIKey as bytes, converted once for the comparison.
+	key []byte
+	log *slog.Logger
 }
 
 // New builds the guard of e (its zero fields defaulted). An allowed host
@@ -55,7 +57,7 @@ func New(e Edge, opts *Options) (*Guard, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Guard{edge: e, hosts: hosts, o: o, log: log}, nil
+	return &Guard{edge: e, hosts: hosts, o: o, key: []byte(o.APIKey), log: log}, nil
 }
 
 // Edge is the guard's edge with its defaults filled.
@@ -140,7 +142,14 @@ func (g *Guard) Admit(w http.ResponseWriter, r *http.Request) *Refusal {
 		return refuse(w, http.StatusRequestEntityTooLarge, "body", "too_large",
 			fmt.Sprintf("field body: request body of %d bytes exceeds %d bytes", r.ContentLength, g.o.MaxBodyBytes), nil)
 	}
-	body, err := readAll(http.MaxBytesReader(w, r.Body, g.o.MaxBodyBytes), r.ContentLength)
+	// A declared length is what net/http holds the body to, and it was
+	// checked against the bound above, so a body read to that length
+	// needs no second limit.
+	src := r.Body
+	if !declaredSmall(r.ContentLength) {
+		src = http.MaxBytesReader(w, r.Body, g.o.MaxBodyBytes)
+	}
+	body, err := readAll(src, r.ContentLength)
 	r.Body.Close()
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -153,9 +162,23 @@ func (g *Guard) Admit(w http.ResponseWriter, r *http.Request) *Refusal {
 		}
 		return refuse(w, http.StatusBadRequest, "body", "bad_request", "field body: the request body could not be read", err)
 	}
-	r.Body = &Body{r: *bytes.NewReader(body), b: body}
+	b := g.newBody(w)
+	b.r.Reset(body)
+	b.b = body
+	r.Body = b
 	liftReadDeadline(w)
 	return nil
+}
+
+// newBody is the Body that Admit puts back as a request's body: the one
+// inside w when w is the guard's own [ResponseWriter] (one allocation per
+// request instead of two), else a new one.
+func (g *Guard) newBody(w http.ResponseWriter) *Body {
+	if rw, ok := w.(*ResponseWriter); ok && !rw.bodyUsed {
+		rw.bodyUsed = true
+		return &rw.body
+	}
+	return new(Body)
 }
 
 // readAll reads body whole. A declared length (which net/http holds the
@@ -164,7 +187,7 @@ func (g *Guard) Admit(w http.ResponseWriter, r *http.Request) *Refusal {
 // grows. Past 64 KiB the declaration is not trusted with an allocation
 // up front.
 func readAll(body io.Reader, declared int64) ([]byte, error) {
-	if declared > 0 && declared <= 64<<10 {
+	if declaredSmall(declared) {
 		b := make([]byte, declared)
 		if _, err := io.ReadFull(body, b); err != nil {
 			return nil, err
@@ -173,6 +196,10 @@ func readAll(body io.Reader, declared int64) ([]byte, error) {
 	}
 	return io.ReadAll(body)
 }
+
+// declaredSmall reports whether a declared body length is read in one
+// buffer of that size, up to it and no further (see readAll).
+func declaredSmall(n int64) bool { return n > 0 && n <= 64<<10 }
 
 // ReadBody returns r's body whole. For a request [Guard.Admit] admitted
 // it is the buffer Admit read, taken without a copy.
@@ -210,7 +237,7 @@ func (b *Body) Rest() []byte {
 
 func (g *Guard) authorized(r *http.Request) bool {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(g.o.APIKey)) == 1
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), g.key) == 1
 }
 
 // liftReadDeadline clears the server's ReadTimeout once the request is
@@ -224,6 +251,9 @@ func liftReadDeadline(w http.ResponseWriter) {
 // jsonContent reports whether a Content-Type is JSON: application/json
 // or a +json type, parameters allowed.
 func jsonContent(ct string) bool {
+	if ct == "application/json" { // what clients send; parsing it allocates
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
 		return false
@@ -259,6 +289,11 @@ type ResponseWriter struct {
 	writeTimeout time.Duration
 	// renewed is when the deadline was last set (zero: not yet).
 	renewed time.Time
+	// body is the request body [Guard.Admit] reads, kept here so that
+	// the writer and the body are one allocation; bodyUsed says Admit has
+	// taken it.
+	body     Body
+	bodyUsed bool
 }
 
 // Writer wraps w for one request under the guard's WriteTimeout.

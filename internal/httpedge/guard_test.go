@@ -1,6 +1,7 @@
 package httpedge
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -145,5 +146,94 @@ func TestWriterDeadline(t *testing.T) {
 	check("more", 2)
 	if w.Status != http.StatusTeapot || rec.Body.String() != "bodymore" {
 		t.Errorf("status %d body %q", w.Status, rec.Body.String())
+	}
+}
+
+// TestAdmitReadsTheBody: whatever its size and framing, an admitted body
+// reaches the handler whole, both through ReadBody and as r.Body, whether
+// Admit was given the guard's own Writer (whose Body it reuses) or a plain
+// ResponseWriter; a chunked body past the bound is refused as too large
+// however it was sent.
+func TestAdmitReadsTheBody(t *testing.T) {
+	const limit = 128 << 10
+	g, err := New(Edge{}, &Options{MaxBodyBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, own := range []bool{true, false} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if own {
+				w = g.Writer(w)
+			}
+			if ref := g.Admit(w, r); ref != nil {
+				w.WriteHeader(ref.Status)
+				io.WriteString(w, ref.Code)
+				return
+			}
+			if _, ok := r.Body.(*Body); !ok {
+				t.Errorf("r.Body is a %T, want *Body", r.Body)
+			}
+			peek := make([]byte, 1)
+			n, _ := r.Body.Read(peek)
+			rest, err := ReadBody(r)
+			if err != nil {
+				t.Error(err)
+			}
+			io.WriteString(w, string(peek[:n])+string(rest))
+		}))
+		for _, tc := range []struct {
+			name    string
+			size    int
+			chunked bool
+			status  int
+		}{
+			{"declared, small", 70, false, 200},
+			{"declared, past 64 KiB", 100 << 10, false, 200},
+			{"declared, at the bound", limit, false, 200},
+			{"chunked, small", 70, true, 200},
+			{"chunked, at the bound", limit, true, 200},
+			{"chunked, past the bound", limit + 1, true, 413},
+		} {
+			t.Run(fmt.Sprintf("own writer %v, %s", own, tc.name), func(t *testing.T) {
+				body := strings.Repeat("a", tc.size)
+				var rd io.Reader = strings.NewReader(body)
+				if tc.chunked {
+					rd = io.MultiReader(rd) // a reader of unknown length: sent chunked
+				}
+				resp, err := http.Post(srv.URL, "application/json", rd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				got, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != tc.status {
+					t.Fatalf("status %d (%s), want %d", resp.StatusCode, got, tc.status)
+				}
+				if tc.status == 200 && string(got) != body {
+					t.Errorf("handler read %d bytes, want the %d sent", len(got), len(body))
+				}
+			})
+		}
+		srv.Close()
+	}
+}
+
+// TestJSONContent: the content types a JSON body may be sent with, the
+// usual one decided without parsing and the others by mime.ParseMediaType.
+func TestJSONContent(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/json":                true,
+		"application/json; charset=utf-8": true,
+		"Application/JSON":                true,
+		"application/vnd.api+json":        true,
+		"application/json;":               true,
+		"application/jsonx":               false,
+		"text/json":                       false,
+		"":                                false,
+		"text/plain":                      false,
+	} {
+		if got := jsonContent(ct); got != want {
+			t.Errorf("jsonContent(%q) = %v, want %v", ct, got, want)
+		}
 	}
 }
