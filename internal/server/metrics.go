@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,9 +117,68 @@ func outcomeOf(err error) string {
 	return "error"
 }
 
-func (m *Metrics) observeRequest(route string, code int, d time.Duration) {
-	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	m.reqLatency.WithLabelValues(route).Observe(d.Seconds())
+// route is the request series of one route, for its guard to keep:
+// looking a series up by its labels (WithLabelValues) hashes them, checks
+// them and takes the vector's lock on every request. A series is still
+// made on the route's first request with its status code, as the lookup
+// made it, so /metrics lists only routes and codes that were served.
+func (m *Metrics) route(route string) *routeSeries {
+	return &routeSeries{m: m, route: route}
+}
+
+// routeSeries counts and times the requests of one route.
+type routeSeries struct {
+	m       *Metrics
+	route   string
+	latency atomic.Pointer[prometheus.Observer]
+	// codes are the route's request counters by status code so far, a
+	// slice replaced whole under mu as a code is first seen (a route
+	// answers few codes, so a scan beats a map).
+	codes atomic.Pointer[[]codeCounter]
+	mu    sync.Mutex
+}
+
+type codeCounter struct {
+	code int
+	c    prometheus.Counter
+}
+
+// observe counts a request answered with code and records how long it
+// took.
+func (s *routeSeries) observe(code int, d time.Duration) {
+	s.counter(code).Inc()
+	lat := s.latency.Load()
+	if lat == nil {
+		o := s.m.reqLatency.WithLabelValues(s.route)
+		lat = &o
+		s.latency.Store(lat)
+	}
+	(*lat).Observe(d.Seconds())
+}
+
+func (s *routeSeries) counter(code int) prometheus.Counter {
+	if codes := s.codes.Load(); codes != nil {
+		for _, c := range *codes {
+			if c.code == code {
+				return c.c
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var next []codeCounter
+	if codes := s.codes.Load(); codes != nil {
+		for _, c := range *codes {
+			if c.code == code { // added since the look above
+				return c.c
+			}
+		}
+		next = append(next, *codes...)
+	}
+	c := s.m.requests.WithLabelValues(s.route, strconv.Itoa(code))
+	next = append(next, codeCounter{code, c})
+	s.codes.Store(&next)
+	return c
 }
 
 // trackSessions exports the number of open sessions, once per Metrics.

@@ -180,10 +180,11 @@ func (s *Server) handleFunc(pattern string, f http.HandlerFunc) {
 // guard applies the edge checks (Host, Origin, auth, content type, body
 // limit; see admit) and request metrics.
 func (s *Server) guard(route string, h http.Handler) http.Handler {
+	series := s.metrics.route(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := s.gate.Writer(w)
-		defer func() { s.metrics.observeRequest(route, sw.Status, time.Since(start)) }()
+		defer func() { series.observe(sw.Status, time.Since(start)) }()
 		if !s.admit(sw, r) {
 			return
 		}
@@ -191,8 +192,18 @@ func (s *Server) guard(route string, h http.Handler) http.Handler {
 	})
 }
 
+// jsonType is the Content-Type header of every JSON reply, assigned to
+// the header map as is: Header.Set would allocate the same one-element
+// slice for every reply. net/http only reads it (and copies the map when
+// it writes the header), and no handler here changes a header value in
+// place.
+var jsonType = []string{"application/json"}
+
+// setJSONType marks a reply as JSON.
+func setJSONType(w http.ResponseWriter) { w.Header()["Content-Type"] = jsonType }
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	setJSONType(w)
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
@@ -352,7 +363,7 @@ func (s *Server) stepSession(w http.ResponseWriter, r *http.Request) {
 	}
 	// The bytes writeJSON would write, encoded once for this reply and the
 	// turn's record (see sim.EncodeResult).
-	w.Header().Set("Content-Type", "application/json")
+	setJSONType(w)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(enc)
 }
