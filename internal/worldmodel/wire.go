@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
+	"sync/atomic"
+	"unicode/utf8"
 )
 
 // The chat completion wire format, kept apart from Client's logic.
@@ -88,11 +92,17 @@ func encodeChatRequest(w chatRequest, extra map[string]any) ([]byte, error) {
 
 // encodedPrefix is the start of an encoded body — `{"model":…,"messages":[`
 // and the messages, without the closing bracket — with what it encodes.
-// It is never written after it is made, so requests share it freely.
+// Its body is never written after it is made, so requests share it freely.
 type encodedPrefix struct {
 	model string
-	msgs  []Message // a copy of the slice: the caller may reuse its own
-	body  []byte
+	// msgs is a copy of the messages (the caller may reuse its slice). The
+	// first request to extend the prefix (see extended) may append its new
+	// messages to msgs in place, past its length: no other prefix sees that
+	// memory, and so a session's steps share one growing copy.
+	msgs []Message
+	body []byte
+	// extended is set by the request that took msgs' spare room.
+	extended atomic.Bool
 }
 
 // size is what the prefix holds on to, for the cache's budget (the message
@@ -104,69 +114,161 @@ func (p *encodedPrefix) size() int64 { return int64(len(p.body) + 32*len(p.msgs)
 // begin with prev's (the history of a session only grows at the end), only
 // the new messages are encoded and prev's bytes are copied. It also returns
 // the prefix of this body for the next request. The bytes are the same as
-// without prev: one JSON encoding of the whole request.
+// without prev: the JSON encoding of the whole request as encoding/json
+// writes it without HTML escaping (FuzzEncodeChatBody), written here
+// without reflection.
 func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix) (body []byte, next *encodedPrefix, err error) {
-	size := 256 + len(w.Model)
-	for _, m := range w.Messages {
+	reuse := prev.extendedBy(w)
+	from, size := 0, 256+len(w.Model)
+	if reuse {
+		from, size = len(prev.msgs), size+len(prev.body)
+	}
+	for _, m := range w.Messages[from:] {
 		size += 32 + len(m.Role) + len(m.Content) + len(m.Content)/16
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	encode := func(v any) error {
-		if err := enc.Encode(v); err != nil {
-			return fmt.Errorf("encoding the chat request: %w", err)
-		}
-		buf.Truncate(buf.Len() - 1) // Encode ends with a newline
-		return nil
-	}
-	from := 0
-	if prev.extendedBy(w) {
-		buf.Write(prev.body)
-		from = len(prev.msgs)
+	var b []byte
+	if reuse {
+		b = append(make([]byte, 0, size), prev.body...)
 	} else {
-		buf.WriteString(`{"model":`)
-		if err := encode(w.Model); err != nil {
-			return nil, nil, err
-		}
-		buf.WriteString(`,"messages":`)
+		b = make([]byte, 0, size)
+		b = append(b, `{"model":`...)
+		b = appendJSONString(b, w.Model)
+		b = append(b, `,"messages":[`...)
 	}
-	// The new messages are encoded as one slice (one call, not one per
-	// message); after a reused prefix its [ becomes the separator.
-	switch {
-	case from == 0:
-		if err := encode(w.Messages); err != nil {
-			return nil, nil, err
+	for i, m := range w.Messages[from:] {
+		if from+i > 0 {
+			b = append(b, ',')
 		}
-	case from < len(w.Messages):
-		at := buf.Len()
-		if err := encode(w.Messages[from:]); err != nil {
-			return nil, nil, err
-		}
-		buf.Bytes()[at] = ','
-	default:
-		buf.WriteByte(']')
+		b = append(b, `{"role":`...)
+		b = appendJSONString(b, m.Role)
+		b = append(b, `,"content":`...)
+		b = appendJSONString(b, m.Content)
+		b = append(b, '}')
 	}
-	prefixLen := buf.Len() - 1 // up to the closing ]
-	pstart := buf.Len()
-	if err := encode(w.chatParams); err != nil {
+	prefixLen := len(b)
+	b = append(b, ']')
+	if b, err = appendChatParams(b, w.chatParams); err != nil {
 		return nil, nil, err
 	}
-	if buf.Len()-pstart == 2 { // {}: no parameter set
-		buf.Truncate(pstart)
+	b = append(b, '}')
+	next = &encodedPrefix{model: w.Model, body: b[:prefixLen:prefixLen]}
+	if reuse && prev.extended.CompareAndSwap(false, true) {
+		next.msgs = append(prev.msgs, w.Messages[from:]...)
 	} else {
-		buf.Bytes()[pstart] = ',' // the parameters' { becomes the separator
-		buf.Truncate(buf.Len() - 1)
+		next.msgs = slices.Clone(w.Messages)
 	}
-	buf.WriteByte('}')
-	b := buf.Bytes()
-	next = &encodedPrefix{model: w.Model, msgs: slices.Clone(w.Messages), body: b[:prefixLen:prefixLen]}
 	if len(extra) == 0 {
 		return b, next, nil
 	}
 	b, err = mergeExtra(b, extra)
 	return b, next, err
 }
+
+// appendChatParams appends p's fields that are set, each after a comma,
+// as encoding/json writes them.
+func appendChatParams(b []byte, p chatParams) ([]byte, error) {
+	if p.MaxTokens != nil {
+		b = strconv.AppendInt(append(b, `,"max_tokens":`...), int64(*p.MaxTokens), 10)
+	}
+	if p.MaxCompletionTokens != nil {
+		b = strconv.AppendInt(append(b, `,"max_completion_tokens":`...), int64(*p.MaxCompletionTokens), 10)
+	}
+	for _, f := range []struct {
+		key string
+		v   *float64
+	}{{`,"temperature":`, p.Temperature}, {`,"top_p":`, p.TopP}} {
+		if f.v == nil {
+			continue
+		}
+		if math.IsInf(*f.v, 0) || math.IsNaN(*f.v) {
+			_, err := json.Marshal(*f.v) // its error, word for word
+			return nil, fmt.Errorf("encoding the chat request: %w", err)
+		}
+		b = appendJSONFloat(append(b, f.key...), *f.v)
+	}
+	if p.Seed != nil {
+		b = strconv.AppendInt(append(b, `,"seed":`...), *p.Seed, 10)
+	}
+	return b, nil
+}
+
+// appendJSONFloat appends a finite f as encoding/json writes a float64:
+// the shortest representation, in exponent form only below 1e-6 or from
+// 1e21, with a one-digit negative exponent unpadded.
+func appendJSONFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if n := len(b); format == 'e' && n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+		b[n-2] = b[n-1] // e-09 becomes e-9
+		b = b[:n-1]
+	}
+	return b
+}
+
+// appendJSONString appends s quoted as encoding/json quotes a string
+// without HTML escaping: \" and \\, the short escapes \b \f \n \r \t,
+// \u00XX for other control characters, \ufffd for each byte of invalid
+// UTF-8, and \u2028 and \u2029 (line and paragraph separators).
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if jsonSafe[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b = append(append(b, s[start:i]...), `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', lowerHex[r&0xf])
+		default:
+			i += n
+			continue
+		}
+		i += n
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+const lowerHex = "0123456789abcdef"
+
+// jsonSafe marks the ASCII bytes a JSON string holds as themselves.
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // extendedBy reports whether w's body may start with p: same model, and
 // p's messages are the first of w's. Comparing strings that share memory

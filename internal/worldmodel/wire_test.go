@@ -1,8 +1,10 @@
 package worldmodel
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -148,6 +150,7 @@ func TestEncodeChatBodyReusesPrefix(t *testing.T) {
 			return m
 		}, nil, false},
 		{"no messages", "other", func() []Message { return nil }, nil, false},
+		{"grown from no messages", "other", func() []Message { return hist[:2] }, nil, true},
 	}
 	var prev *encodedPrefix
 	for _, st := range steps {
@@ -172,6 +175,47 @@ func TestEncodeChatBodyReusesPrefix(t *testing.T) {
 			t.Errorf("%s: body is not JSON: %v", st.name, err)
 		}
 		prev = next
+	}
+}
+
+// TestPrefixExtendedTwice extends one prefix by two different requests
+// (forks of a session share its key), then each of those again: the
+// first takes the prefix's room for its messages, the second copies, and
+// every body and prefix stays its own.
+func TestPrefixExtendedTwice(t *testing.T) {
+	hist := history()
+	encode := func(msgs []Message, prev *encodedPrefix) *encodedPrefix {
+		t.Helper()
+		w := newChatRequest(Request{Messages: msgs}, "wm")
+		whole, err := encodeChatRequest(w, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, next, err := encodeChatBody(w, nil, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(whole), string(got)); diff != "" {
+			t.Fatalf("body through the prefix differs from the whole encoding (-whole +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(msgs, next.msgs); diff != "" {
+			t.Fatalf("prefix messages (-want +got):\n%s", diff)
+		}
+		return next
+	}
+	fork := func(m ...Message) []Message { return append(slices.Clone(hist[:5]), m...) }
+	base := encode(hist[:3], nil)
+	base = encode(hist[:5], base) // base's messages now have room after them
+	a := encode(fork(Message{Role: "user", Content: "fork a"}), base)
+	b := encode(fork(Message{Role: "user", Content: "fork b"}), base)
+	same := encode(hist[:5], base)
+	a2 := encode(fork(Message{Role: "user", Content: "fork a"}, Message{Role: "assistant", Content: "a2"}), a)
+	b2 := encode(fork(Message{Role: "user", Content: "fork b"}, Message{Role: "assistant", Content: "b2"}), b)
+	encode(fork(Message{Role: "user", Content: "same"}), same)
+	for name, p := range map[string]*encodedPrefix{"a": a, "b": b, "a2": a2, "b2": b2} {
+		if want := "fork " + name[:1]; p.msgs[5].Content != want {
+			t.Errorf("prefix %s: message 5 is %q, want %q", name, p.msgs[5].Content, want)
+		}
 	}
 }
 
@@ -231,4 +275,41 @@ func BenchmarkEncodeChatRequest(b *testing.B) {
 	b.ReportMetric(float64(whole.Nanoseconds())/float64(b.N), "ns-whole/op")
 	b.ReportMetric(float64(incr.Nanoseconds())/float64(b.N), "ns-incremental/op")
 	b.ReportMetric(float64(whole)/float64(incr), "whole/incremental")
+}
+
+// FuzzEncodeChatBody holds the hand-written encoding to encoding/json's
+// (without HTML escaping) of the whole request, whole and through the
+// prefix of a shorter request: the same bytes, or both fail.
+func FuzzEncodeChatBody(f *testing.F) {
+	f.Add("wm", "system", "You simulate <a> & \"b\"\n\t\u2028\u2029é\\/", "user", "ls\x00\x1f\x7f\xff\xe2\x80", 128, 0.6, true, false, uint8(2))
+	f.Add("", "", "", "", "", 0, 1e-7, true, true, uint8(0))
+	f.Add("m\u2028", "r", "\b\f\r", "u", "😀", -5, 1e21, true, false, uint8(3))
+	f.Add("m", "r", "c", "u", "d", 1, math.NaN(), true, false, uint8(1))
+	f.Fuzz(func(t *testing.T, model, role1, content1, role2, content2 string, maxTokens int, temp float64, params, completion bool, split uint8) {
+		msgs := []Message{{Role: role1, Content: content1}, {Role: role2, Content: content2}, {Role: "assistant", Content: content2 + content1}}
+		req := Request{Messages: msgs, MaxTokens: maxTokens, MaxCompletionTokens: completion}
+		if params {
+			seed := int64(maxTokens) * 7
+			topP := -temp / 3
+			req.Temperature, req.TopP, req.Seed = &temp, &topP, &seed
+		}
+		w := newChatRequest(req, model)
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		wantErr := enc.Encode(w)
+		_, prev, err := encodeChatBody(newChatRequest(Request{Messages: msgs[:int(split)%(len(msgs)+1)]}, model), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []*encodedPrefix{nil, prev} {
+			got, _, err := encodeChatBody(w, nil, p)
+			if (err != nil) != (wantErr != nil) || err != nil && !strings.HasSuffix(err.Error(), wantErr.Error()) {
+				t.Fatalf("error %v, encoding/json %v", err, wantErr)
+			}
+			if err == nil && string(got) != strings.TrimSuffix(want.String(), "\n") {
+				t.Fatalf("through prefix %v:\n got %s\nwant %s", p != nil, got, want.Bytes())
+			}
+		}
+	})
 }
