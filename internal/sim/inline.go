@@ -32,7 +32,6 @@ const (
 // sizeLocked is what the session holds in memory by
 // Options.MaxSessionBytes's measure. The caller holds s.mu.
 func (s *session) sizeLocked() int {
-	s.syncHistLocked()
 	return len(s.rec.Spec) + len(s.rec.SystemPrompt) + len(s.rec.InitialObservation) + s.turnBytes
 }
 

@@ -126,15 +126,17 @@ type session struct {
 	// sem serializes the steps, forks and deletes of the session.
 	sem chan struct{}
 
-	mu    sync.Mutex // guards the fields below
-	rec   SessionRecord
-	spec  *world.Spec
-	turns []TurnRecord
-	// hist holds the HistoryTurn of each of the first len(hist) turns and
-	// turnBytes their size, extended as turns are appended (a session's
-	// turns only ever grow), so a step does not copy or measure the whole
-	// history again.
+	mu   sync.Mutex // guards the fields below
+	rec  SessionRecord
+	spec *world.Spec
+	// The recorded turns, which only ever grow: turn i+1 is hist[i] and
+	// *result(i), turnBytes their size. hist is handed to environments as
+	// it is (StepInput.History, capped at its length; an element is never
+	// written once added), so a step copies no history. The results are
+	// kept in chunks of resultChunk, so that recording a turn copies no
+	// earlier one and leaves no grown-out array behind.
 	hist      []HistoryTurn
+	results   []*[resultChunk]StepResult
 	turnBytes int
 	env       Environment
 	lastUsed  time.Time
@@ -403,7 +405,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 		Model: req.Model, Seed: req.Seed, Spec: specJSON, Inline: inlineDigest(req, specJSON), SystemPrompt: sys,
 		Params: req.Params, Labels: req.Labels, Status: StatusActive, CreatedAt: now, UpdatedAt: now,
 	}
-	s := &session{sem: make(chan struct{}, 1), rec: rec, spec: spec, lastUsed: now}
+	s := newSession(rec, spec, nil, now)
 	env, err := factory(ctx, s.infoLocked())
 	if err != nil {
 		m.unreserve()
@@ -518,10 +520,9 @@ func (m *Manager) adopt(s *session) {
 }
 
 func (s *session) infoLocked() SessionInfo {
-	s.syncHistLocked()
 	// Capped at its length: an append by a reader makes its own copy, and
 	// the elements are never written once added.
-	hist := s.hist[:len(s.turns):len(s.turns)]
+	hist := s.hist[:len(s.hist):len(s.hist)]
 	return SessionInfo{
 		ID: s.rec.ID, Root: s.rec.Root, Parent: s.rec.Parent, Spec: s.spec, Inline: s.rec.Inline, SystemPrompt: s.rec.SystemPrompt,
 		Backend: s.rec.Backend, Model: s.rec.Model, Seed: s.rec.Seed, Params: s.rec.Params, Labels: s.rec.Labels,
@@ -529,11 +530,44 @@ func (s *session) infoLocked() SessionInfo {
 	}
 }
 
-// syncHistLocked extends hist and turnBytes to every recorded turn. The
-// caller holds s.mu.
-func (s *session) syncHistLocked() {
-	for _, t := range s.turns[len(s.hist):] {
-		s.hist = append(s.hist, t.HistoryTurn)
-		s.turnBytes += turnBytes(t.HistoryTurn)
+// resultChunk is how many turns' results one chunk of session.results
+// holds.
+const resultChunk = 8
+
+// result is the result of turn i+1. The caller holds s.mu.
+func (s *session) result(i int) *StepResult {
+	return &s.results[i/resultChunk][i%resultChunk]
+}
+
+// appendTurnLocked records the next turn. The caller holds s.mu.
+func (s *session) appendTurnLocked(h HistoryTurn, r *StepResult) {
+	i := len(s.hist)
+	if i/resultChunk == len(s.results) {
+		s.results = append(s.results, new([resultChunk]StepResult))
 	}
+	s.results[i/resultChunk][i%resultChunk] = *r
+	s.hist = append(s.hist, h)
+	s.turnBytes += turnBytes(h)
+}
+
+// turnsLocked is a copy of the recorded turns. The caller holds s.mu.
+func (s *session) turnsLocked() []TurnRecord {
+	turns := make([]TurnRecord, len(s.hist))
+	for i, h := range s.hist {
+		turns[i] = TurnRecord{Turn: i + 1, HistoryTurn: h, Result: *s.result(i)}
+	}
+	return turns
+}
+
+// newSession is a session of rec and spec holding turns (a fork's, or a
+// stored session's).
+func newSession(rec SessionRecord, spec *world.Spec, turns []TurnRecord, now time.Time) *session {
+	s := &session{sem: make(chan struct{}, 1), rec: rec, spec: spec, lastUsed: now}
+	if len(turns) > 0 {
+		s.hist = make([]HistoryTurn, 0, len(turns))
+	}
+	for i := range turns {
+		s.appendTurnLocked(turns[i].HistoryTurn, &turns[i].Result)
+	}
+	return s
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -326,4 +328,92 @@ type instantEcho struct{}
 
 func (instantEcho) Complete(_ context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
 	return &worldmodel.Response{Content: "<predicted_observation>" + req.Messages[len(req.Messages)-1].Content + "</predicted_observation>", FinishReason: "stop"}, nil
+}
+
+// TestTurnsKeptAcrossChunks: a session keeps its turns' results in chunks;
+// over several of them every recorded turn answers its retry with its
+// result, a fork takes the first turns and their results exactly, and the
+// trajectory and the store hold every turn in order, as does a manager
+// that resumes the session from the store.
+func TestTurnsKeptAcrossChunks(t *testing.T) {
+	ctx := context.Background()
+	st := NewMemStore()
+	m := newTestManager(t, instantEcho{}, Options{Store: st})
+	rep, err := m.Create(ctx, CreateRequest{WorldID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const turns = 3*resultChunk + 2
+	action := func(i int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`[{"keystrokes":"echo %d\n"}]`, i)) }
+	var results []*StepResult
+	for i := 1; i <= turns; i++ {
+		r, err := m.Step(ctx, rep.SessionID, StepRequest{Action: action(i), Turn: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		results = append(results, r)
+	}
+	for i := 1; i <= turns; i++ {
+		again, err := m.Step(ctx, rep.SessionID, StepRequest{Action: action(i), Turn: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(results[i-1], again); diff != "" {
+			t.Fatalf("turn %d retried (-first +again):\n%s", i, diff)
+		}
+	}
+	_, stored, err := st.LoadSession(ctx, rep.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := m.Trajectory(ctx, rep.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != turns || len(tr.Turns) != turns {
+		t.Fatalf("%d turns stored, %d in the trajectory, want %d", len(stored), len(tr.Turns), turns)
+	}
+	for i, s := range stored {
+		if s.Turn != i+1 || tr.Turns[i].Action != s.Action || tr.Turns[i].Observation != results[i].Observation {
+			t.Fatalf("turn %d: stored %+v, trajectory %+v", i+1, s, tr.Turns[i])
+		}
+	}
+	at := resultChunk + 1
+	fork, err := m.Fork(ctx, rep.SessionID, ForkRequest{AtTurn: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, forked, err := st.LoadSession(ctx, fork.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(stored[:at], forked); diff != "" {
+		t.Fatalf("forked turns (-parent's +fork's):\n%s", diff)
+	}
+	for i := 1; i <= at; i++ {
+		again, err := m.Step(ctx, fork.SessionID, StepRequest{Action: action(i), Turn: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(results[i-1], again); diff != "" {
+			t.Fatalf("fork's turn %d retried (-parent's +fork's):\n%s", i, diff)
+		}
+	}
+	if st, err := m.State(ctx, fork.SessionID); err != nil || st.StepCount != at || st.LastObservation != results[at-1].Observation {
+		t.Fatalf("fork's state %+v, %v", st, err)
+	}
+	// Another manager over the same store resumes the session from it.
+	m2 := newTestManager(t, instantEcho{}, Options{Store: st})
+	for i := 1; i <= turns; i++ {
+		again, err := m2.Step(ctx, rep.SessionID, StepRequest{Action: action(i), Turn: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(results[i-1], again); diff != "" {
+			t.Fatalf("resumed session's turn %d retried (-first +resumed):\n%s", i, diff)
+		}
+	}
+	if _, err := m2.Step(ctx, rep.SessionID, StepRequest{Action: action(turns + 1), Turn: turns + 1}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -61,7 +61,8 @@ func (m *Manager) acquire(ctx context.Context, id string) (*session, error) {
 		m.inflight.Done()
 		return nil, fmt.Errorf("session %s: stored world spec: %w", id, err)
 	}
-	s = &session{sem: make(chan struct{}, 1), rec: rec, spec: &spec, turns: turns, lastUsed: m.opts.Now(), users: 1}
+	s = newSession(rec, &spec, turns, m.opts.Now())
+	s.users = 1
 	if rec.Status != StatusActive {
 		return s, nil // read-only view; never resident
 	}
@@ -164,7 +165,7 @@ func (m *Manager) step1(ctx context.Context, id string, req *StepRequest, wantJS
 	defer s.unlock()
 
 	s.mu.Lock()
-	n := len(s.turns)
+	n := len(s.hist)
 	if req.Turn > 0 && req.Turn <= n || req.Turn > 0 && req.Turn != n+1 || s.rec.Status != StatusActive {
 		res, err := s.notNextLocked(id, req, &act, n)
 		s.mu.Unlock()
@@ -204,11 +205,10 @@ func (m *Manager) checkStep(req *StepRequest) error {
 //go:noinline
 func (s *session) notNextLocked(id string, req *StepRequest, act *conversation.Action, n int) (*StepResult, error) {
 	if req.Turn > 0 && req.Turn <= n {
-		t := &s.turns[req.Turn-1]
-		if t.Action != act.Text {
+		if s.hist[req.Turn-1].Action != act.Text {
 			return nil, fielderr.New(ErrTurnConflict, "turn", "turn %d was recorded with a different action", req.Turn)
 		}
-		r := t.Result
+		r := *s.result(req.Turn - 1)
 		return &r, nil
 	}
 	if req.Turn > 0 && req.Turn != n+1 {
@@ -399,7 +399,7 @@ func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act
 			res.Info.EndReason = fmt.Sprintf("session size limit of %d bytes reached", lim)
 		}
 	}
-	rec := TurnRecord{Turn: turn, HistoryTurn: ht, Result: *res}
+	rec := TurnRecord{Turn: turn, HistoryTurn: ht, Result: *res} // for the store
 	ra, _ := m.store.(ResultAppender)
 	var enc []byte
 	if wantJSON || ra != nil {
@@ -419,7 +419,7 @@ func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act
 		return nil, nil, fmt.Errorf("record session %s turn %d: %w", info.ID, turn, err)
 	}
 	s.mu.Lock()
-	s.turns = append(s.turns, rec)
+	s.appendTurnLocked(ht, res)
 	s.rec.Status = status
 	s.rec.UpdatedAt = m.opts.Now().UTC()
 	s.mu.Unlock()
@@ -455,7 +455,7 @@ func (m *Manager) Fork(ctx context.Context, id string, req ForkRequest) (*Reply,
 	s.mu.Lock()
 	parent := s.rec
 	spec := s.spec
-	turns := append([]TurnRecord(nil), s.turns...)
+	turns := s.turnsLocked()
 	s.mu.Unlock()
 	s.unlock()
 	if req.AtTurn < 0 || req.AtTurn > len(turns) {
@@ -489,7 +489,7 @@ func (m *Manager) Fork(ctx context.Context, id string, req ForkRequest) (*Reply,
 		}
 		maps.Copy(child.Labels, req.Labels)
 	}
-	ns := &session{sem: make(chan struct{}, 1), rec: child, spec: spec, turns: turns, lastUsed: m.opts.Now()}
+	ns := newSession(child, spec, turns, m.opts.Now())
 	// A backend that cannot rebuild its state from the history (a real
 	// sandbox, the real side of a shadow session) refuses now, before a
 	// child exists, not on the child's first step. The environment made to
@@ -567,7 +567,7 @@ func (m *Manager) Trajectory(ctx context.Context, id string) (*trajectory.Trajec
 	defer m.release(s)
 	s.mu.Lock()
 	rec, spec := s.rec, s.spec
-	turns := append([]TurnRecord(nil), s.turns...)
+	turns := s.turnsLocked()
 	s.mu.Unlock()
 	comp := Components(spec)
 	t := &trajectory.Trajectory{
@@ -653,10 +653,10 @@ func (m *Manager) State(ctx context.Context, id string) (*State, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	last := s.rec.InitialObservation
-	if n := len(s.turns); n > 0 {
-		last = s.turns[n-1].Observation
+	if n := len(s.hist); n > 0 {
+		last = s.hist[n-1].Observation
 	}
-	return &State{EpisodeID: s.rec.ID, StepCount: len(s.turns), World: s.rec.World, Domain: s.rec.Domain,
+	return &State{EpisodeID: s.rec.ID, StepCount: len(s.hist), World: s.rec.World, Domain: s.rec.Domain,
 		Backend: s.rec.Backend, Status: s.rec.Status, Parent: s.rec.Parent, LastObservation: last}, nil
 }
 
