@@ -130,9 +130,9 @@ func (p *hostPolicy) hostAllowed(host string) bool {
 // origin, or an allowed one. A request without Origin that the browser
 // marks cross-site is refused too.
 func (p *hostPolicy) originAllowed(r *http.Request) bool {
-	o := r.Header.Get("Origin")
+	o := headerValue(r.Header, "Origin")
 	if o == "" {
-		return r.Header.Get("Sec-Fetch-Site") != "cross-site" || p.anyOrigin
+		return headerValue(r.Header, "Sec-Fetch-Site") != "cross-site" || p.anyOrigin
 	}
 	if p.anyOrigin {
 		return true

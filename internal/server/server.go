@@ -182,9 +182,8 @@ func (s *Server) handleFunc(pattern string, f http.HandlerFunc) {
 func (s *Server) guard(route string, h http.Handler) http.Handler {
 	series := s.metrics.route(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
 		sw := s.gate.Writer(w)
-		defer func() { series.observe(sw.Status, time.Since(start)) }()
+		defer func() { series.observe(sw.Status, time.Since(sw.Start)) }()
 		if !s.admit(sw, r) {
 			return
 		}

@@ -19,7 +19,9 @@ import (
 // /v1/sessions/{id}/step through the real mux, guard and handler into an
 // in-memory Manager whose world model answers at once (instantModel);
 // "edge" is the same request through the mux and guard to a handler that
-// only reads the body and writes a fixed reply, the edge's share alone.
+// only reads the body and writes a fixed reply, the edge's share alone;
+// "bare" is that handler without the guard (the mux and net/http's body
+// as they are), so edge minus bare is what the guard adds to a request.
 // The request and the ResponseWriter are reused, as net/http's own are
 // made by net/http, so allocs/op counts what the server allocates, not
 // the harness. The cost of one more loopback HTTP hop is what
@@ -38,7 +40,7 @@ func BenchmarkStepEdge(b *testing.B) {
 	b.Cleanup(func() { _ = m.Close(context.Background()) })
 	s := New(m, &Options{Registry: reg, Metrics: met})
 	reply := []byte(`{"observation":"obs","reward":0,"terminated":false,"truncated":false,"info":{"turn":1}}`)
-	s.Handle("POST /bench/{id}/step", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	answer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := readBody(r); err != nil {
 			s.writeError(w, r, err)
 			return
@@ -46,7 +48,9 @@ func BenchmarkStepEdge(b *testing.B) {
 		setJSONType(w)
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(reply)
-	}))
+	})
+	s.Handle("POST /bench/{id}/step", answer)
+	s.mux.Handle("POST /bare/{id}/step", answer)
 	h := s.Handler()
 
 	b.Run("step", func(b *testing.B) {
@@ -71,12 +75,17 @@ func BenchmarkStepEdge(b *testing.B) {
 			br.serve(b, h, turn)
 		}
 	})
-	b.Run("edge", func(b *testing.B) {
-		br := newBenchRequest("/bench/s_0123456789abcdef/step")
-		for b.Loop() {
-			br.serve(b, h, 1)
-		}
-	})
+	for _, route := range []struct{ name, path string }{
+		{"edge", "/bench/s_0123456789abcdef/step"},
+		{"bare", "/bare/s_0123456789abcdef/step"},
+	} {
+		b.Run(route.name, func(b *testing.B) {
+			br := newBenchRequest(route.path)
+			for b.Loop() {
+				br.serve(b, h, 1)
+			}
+		})
+	}
 }
 
 // benchRequest is a step request and its ResponseWriter, remade in place
