@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/agentworld/agentworld/internal/jsonappend"
 )
 
 // Session statuses as stored.
@@ -78,26 +81,89 @@ type ResultAppender interface {
 }
 
 // EncodeResult encodes r as a step's HTTP reply carries it: JSON without
-// HTML escaping, ending in a newline (what json.Encoder writes).
-// It encodes in a reused buffer and returns a copy: one allocation.
+// HTML escaping, ending in a newline (what json.Encoder writes). It
+// encodes in a reused buffer and returns a copy: one allocation. The
+// usual result, without maps in its info and with a finite reward, is
+// written field by field (appendResult); any other by encoding/json.
 func EncodeResult(r *StepResult) ([]byte, error) {
-	buf := resultBufs.Get().(*bytes.Buffer)
+	buf := resultBufs.Get().(*[]byte)
 	defer func() {
-		if buf.Cap() <= 1<<20 { // an outsized result's buffer is let go
-			buf.Reset()
+		if cap(*buf) <= 1<<20 { // an outsized result's buffer is let go
 			resultBufs.Put(buf)
 		}
 	}()
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
-		return nil, err
+	b, ok := appendResult((*buf)[:0], r)
+	if !ok {
+		w := bytes.NewBuffer(b[:0])
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(r); err != nil {
+			return nil, err
+		}
+		b = w.Bytes()
 	}
-	return bytes.Clone(buf.Bytes()), nil
+	*buf = b
+	return bytes.Clone(b), nil
 }
 
 // resultBufs holds the buffers EncodeResult encodes in.
-var resultBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+var resultBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// appendResult appends r as encoding/json encodes it (struct field order,
+// omitempty), when r's info holds no map (reward components, labels,
+// extra) and its reward is finite; otherwise ok is false. Every field of
+// StepResult and StepInfo must be written here (FuzzEncodeResult sets
+// each).
+func appendResult(b []byte, r *StepResult) (_ []byte, ok bool) {
+	in := &r.Info
+	if len(in.RewardComponents) > 0 || len(in.Labels) > 0 || len(in.Extra) > 0 {
+		return b, false
+	}
+	b = jsonappend.String(append(b, `{"observation":`...), r.Observation)
+	if b, ok = jsonappend.Float(append(b, `,"reward":`...), r.Reward); !ok {
+		return b, false
+	}
+	b = strconv.AppendBool(append(b, `,"terminated":`...), r.Terminated)
+	b = strconv.AppendBool(append(b, `,"truncated":`...), r.Truncated)
+	b = strconv.AppendInt(append(b, `,"info":{"turn":`...), int64(in.Turn), 10)
+	b = strconv.AppendInt(append(b, `,"latency_ms":`...), in.LatencyMS, 10)
+	b = jsonappend.String(append(b, `,"backend":`...), in.Backend)
+	b = appendSet(b, `,"replica":`, in.Replica)
+	b = appendSet(b, `,"model":`, in.Model)
+	b = appendCount(b, `,"prompt_tokens":`, in.PromptTokens)
+	b = appendCount(b, `,"completion_tokens":`, in.CompletionTokens)
+	b = appendCount(b, `,"cached_tokens":`, in.CachedTokens)
+	b = appendSet(b, `,"finish_reason":`, in.FinishReason)
+	b = appendSet(b, `,"reasoning":`, in.Reasoning)
+	if in.Approximate {
+		b = append(b, `,"approximate":true`...)
+	}
+	b = appendSet(b, `,"error":`, in.Error)
+	b = appendCount(b, `,"retries":`, in.Retries)
+	b = appendCount(b, `,"transport_retries":`, in.TransportRetries)
+	b = appendCount(b, `,"history_cut":`, in.HistoryCut)
+	if in.PrefixBreak {
+		b = append(b, `,"prefix_break":true`...)
+	}
+	b = appendSet(b, `,"end_reason":`, in.EndReason)
+	return append(b, "}}\n"...), true
+}
+
+// appendSet appends an omitempty string field that is set.
+func appendSet(b []byte, key, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return jsonappend.String(append(b, key...), v)
+}
+
+// appendCount appends an omitempty int field that is set.
+func appendCount(b []byte, key string, v int) []byte {
+	if v == 0 {
+		return b
+	}
+	return strconv.AppendInt(append(b, key...), int64(v), 10)
+}
 
 // MemStore is a Store in memory, for tests and for running without a
 // database file.
