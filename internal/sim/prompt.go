@@ -132,6 +132,7 @@ type budgetState struct {
 	b      Budget
 	cut    int   // turns hidden
 	tokens []int // per recorded turn: user+assistant tokens
+	shown  int   // the sum of tokens[cut:]
 	sys    int
 }
 
@@ -153,8 +154,14 @@ func (bs *budgetState) turnTokens(h HistoryTurn) int {
 // turn answered last step).
 func (bs *budgetState) sync(history []HistoryTurn) {
 	for len(bs.tokens) < len(history) {
-		bs.tokens = append(bs.tokens, bs.turnTokens(history[len(bs.tokens)]))
+		bs.add(bs.turnTokens(history[len(bs.tokens)]))
 	}
+}
+
+// add records the next turn's tokens.
+func (bs *budgetState) add(t int) {
+	bs.tokens = append(bs.tokens, t)
+	bs.shown += t
 }
 
 // place decides the cut for a request whose newest message costs newTok,
@@ -163,16 +170,14 @@ func (bs *budgetState) place(newTok int) bool {
 	if bs.b.Limit <= 0 {
 		return false
 	}
-	total := bs.sys + newTok
-	for _, t := range bs.tokens[bs.cut:] {
-		total += t
-	}
+	total := bs.sys + newTok + bs.shown
 	if total <= bs.b.Limit {
 		return false
 	}
 	moved := false
 	for bs.cut < len(bs.tokens) && total > bs.b.LowWater {
 		total -= bs.tokens[bs.cut]
+		bs.shown -= bs.tokens[bs.cut]
 		bs.cut++
 		moved = true
 	}
@@ -184,7 +189,7 @@ func (bs *budgetState) place(newTok int) bool {
 func (bs *budgetState) replay(history []HistoryTurn) {
 	for i := range history {
 		bs.place(bs.b.Count(history[i].Message) + messageOverhead)
-		bs.tokens = append(bs.tokens, bs.turnTokens(history[i]))
+		bs.add(bs.turnTokens(history[i]))
 	}
 }
 

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -104,5 +105,49 @@ func TestBudgetCutsByServerCounts(t *testing.T) {
 	est.replay(hist)
 	if est.cut == 0 {
 		t.Fatal("estimate: no cut, want one (10 turns of 200 estimated tokens)")
+	}
+}
+
+// TestBudgetCutsWhereTheSumSays: the budget keeps the shown turns' total
+// as turns come and cuts go; every cut is where summing the shown turns'
+// tokens afresh at each step puts it, live and in a replay of the history.
+func TestBudgetCutsWhereTheSumSays(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	b := Budget{Limit: 3000, LowWater: 2000}
+	live := newBudgetState(b, "system prompt")
+	sys := EstimateTokens("system prompt") + messageOverhead
+	var hist []HistoryTurn
+	var tokens []int
+	cut := 0
+	for turn := 1; turn <= 300; turn++ {
+		msg := strings.Repeat("m", rng.IntN(2000))
+		newTok := EstimateTokens(msg) + messageOverhead
+		// The reference: sum the shown turns afresh.
+		total := sys + newTok
+		for _, t := range tokens[cut:] {
+			total += t
+		}
+		if total > b.Limit {
+			for cut < len(tokens) && total > b.LowWater {
+				total -= tokens[cut]
+				cut++
+			}
+		}
+		live.sync(hist)
+		live.place(newTok)
+		if live.cut != cut {
+			t.Fatalf("turn %d: cut %d, summing afresh gives %d", turn, live.cut, cut)
+		}
+		h := HistoryTurn{Message: msg, Assistant: strings.Repeat("o", rng.IntN(3000))}
+		hist = append(hist, h)
+		tokens = append(tokens, EstimateTokens(h.Message)+EstimateTokens(h.Assistant)+2*messageOverhead)
+	}
+	if cut == 0 {
+		t.Fatal("no cut in 300 turns; the test does not exercise the budget")
+	}
+	replayed := newBudgetState(b, "system prompt")
+	replayed.replay(hist)
+	if replayed.cut != cut {
+		t.Fatalf("replay cut %d, live %d", replayed.cut, cut)
 	}
 }
