@@ -173,7 +173,19 @@ func splitThinkingRegexp(s string, keep bool) (answer, thinking string) {
 // unclosed), stripped; without a tag the cleaned text stripped; NoOutput when
 // nothing is left.
 func ExtractPrediction(gen string) string {
-	s := StripThinking(gen)
+	return predictionOf(StripThinking(gen))
+}
+
+// SplitAnswer is ExtractPrediction(gen) and Reasoning(gen) from one pass
+// over the thinking, for a generation whose reasoning the server did not
+// return apart.
+func SplitAnswer(gen string) (prediction, reasoning string) {
+	answer, reasoning := splitThinking(gen, true)
+	return predictionOf(answer), reasoning
+}
+
+// predictionOf is ExtractPrediction of a generation whose thinking is gone.
+func predictionOf(s string) string {
 	if p, ok := LastTagContent(s); ok {
 		return p
 	}

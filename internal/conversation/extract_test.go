@@ -63,6 +63,20 @@ func FuzzReasoning(f *testing.F) {
 	})
 }
 
+// FuzzSplitAnswer: SplitAnswer gives what ExtractPrediction and Reasoning
+// give apart.
+func FuzzSplitAnswer(f *testing.F) {
+	for _, s := range []string{"a</think>b", "<think>x</think>y", "<think>x<predicted_observation>y", "plain", "", "<think>a</think><THINK>b</think>c</think>d<think>e<predicted_observation>f</predicted_observation>", "<thin\u212a>x</thin\u212a>y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, r := SplitAnswer(s)
+		if wp, wr := ExtractPrediction(s), Reasoning(s); p != wp || r != wr {
+			t.Fatalf("SplitAnswer(%q) = %q, %q; apart %q, %q", s, p, r, wp, wr)
+		}
+	})
+}
+
 // FuzzAnswerRoundTrip: whatever observation a training target wraps,
 // ExtractPrediction reads back stripped, as long as the observation holds
 // none of the tags the reader looks for (no real observation does; a
