@@ -143,7 +143,7 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 	if err != nil {
 		return Observation{}, fmt.Errorf("world model, turn %d: %w", in.Turn, err)
 	}
-	pred, bad := answerOf(resp)
+	pred, reasoning, bad := answerOf(resp)
 	if bad != "" {
 		info.Retries++
 		retry := req
@@ -157,7 +157,7 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 		}
 		addUsage(r2, resp)
 		resp = r2
-		pred, bad = answerOf(resp)
+		pred, reasoning, bad = answerOf(resp)
 		if bad != "" {
 			info.Error = bad + " after one retry with a larger budget"
 		}
@@ -173,7 +173,7 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 	info.FinishReason = resp.FinishReason
 	info.Reasoning = resp.Reasoning
 	if info.Reasoning == "" {
-		info.Reasoning = conversation.Reasoning(resp.Content)
+		info.Reasoning = reasoning
 	}
 	if r, ok := replicaOf(resp); ok {
 		info.Replica = r
@@ -191,13 +191,7 @@ func (e *modelEnv) messages(history []HistoryTurn, cut int, newest string) (msgs
 		n++
 	}
 	prev := e.msgs
-	extends = len(prev) > 0 && len(prev) <= n
-	for k := 0; extends && k < len(prev); k++ {
-		role, note, body := e.messageAt(history, cut, newest, k)
-		c := prev[k].Content
-		extends = prev[k].Role == role && len(c) == len(note)+len(body) && c[:len(note)] == note && c[len(note):] == body
-	}
-	if extends {
+	if extends = e.extends(prev, history, cut, newest, n); extends {
 		msgs = prev
 	} else {
 		msgs = make([]worldmodel.Message, 0, n+n/2+2)
@@ -208,6 +202,56 @@ func (e *modelEnv) messages(history []HistoryTurn, cut int, newest string) (msgs
 	}
 	e.msgs = msgs
 	return msgs[:n:n], extends
+}
+
+// extends reports whether prev is the start of the request of n messages
+// that history, cut and newest make, message by message. The strings of
+// a session's messages are shared with its history, so comparing equal
+// ones costs a pointer comparison each.
+func (e *modelEnv) extends(prev []worldmodel.Message, history []HistoryTurn, cut int, newest string, n int) bool {
+	if len(prev) == 0 || len(prev) > n {
+		return false
+	}
+	k := 0
+	if e.s.SystemPrompt != "" {
+		if prev[0] != (worldmodel.Message{Role: "system", Content: e.s.SystemPrompt}) {
+			return false
+		}
+		k = 1
+	}
+	for i := cut; k < len(prev); i++ {
+		u := newest
+		if i < len(history) {
+			u = history[i].Message
+		}
+		if prev[k].Role != "user" {
+			return false
+		}
+		if c := prev[k].Content; i == cut && cut > 0 {
+			note := e.noteFor(cut)
+			if len(c) != len(note)+len(u) || c[:len(note)] != note || c[len(note):] != u {
+				return false
+			}
+		} else if c != u {
+			return false
+		}
+		if k++; k == len(prev) {
+			return true
+		}
+		if i == len(history) || prev[k] != (worldmodel.Message{Role: "assistant", Content: history[i].Assistant}) {
+			return false
+		}
+		k++
+	}
+	return true
+}
+
+// noteFor is truncationNote(cut), made again only when the cut moves.
+func (e *modelEnv) noteFor(cut int) string {
+	if e.noteCut != cut {
+		e.note, e.noteCut = truncationNote(cut), cut
+	}
+	return e.note
 }
 
 // messageAt is the k-th message of a request as BuildMessages makes it:
@@ -230,10 +274,7 @@ func (e *modelEnv) messageAt(history []HistoryTurn, cut int, newest string, k in
 		body = history[i].Message
 	}
 	if i == cut && cut > 0 {
-		if e.noteCut != cut {
-			e.note, e.noteCut = truncationNote(cut), cut
-		}
-		note = e.note
+		note = e.noteFor(cut)
 	}
 	return "user", note, body
 }
@@ -247,24 +288,29 @@ func addUsage(dst, first *worldmodel.Response) {
 	dst.Attempts += first.Attempts
 }
 
-// answerOf extracts the prediction and says what is wrong with it, if
-// anything: an empty generation, a length-cut one, or one with nothing left
-// after the thinking.
-func answerOf(r *worldmodel.Response) (string, string) {
+// answerOf extracts the prediction and the reasoning (the thinking in the
+// content, when the server returned none apart) and says what is wrong
+// with the prediction, if anything: an empty generation, a length-cut
+// one, or one with nothing left after the thinking.
+func answerOf(r *worldmodel.Response) (pred, reasoning, bad string) {
 	if strings.TrimSpace(r.Content) == "" {
 		if r.Truncated() {
-			return conversation.NoOutput, "empty answer (cut by the token budget)"
+			return conversation.NoOutput, "", "empty answer (cut by the token budget)"
 		}
-		return conversation.NoOutput, "empty answer"
+		return conversation.NoOutput, "", "empty answer"
 	}
-	pred := conversation.ExtractPrediction(r.Content)
+	if r.Reasoning == "" {
+		pred, reasoning = conversation.SplitAnswer(r.Content)
+	} else {
+		pred = conversation.ExtractPrediction(r.Content)
+	}
 	if r.Truncated() {
-		return pred, "answer cut by the token budget (finish_reason=length)"
+		return pred, reasoning, "answer cut by the token budget (finish_reason=length)"
 	}
 	if pred == conversation.NoOutput {
-		return pred, "no prediction in the answer"
+		return pred, reasoning, "no prediction in the answer"
 	}
-	return pred, ""
+	return pred, reasoning, ""
 }
 
 func replicaOf(r *worldmodel.Response) (string, bool) {
