@@ -125,3 +125,30 @@ func BenchmarkManagerStep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkManagerCreate measures opening (and closing) a session of a
+// loaded world, the bundled python-terminal:
+//
+//	go test ./internal/sim -run '^$' -bench ManagerCreate -benchmem
+func BenchmarkManagerCreate(b *testing.B) {
+	spec, err := world.Load("../../examples/worlds/python-terminal.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := New(&Options{
+		Store:    writeOnlyStore{},
+		Worlds:   map[string]*world.Spec{spec.Name: spec},
+		Backends: map[string]BackendFactory{BackendModel: NewModelBackend(fixedAnswer{}, nil)},
+	})
+	defer m.Close(context.Background())
+	ctx := context.Background()
+	for b.Loop() {
+		rep, err := m.Create(ctx, CreateRequest{WorldID: spec.Name})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Delete(ctx, rep.SessionID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
