@@ -109,8 +109,11 @@ type Manager struct {
 	store Store
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	worlds   map[string]*world.Spec
+	mu     sync.Mutex
+	worlds map[string]*world.Spec
+	// prepared holds what every session of a loaded world starts from,
+	// made by its first session (see prepare).
+	prepared map[*world.Spec]preparedWorld
 	backends map[string]BackendFactory
 	sessions map[string]*session
 	claimed  map[string]bool // ids named by creates in progress
@@ -211,6 +214,9 @@ func (m *Manager) RegisterBackend(name string, f BackendFactory) {
 func (m *Manager) AddWorld(s *world.Spec) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if old := m.worlds[s.Name]; old != nil {
+		delete(m.prepared, old)
+	}
 	m.worlds[s.Name] = s
 }
 
@@ -367,17 +373,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 	if err != nil {
 		return nil, err
 	}
-	render := m.opts.SystemPrompt
-	if render == nil {
-		render = trajectory.WorldSystemPrompt
-	}
-	sys, err := render(spec.Domain, Components(spec))
+	sys, specJSON, err := m.prepare(spec, req.World == nil)
 	if err != nil {
-		return nil, fielderr.Wrap(ErrBadRequest, "world.domain", err)
-	}
-	specJSON, err := json.Marshal(spec)
-	if err != nil {
-		return nil, fmt.Errorf("encode world spec: %w", err)
+		return nil, err
 	}
 	if lim := m.opts.MaxSessionBytes; lim > 0 && len(specJSON)+len(sys) >= lim {
 		return nil, fielderr.New(ErrTooLarge, "world", "the spec and its system prompt take %d bytes, over the session size limit of %d", len(specJSON)+len(sys), lim).WithSetting("MaxSessionBytes")
@@ -433,6 +431,51 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 	return &Reply{SessionID: id, Observation: first.Text, Info: ReplyInfo{
 		World: spec.Name, Domain: string(spec.Domain), Backend: backend, Source: src, Terminated: first.Terminated,
 	}}, nil
+}
+
+// preparedWorld is what a session of a world starts from: its system
+// prompt and its spec as JSON.
+type preparedWorld struct {
+	sys  string
+	spec json.RawMessage
+}
+
+// prepare renders spec's system prompt and encodes the spec. For a loaded
+// world (loaded) both depend on nothing but the spec, so they are made by
+// its first session and shared by the next ones, which then hold one copy
+// between them; an inline spec's are made for its session.
+func (m *Manager) prepare(spec *world.Spec, loaded bool) (string, json.RawMessage, error) {
+	if loaded {
+		m.mu.Lock()
+		p, ok := m.prepared[spec]
+		m.mu.Unlock()
+		if ok {
+			return p.sys, p.spec, nil
+		}
+	}
+	render := m.opts.SystemPrompt
+	if render == nil {
+		render = trajectory.WorldSystemPrompt
+	}
+	sys, err := render(spec.Domain, Components(spec))
+	if err != nil {
+		return "", nil, fielderr.Wrap(ErrBadRequest, "world.domain", err)
+	}
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return "", nil, fmt.Errorf("encode world spec: %w", err)
+	}
+	if loaded {
+		m.mu.Lock()
+		if m.worlds[spec.Name] == spec { // not replaced meanwhile
+			if m.prepared == nil {
+				m.prepared = map[*world.Spec]preparedWorld{}
+			}
+			m.prepared[spec] = preparedWorld{sys: sys, spec: specJSON}
+		}
+		m.mu.Unlock()
+	}
+	return sys, specJSON, nil
 }
 
 func (m *Manager) resolveWorld(req CreateRequest) (*world.Spec, error) {

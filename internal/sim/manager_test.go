@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -416,4 +418,60 @@ func TestTurnsKeptAcrossChunks(t *testing.T) {
 	if _, err := m2.Step(ctx, rep.SessionID, StepRequest{Action: action(turns + 1), Turn: turns + 1}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestLoadedWorldPreparedOnce: the system prompt and spec JSON of a loaded
+// world are made by its first session and reused by the next, until the
+// world is replaced; an inline spec's are made for each session. Every
+// session's record holds what rendering and encoding its spec give.
+func TestLoadedWorldPreparedOnce(t *testing.T) {
+	ctx := context.Background()
+	renders := 0
+	st := NewMemStore()
+	m := newTestManager(t, instantEcho{}, Options{Store: st, SystemPrompt: func(d domain.Domain, c trajectory.Components) (string, error) {
+		renders++
+		return trajectory.WorldSystemPrompt(d, c)
+	}})
+	check := func(id string, spec *world.Spec) {
+		t.Helper()
+		rec, _, err := st.LoadSession(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys, err := SystemPrompt(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specJSON, err := json.Marshal(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.SystemPrompt != sys || string(rec.Spec) != string(specJSON) {
+			t.Fatalf("session %s: system prompt %q and spec %s, want %q and %s", id, rec.SystemPrompt, rec.Spec, sys, specJSON)
+		}
+	}
+	create := func(req CreateRequest, spec *world.Spec, wantRenders int) {
+		t.Helper()
+		rep, err := m.Create(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if renders != wantRenders {
+			t.Fatalf("%d renders after creating %+v, want %d", renders, req, wantRenders)
+		}
+		check(rep.SessionID, spec)
+	}
+	loaded, _ := m.World("t")
+	for range 3 {
+		create(CreateRequest{WorldID: "t"}, loaded, 1)
+	}
+	changed := termWorld()
+	changed.TaskDescription = "a different shell"
+	m.AddWorld(changed)
+	create(CreateRequest{WorldID: "t"}, changed, 2)
+	create(CreateRequest{WorldID: "t"}, changed, 2)
+	inline := termWorld()
+	inline.Name = "mine"
+	create(CreateRequest{World: inline}, inline, 3)
+	create(CreateRequest{World: inline}, inline, 4)
 }
