@@ -528,6 +528,11 @@ func (m *Manager) backend(name string) (BackendFactory, error) {
 func (m *Manager) enter() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.enterLocked()
+}
+
+// enterLocked is enter with m.mu held.
+func (m *Manager) enterLocked() error {
 	if m.closing {
 		return ErrShuttingDown
 	}

@@ -34,10 +34,11 @@ type StepRequest struct {
 // (after a restart, or once it ended), and counts a user so the reaper
 // leaves it alone. Callers must call m.release.
 func (m *Manager) acquire(ctx context.Context, id string) (*session, error) {
-	if err := m.enter(); err != nil {
+	m.mu.Lock()
+	if err := m.enterLocked(); err != nil { // under the lookup's lock
+		m.mu.Unlock()
 		return nil, err
 	}
-	m.mu.Lock()
 	s := m.sessions[id]
 	if s != nil {
 		s.mu.Lock()
