@@ -35,10 +35,10 @@ func (m *keepingModel) sent() []worldmodel.Message { return m.kept[len(m.kept)-2
 
 // newModelEnv is the world-model environment of a session of the test
 // world with a context budget small enough to force truncation cuts.
-func newModelEnv(t *testing.T, c worldmodel.Completer, history []HistoryTurn) Environment {
+func newModelEnv(t *testing.T, c worldmodel.Completer, system string, history []HistoryTurn) Environment {
 	t.Helper()
 	env, err := NewModelBackend(c, &ModelOptions{ContextBudget: 3000, MaxTokens: 1000})(context.Background(),
-		SessionInfo{ID: "s", Root: "s", Spec: termWorld(), SystemPrompt: "You simulate a shell.", History: history})
+		SessionInfo{ID: "s", Root: "s", Spec: termWorld(), SystemPrompt: system, History: history})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,9 +52,15 @@ func newModelEnv(t *testing.T, c worldmodel.Completer, history []HistoryTurn) En
 // prefix break is reported; and every request a completer kept is, after
 // the episode, still exactly as it was sent.
 func TestModelRequestsExtendInPlace(t *testing.T) {
+	for _, system := range []string{"You simulate a shell.", ""} {
+		t.Run(fmt.Sprintf("system=%q", system), func(t *testing.T) { requestsExtendInPlace(t, system) })
+	}
+}
+
+func requestsExtendInPlace(t *testing.T, system string) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	model := &keepingModel{rng: rng}
-	env := newModelEnv(t, model, nil)
+	env := newModelEnv(t, model, system, nil)
 	var history []HistoryTurn
 	cuts := map[int]bool{}
 	for turn := 1; turn <= 80; turn++ {
@@ -76,7 +82,7 @@ func TestModelRequestsExtendInPlace(t *testing.T) {
 			t.Fatalf("turn %d: prefix break reported", turn)
 		}
 		cuts[obs.Info.HistoryCut] = true
-		want := BuildMessages("You simulate a shell.", history, obs.Info.HistoryCut, obs.Message)
+		want := BuildMessages(system, history, obs.Info.HistoryCut, obs.Message)
 		if diff := cmp.Diff(want, model.sent()); diff != "" {
 			t.Fatalf("turn %d: request (-BuildMessages +sent):\n%s", turn, diff)
 		}
@@ -98,7 +104,7 @@ func TestModelRequestsExtendInPlace(t *testing.T) {
 // request BuildMessages makes; the next request, extending it, is not.
 func TestModelPrefixBreakReported(t *testing.T) {
 	model := &keepingModel{rng: rand.New(rand.NewPCG(1, 1))}
-	env := newModelEnv(t, model, nil)
+	env := newModelEnv(t, model, "You simulate a shell.", nil)
 	step := func(turn int, history []HistoryTurn) Observation {
 		t.Helper()
 		in := StepInput{Turn: turn, Action: conversation.Action{Text: fmt.Sprintf("a%d", turn)}, History: history}
