@@ -355,15 +355,21 @@ func TestTurnsKeptAcrossChunks(t *testing.T) {
 		}
 		results = append(results, r)
 	}
-	for i := 1; i <= turns; i++ {
-		again, err := m.Step(ctx, rep.SessionID, StepRequest{Action: action(i), Turn: i})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(results[i-1], again); diff != "" {
-			t.Fatalf("turn %d retried (-first +again):\n%s", i, diff)
+	// retried steps turns 1 to n of session id of m again, each of which
+	// must answer with the first result.
+	retried := func(what string, m *Manager, id string, n int) {
+		t.Helper()
+		for i := 1; i <= n; i++ {
+			again, err := m.Step(ctx, id, StepRequest{Action: action(i), Turn: i})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(results[i-1], again); diff != "" {
+				t.Fatalf("%s: turn %d retried (-first +again):\n%s", what, i, diff)
+			}
 		}
 	}
+	retried("session", m, rep.SessionID, turns)
 	_, stored, err := st.LoadSession(ctx, rep.SessionID)
 	if err != nil {
 		t.Fatal(err)
@@ -392,29 +398,13 @@ func TestTurnsKeptAcrossChunks(t *testing.T) {
 	if diff := cmp.Diff(stored[:at], forked); diff != "" {
 		t.Fatalf("forked turns (-parent's +fork's):\n%s", diff)
 	}
-	for i := 1; i <= at; i++ {
-		again, err := m.Step(ctx, fork.SessionID, StepRequest{Action: action(i), Turn: i})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(results[i-1], again); diff != "" {
-			t.Fatalf("fork's turn %d retried (-parent's +fork's):\n%s", i, diff)
-		}
-	}
+	retried("fork", m, fork.SessionID, at)
 	if st, err := m.State(ctx, fork.SessionID); err != nil || st.StepCount != at || st.LastObservation != results[at-1].Observation {
 		t.Fatalf("fork's state %+v, %v", st, err)
 	}
 	// Another manager over the same store resumes the session from it.
 	m2 := newTestManager(t, instantEcho{}, Options{Store: st})
-	for i := 1; i <= turns; i++ {
-		again, err := m2.Step(ctx, rep.SessionID, StepRequest{Action: action(i), Turn: i})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(results[i-1], again); diff != "" {
-			t.Fatalf("resumed session's turn %d retried (-first +resumed):\n%s", i, diff)
-		}
-	}
+	retried("resumed session", m2, rep.SessionID, turns)
 	if _, err := m2.Step(ctx, rep.SessionID, StepRequest{Action: action(turns + 1), Turn: turns + 1}); err != nil {
 		t.Fatal(err)
 	}
