@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -592,6 +593,9 @@ func (s *session) appendTurnLocked(h HistoryTurn, r *StepResult) {
 	i := len(s.hist)
 	if i/resultChunk == len(s.results) {
 		s.results = append(s.results, new([resultChunk]StepResult))
+		// The history grows a chunk's worth at a time at least (doubling
+		// from 8, not from 1).
+		s.hist = slices.Grow(s.hist, resultChunk)
 	}
 	s.results[i/resultChunk][i%resultChunk] = *r
 	s.hist = append(s.hist, h)
@@ -612,7 +616,7 @@ func (s *session) turnsLocked() []TurnRecord {
 func newSession(rec SessionRecord, spec *world.Spec, turns []TurnRecord, now time.Time) *session {
 	s := &session{sem: make(chan struct{}, 1), rec: rec, spec: spec, lastUsed: now}
 	if len(turns) > 0 {
-		s.hist = make([]HistoryTurn, 0, len(turns))
+		s.hist = make([]HistoryTurn, 0, len(turns)+resultChunk)
 	}
 	for i := range turns {
 		s.appendTurnLocked(turns[i].HistoryTurn, &turns[i].Result)
