@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/conversation"
@@ -90,7 +91,18 @@ type TokenCounter func(string) int
 // server (ServerCounter).
 func EstimateTokens(s string) int {
 	ascii, other := 0, 0
-	for i := 0; i < len(s); i++ {
+	// Eight bytes at a time: a byte is ASCII when its top bit is clear and
+	// starts a multi-byte character when its top two bits are set.
+	const tops = 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		b := s[i : i+8]
+		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		ascii += 8 - bits.OnesCount64(w&tops)
+		other += bits.OnesCount64(w & (w << 1) & tops)
+	}
+	for ; i < len(s); i++ {
 		switch c := s[i]; {
 		case c < 0x80:
 			ascii++

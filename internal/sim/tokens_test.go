@@ -151,3 +151,51 @@ func TestBudgetCutsWhereTheSumSays(t *testing.T) {
 		t.Fatalf("replay cut %d, live %d", replayed.cut, cut)
 	}
 }
+
+// estimateTokensBytewise is EstimateTokens one byte at a time, as it is
+// specified.
+func estimateTokensBytewise(s string) int {
+	ascii, other := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x80:
+			ascii++
+		case c >= 0xC0:
+			other++
+		}
+	}
+	return (ascii+3)/4 + other
+}
+
+// FuzzEstimateTokens: EstimateTokens, which reads eight bytes at a time,
+// counts every text as reading it byte by byte does.
+func FuzzEstimateTokens(f *testing.F) {
+	for _, s := range []string{"", "abc", "ls -la /app\n", "文件已保存 and some ASCII after it", "café au lait, twice: café", "\x80\x81\xc0\xff\xfe\x7f\x00 mixed bytes in a long enough run", "👍👍👍👍👍👍"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := EstimateTokens(s), estimateTokensBytewise(s); got != want {
+			t.Fatalf("EstimateTokens(%q) = %d, byte by byte %d", s, got, want)
+		}
+	})
+}
+
+// BenchmarkEstimateTokens counts a terminal observation's tokens, eight
+// bytes at a time and byte by byte:
+//
+//	go test ./internal/sim -run '^$' -bench EstimateTokens
+func BenchmarkEstimateTokens(b *testing.B) {
+	s := strings.Repeat("root@7f3c9e2a1b4d:/app# ls -la\ndrwxr-xr-x 1 root root 4096 Jan  1 00:00 src\n", 8)
+	b.Run("words", func(b *testing.B) {
+		b.SetBytes(int64(len(s)))
+		for b.Loop() {
+			EstimateTokens(s)
+		}
+	})
+	b.Run("bytes", func(b *testing.B) {
+		b.SetBytes(int64(len(s)))
+		for b.Loop() {
+			estimateTokensBytewise(s)
+		}
+	})
+}
