@@ -91,6 +91,9 @@ type modelEnv struct {
 	// array), and completers are given slices capped at their length, so
 	// a completer that keeps a request sees it as it was sent.
 	msgs []worldmodel.Message
+	// seen is the history msgs was made from, with seenCut turns hidden.
+	seen    []HistoryTurn
+	seenCut int
 	// note is the truncation note of noteCut hidden turns (see
 	// truncationNote), kept while the cut stays where it is.
 	note    string
@@ -200,48 +203,34 @@ func (e *modelEnv) messages(history []HistoryTurn, cut int, newest string) (msgs
 		role, note, body := e.messageAt(history, cut, newest, k)
 		msgs = append(msgs, worldmodel.Message{Role: role, Content: note + body})
 	}
-	e.msgs = msgs
+	e.msgs, e.seen, e.seenCut = msgs, history, cut
 	return msgs[:n:n], extends
 }
 
 // extends reports whether prev is the start of the request of n messages
 // that history, cut and newest make, message by message. The strings of
 // a session's messages are shared with its history, so comparing equal
-// ones costs a pointer comparison each.
+// ones costs a pointer comparison each. When history is the array the
+// previous request was made from (e.seen) and the cut is where it was,
+// prev's messages that stand for turns of that array were made from or
+// compared with those very turns then, and a session never writes a turn
+// once added: only prev's newest message, sent before its turn was
+// recorded, is compared. So a step costs O(1) here, and O(turns) only
+// when the history has moved to a larger array.
 func (e *modelEnv) extends(prev []worldmodel.Message, history []HistoryTurn, cut int, newest string, n int) bool {
 	if len(prev) == 0 || len(prev) > n {
 		return false
 	}
-	k := 0
-	if e.s.SystemPrompt != "" {
-		if prev[0] != (worldmodel.Message{Role: "system", Content: e.s.SystemPrompt}) {
-			return false
-		}
-		k = 1
+	from := 0
+	if seen := e.seen; cut == e.seenCut && len(seen) > 0 && len(history) >= len(seen) && &history[0] == &seen[0] {
+		from = len(prev) - 1
 	}
-	for i := cut; k < len(prev); i++ {
-		u := newest
-		if i < len(history) {
-			u = history[i].Message
-		}
-		if prev[k].Role != "user" {
+	for k := from; k < len(prev); k++ {
+		role, note, body := e.messageAt(history, cut, newest, k)
+		c := prev[k].Content
+		if prev[k].Role != role || len(c) != len(note)+len(body) || c[:len(note)] != note || c[len(note):] != body {
 			return false
 		}
-		if c := prev[k].Content; i == cut && cut > 0 {
-			note := e.noteFor(cut)
-			if len(c) != len(note)+len(u) || c[:len(note)] != note || c[len(note):] != u {
-				return false
-			}
-		} else if c != u {
-			return false
-		}
-		if k++; k == len(prev) {
-			return true
-		}
-		if i == len(history) || prev[k] != (worldmodel.Message{Role: "assistant", Content: history[i].Assistant}) {
-			return false
-		}
-		k++
 	}
 	return true
 }

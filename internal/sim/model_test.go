@@ -130,3 +130,31 @@ func TestModelPrefixBreakReported(t *testing.T) {
 		t.Fatalf("turn 3 extends turn 2's request: info %+v", obs.Info)
 	}
 }
+
+// TestModelPrefixBreakReportedSameArray: when the history is the array
+// the previous request was made from (a session's, between its growths),
+// only the previous request's newest message is compared again, and a
+// turn recorded with another message than the one sent is still reported.
+func TestModelPrefixBreakReportedSameArray(t *testing.T) {
+	model := &keepingModel{rng: rand.New(rand.NewPCG(2, 2))}
+	env := newModelEnv(t, model, "You simulate a shell.", nil)
+	hist := make([]HistoryTurn, 0, 8)
+	for turn := 1; turn <= 4; turn++ {
+		in := StepInput{Turn: turn, Action: conversation.Action{Text: fmt.Sprintf("a%d", turn)}, History: hist[:len(hist):len(hist)]}
+		obs, err := env.Step(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(BuildMessages("You simulate a shell.", in.History, 0, obs.Message), model.sent()); diff != "" {
+			t.Fatalf("turn %d: request (-BuildMessages +sent):\n%s", turn, diff)
+		}
+		if want := turn == 4; obs.Info.PrefixBreak != want {
+			t.Fatalf("turn %d: prefix break %v, want %v", turn, obs.Info.PrefixBreak, want)
+		}
+		msg := obs.Message
+		if turn == 3 {
+			msg = "not what was sent"
+		}
+		hist = append(hist, HistoryTurn{Action: in.Action.Text, Observation: obs.Text, Message: msg, Assistant: conversation.ObservationResponse(obs.Text)})
+	}
+}
