@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -161,6 +162,9 @@ type Client struct {
 	// only when HTTPClient is the client's own, which has no cookie jar
 	// (the one thing in net/http that writes to a request's header).
 	header http.Header
+	// followBodies is set when request bodies can be followed (see
+	// bodyUse): the client's own transport, to an http:// URL.
+	followBodies bool
 	// tokenizeAt remembers which of tokenizeURLs answered (1-based; 0 not
 	// known yet).
 	tokenizeAt atomic.Int32
@@ -203,6 +207,7 @@ func New(baseURL, model string, opts *Options) *Client {
 		c.header = c.newHeader()
 	}
 	c.chatURL, c.chatErr = parseURL(strings.TrimRight(baseURL, "/") + "/chat/completions")
+	c.followBodies = own && c.chatErr == nil && c.chatURL.Scheme == "http"
 	switch {
 	case o.PrefixCacheBytes == 0:
 		c.prefixes = newPrefixCache(DefaultPrefixCacheBytes)
@@ -249,7 +254,12 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 		model = c.model
 	}
 	session := Affinity(ctx)
-	body, prefix, err := encodeChatBody(newChatRequest(req, model), req.Extra, c.prefixes.get(session))
+	var use *bodyUse
+	if c.followBodies && c.prefixes != nil && session != "" && httptrace.ContextClientTrace(ctx) == nil {
+		use = newBodyUse()
+		defer use.over.Store(true) // every attempt has returned
+	}
+	body, prefix, err := encodeChatBody(newChatRequest(req, model), req.Extra, c.prefixes.get(session), use)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +269,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	n := 0
 	for {
 		n++
-		out = c.post(ctx, body)
+		out = c.post(ctx, body, use)
 		if n > 1 || out.err != nil || out.status >= 400 {
 			c.log.Debug("world model attempt", "url", c.baseURL, "attempt", n, "status", out.status, "err", out.err)
 		}

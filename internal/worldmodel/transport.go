@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
@@ -120,8 +121,8 @@ func errorMessage(status int, body []byte) string {
 
 // post makes one attempt, bounded by Options.Timeout from sending the
 // request to the last byte of the answer, and reads the answer through the
-// response cap.
-func (c *Client) post(ctx context.Context, body []byte) attempt {
+// response cap. use, when not nil, follows net/http's reading of body.
+func (c *Client) post(ctx context.Context, body []byte, use *bodyUse) attempt {
 	if c.chatErr != nil {
 		return attempt{err: c.chatErr}
 	}
@@ -133,10 +134,20 @@ func (c *Client) post(ctx context.Context, body []byte) attempt {
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	req := c.newPostTo(actx, c.chatURL, body)
+	rctx := actx
+	if use != nil {
+		rctx = httptrace.WithClientTrace(actx, &use.trace)
+	}
+	req := c.newPostTo(rctx, c.chatURL, body)
+	if use != nil {
+		req.GetBody = use.getBody(body)
+	}
 	res, err := c.opts.HTTPClient.Do(req)
 	if err != nil {
 		return attempt{err: timedOut(err, "waiting for the answer")}
+	}
+	if use != nil && res.Request != req {
+		use.forsaken.Store(true) // redirected: another request was sent
 	}
 	defer res.Body.Close()
 	a := attempt{status: res.StatusCode, header: res.Header}

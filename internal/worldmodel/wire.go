@@ -86,39 +86,55 @@ func newChatRequest(req Request, model string) chatRequest {
 // returns). extra's keys are added at the top level, in sorted order,
 // replacing a field of w of the same name.
 func encodeChatRequest(w chatRequest, extra map[string]any) ([]byte, error) {
-	body, _, err := encodeChatBody(w, extra, nil)
+	body, _, err := encodeChatBody(w, extra, nil, nil)
 	return body, err
 }
 
 // encodedPrefix is the start of an encoded body — `{"model":…,"messages":[`
 // and the messages, without the closing bracket — with what it encodes.
-// Its body is never written after it is made, so requests share it freely.
+// Its bytes are never written after it is made, so requests share it
+// freely.
 type encodedPrefix struct {
 	model string
-	// msgs is a copy of the messages (the caller may reuse its slice). The
-	// first request to extend the prefix (see extended) may append its new
-	// messages to msgs in place, past its length: no other prefix sees that
-	// memory, and so a session's steps share one growing copy.
+	// msgs is a copy of the messages (the caller may reuse its slice).
 	msgs []Message
 	body []byte
-	// extended is set by the request that took msgs' spare room.
+	// room is body with the capacity of its memory. What lies past body's
+	// length is the rest of the request it was made for, and the first
+	// request to extend the prefix (see extended) may write its own there
+	// once nothing reads that request any more (use; see bodyUse), so
+	// that a session's steps encode into one buffer rather than copying
+	// the history into a new one every step.
+	room []byte
+	// use follows the request body made with the prefix; nil when the
+	// client does not follow it, and room is never written.
+	use *bodyUse
+	// extended is set by the first request to extend the prefix. It may
+	// append its new messages to msgs in place, past its length (no other
+	// prefix sees that memory), and write into room; others copy both.
 	extended atomic.Bool
 }
 
 // size is what the prefix holds on to, for the cache's budget (the message
 // strings are shared with the caller's history and not counted).
-func (p *encodedPrefix) size() int64 { return int64(len(p.body) + 32*len(p.msgs)) }
+func (p *encodedPrefix) size() int64 { return int64(cap(p.room) + 32*cap(p.msgs)) }
 
 // encodeChatBody is encodeChatRequest reusing prev, the prefix of an earlier
 // request of the same session: when w has the same model and its messages
 // begin with prev's (the history of a session only grows at the end), only
-// the new messages are encoded and prev's bytes are copied. It also returns
-// the prefix of this body for the next request. The bytes are the same as
+// the new messages are encoded, after prev's bytes. It also returns the
+// prefix of this body for the next request. The bytes are the same as
 // without prev: the JSON encoding of the whole request as encoding/json
 // writes it without HTML escaping (FuzzEncodeChatBody), written here
 // without reflection.
-func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix) (body []byte, next *encodedPrefix, err error) {
+//
+// use, when not nil, follows net/http's reading of the body returned
+// (the caller sends it as its only request body, and sets use.over when
+// done); the body then gets room to grow, and the next request of the
+// session writes into that memory once use says nothing reads it.
+func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix, use *bodyUse) (body []byte, next *encodedPrefix, err error) {
 	reuse := prev.extendedBy(w)
+	claimed := reuse && prev.extended.CompareAndSwap(false, true)
 	from, size := 0, 256+len(w.Model)
 	if reuse {
 		from, size = len(prev.msgs), size+len(prev.body)
@@ -126,11 +142,18 @@ func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix) (b
 	for _, m := range w.Messages[from:] {
 		size += 32 + len(m.Role) + len(m.Content) + len(m.Content)/16
 	}
+	room := size
+	if use != nil {
+		room *= 2 // a session grows by a step at a time
+	}
 	var b []byte
-	if reuse {
-		b = append(make([]byte, 0, size), prev.body...)
-	} else {
-		b = make([]byte, 0, size)
+	switch {
+	case claimed && cap(prev.room) >= size && prev.use.free():
+		b = prev.room
+	case reuse:
+		b = append(make([]byte, 0, room), prev.body...)
+	default:
+		b = make([]byte, 0, room)
 		b = append(b, `{"model":`...)
 		b = appendJSONString(b, w.Model)
 		b = append(b, `,"messages":[`...)
@@ -151,8 +174,8 @@ func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix) (b
 		return nil, nil, err
 	}
 	b = append(b, '}')
-	next = &encodedPrefix{model: w.Model, body: b[:prefixLen:prefixLen]}
-	if reuse && prev.extended.CompareAndSwap(false, true) {
+	next = &encodedPrefix{model: w.Model, body: b[:prefixLen:prefixLen], room: b[:prefixLen], use: use}
+	if claimed {
 		next.msgs = append(prev.msgs, w.Messages[from:]...)
 	} else {
 		next.msgs = slices.Clone(w.Messages)

@@ -155,12 +155,12 @@ func TestEncodeChatBodyReusesPrefix(t *testing.T) {
 	var prev *encodedPrefix
 	for _, st := range steps {
 		w := newChatRequest(Request{Messages: st.msgs(), MaxTokens: 128, Temperature: &temp}, st.model)
-		whole, _, err := encodeChatBody(w, st.extra, nil)
+		whole, _, err := encodeChatBody(w, st.extra, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		reused := prev.extendedBy(w)
-		got, next, err := encodeChatBody(w, st.extra, prev)
+		got, next, err := encodeChatBody(w, st.extra, prev, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestPrefixExtendedTwice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, next, err := encodeChatBody(w, nil, prev)
+		got, next, err := encodeChatBody(w, nil, prev, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +221,7 @@ func TestPrefixExtendedTwice(t *testing.T) {
 
 func TestPrefixCacheBudget(t *testing.T) {
 	c := newPrefixCache(8000)
-	p := func(n int) *encodedPrefix { return &encodedPrefix{body: make([]byte, n)} }
+	p := func(n int) *encodedPrefix { b := make([]byte, n); return &encodedPrefix{body: b, room: b} }
 	c.put("a", p(900))
 	c.put("b", p(900))
 	c.get("a") // a is now the most recent
@@ -255,7 +255,7 @@ func TestPrefixCacheBudget(t *testing.T) {
 func BenchmarkEncodeChatRequest(b *testing.B) {
 	msgs := history()
 	req := newChatRequest(Request{Messages: msgs, MaxTokens: 32768}, "wm")
-	_, prev, err := encodeChatBody(newChatRequest(Request{Messages: msgs[:len(msgs)-2], MaxTokens: 32768}, "wm"), nil, nil)
+	_, prev, err := encodeChatBody(newChatRequest(Request{Messages: msgs[:len(msgs)-2], MaxTokens: 32768}, "wm"), nil, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func BenchmarkEncodeChatRequest(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if _, _, err := encodeChatBody(req, nil, prev); err != nil {
+		if _, _, err := encodeChatBody(req, nil, prev, nil); err != nil {
 			b.Fatal(err)
 		}
 		whole, incr = whole+t1.Sub(t0), incr+time.Since(t1)
@@ -298,12 +298,12 @@ func FuzzEncodeChatBody(f *testing.F) {
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
 		wantErr := enc.Encode(w)
-		_, prev, err := encodeChatBody(newChatRequest(Request{Messages: msgs[:int(split)%(len(msgs)+1)]}, model), nil, nil)
+		_, prev, err := encodeChatBody(newChatRequest(Request{Messages: msgs[:int(split)%(len(msgs)+1)]}, model), nil, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range []*encodedPrefix{nil, prev} {
-			got, _, err := encodeChatBody(w, nil, p)
+			got, _, err := encodeChatBody(w, nil, p, nil)
 			if (err != nil) != (wantErr != nil) || err != nil && !strings.HasSuffix(err.Error(), wantErr.Error()) {
 				t.Fatalf("error %v, encoding/json %v", err, wantErr)
 			}
