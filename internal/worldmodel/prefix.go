@@ -54,16 +54,24 @@ func (c *prefixCache) put(key string, p *encodedPrefix) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.byKey[key]; ok {
+	el, ok := c.byKey[key]
+	switch {
+	case ok && p.size() <= c.max/8: // the usual step: replace in place
+		e := el.Value.(*prefixEntry)
+		c.bytes += p.size() - e.p.size()
+		e.p = p
+		c.lru.MoveToFront(el)
+	case ok:
 		c.bytes -= el.Value.(*prefixEntry).p.size()
 		c.lru.Remove(el)
 		delete(c.byKey, key)
-	}
-	if p.size() > c.max/8 {
 		return
+	case p.size() > c.max/8:
+		return
+	default:
+		c.byKey[key] = c.lru.PushFront(&prefixEntry{key: key, p: p})
+		c.bytes += p.size()
 	}
-	c.byKey[key] = c.lru.PushFront(&prefixEntry{key: key, p: p})
-	c.bytes += p.size()
 	for c.bytes > c.max {
 		old := c.lru.Back()
 		e := old.Value.(*prefixEntry)
