@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"sync/atomic"
-	"unicode/utf8"
+
+	"github.com/agentworld/agentworld/internal/jsonappend"
 )
 
 // The chat completion wire format, kept apart from Client's logic.
@@ -155,7 +155,7 @@ func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix, us
 	default:
 		b = make([]byte, 0, room)
 		b = append(b, `{"model":`...)
-		b = appendJSONString(b, w.Model)
+		b = jsonappend.String(b, w.Model)
 		b = append(b, `,"messages":[`...)
 	}
 	for i, m := range w.Messages[from:] {
@@ -163,9 +163,9 @@ func encodeChatBody(w chatRequest, extra map[string]any, prev *encodedPrefix, us
 			b = append(b, ',')
 		}
 		b = append(b, `{"role":`...)
-		b = appendJSONString(b, m.Role)
+		b = jsonappend.String(b, m.Role)
 		b = append(b, `,"content":`...)
-		b = appendJSONString(b, m.Content)
+		b = jsonappend.String(b, m.Content)
 		b = append(b, '}')
 	}
 	prefixLen := len(b)
@@ -203,95 +203,17 @@ func appendChatParams(b []byte, p chatParams) ([]byte, error) {
 		if f.v == nil {
 			continue
 		}
-		if math.IsInf(*f.v, 0) || math.IsNaN(*f.v) {
+		var ok bool
+		if b, ok = jsonappend.Float(append(b, f.key...), *f.v); !ok {
 			_, err := json.Marshal(*f.v) // its error, word for word
 			return nil, fmt.Errorf("encoding the chat request: %w", err)
 		}
-		b = appendJSONFloat(append(b, f.key...), *f.v)
 	}
 	if p.Seed != nil {
 		b = strconv.AppendInt(append(b, `,"seed":`...), *p.Seed, 10)
 	}
 	return b, nil
 }
-
-// appendJSONFloat appends a finite f as encoding/json writes a float64:
-// the shortest representation, in exponent form only below 1e-6 or from
-// 1e21, with a one-digit negative exponent unpadded.
-func appendJSONFloat(b []byte, f float64) []byte {
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if n := len(b); format == 'e' && n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-		b[n-2] = b[n-1] // e-09 becomes e-9
-		b = b[:n-1]
-	}
-	return b
-}
-
-// appendJSONString appends s quoted as encoding/json quotes a string
-// without HTML escaping: \" and \\, the short escapes \b \f \n \r \t,
-// \u00XX for other control characters, \ufffd for each byte of invalid
-// UTF-8, and \u2028 and \u2029 (line and paragraph separators).
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if jsonSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', lowerHex[r&0xf])
-		default:
-			i += n
-			continue
-		}
-		i += n
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-const lowerHex = "0123456789abcdef"
-
-// jsonSafe marks the ASCII bytes a JSON string holds as themselves.
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
 
 // extendedBy reports whether w's body may start with p: same model, and
 // p's messages are the first of w's. Comparing strings that share memory
