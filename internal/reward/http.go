@@ -131,10 +131,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 func (h *Handler) route(pattern string, f http.HandlerFunc) {
 	name := pattern[strings.IndexByte(pattern, ' ')+1:]
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := h.gate.Writer(w)
+		sw := h.gate.Writer(w) // its Start is the request's start
 		if h.o.Metrics != nil {
-			defer func() { h.o.Metrics.observeRequest(name, sw.Status, time.Since(start)) }()
+			defer func() { h.o.Metrics.observeRequest(name, sw.Status, time.Since(sw.Start)) }()
 		}
 		if ref := h.gate.Admit(sw, r); ref != nil {
 			writeRefusal(sw, ref)
