@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/agentworld/agentworld/internal/jsonunquote"
 )
 
 // decodeDirect decodes the common record in one pass over its bytes: an
@@ -314,139 +315,13 @@ func (d *directDecoder) str() (string, bool) {
 	if !d.byte('"') {
 		return "", false
 	}
-	end := closingQuote(d.b, d.i)
+	end := jsonunquote.End(d.b[d.i:])
 	if end < 0 {
 		return "", false
 	}
-	s := d.b[d.i:end]
-	d.i = end + 1
-	valid := utf8.Valid(s)
-	clean := valid
-	for _, c := range s {
-		if !clean {
-			break
-		}
-		clean = c >= ' ' && c != '\\'
-	}
-	if clean {
-		return string(s), true
-	}
-	var out strings.Builder
-	out.Grow(len(s))
-	for i := 0; i < len(s); {
-		// A run of bytes that stand for themselves; a multi-byte rune never
-		// holds a quote, a backslash or a control byte, so runs split none.
-		j := i
-		for j < len(s) && s[j] >= ' ' && s[j] != '\\' {
-			j++
-		}
-		if valid {
-			out.Write(s[i:j])
-		} else {
-			writeUTF8(&out, s[i:j])
-		}
-		if i = j; i == len(s) {
-			break
-		}
-		if s[i] < ' ' || i+1 == len(s) {
-			return "", false
-		}
-		switch e := s[i+1]; e {
-		case '"', '\\', '/':
-			out.WriteByte(e)
-		case 'b':
-			out.WriteByte('\b')
-		case 'f':
-			out.WriteByte('\f')
-		case 'n':
-			out.WriteByte('\n')
-		case 'r':
-			out.WriteByte('\r')
-		case 't':
-			out.WriteByte('\t')
-		case 'u':
-			r := hex4(s, i+2)
-			if r < 0 {
-				return "", false
-			}
-			i += 6
-			if utf16.IsSurrogate(r) {
-				// A pair makes one rune; anything else leaves this half as
-				// U+FFFD and the next escape to be read on its own.
-				if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
-					if dec := utf16.DecodeRune(r, hex4(s, i+2)); dec != utf8.RuneError {
-						out.WriteRune(dec)
-						i += 6
-						continue
-					}
-				}
-				r = utf8.RuneError
-			}
-			out.WriteRune(r)
-			continue
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return out.String(), true
-}
-
-// closingQuote returns the index of the quote that closes a string whose
-// content starts at b[i], or -1: the first quote not escaped by an odd
-// number of backslashes.
-func closingQuote(b []byte, i int) int {
-	for j := i; ; {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
-			return -1
-		}
-		q := j + k
-		n := 0
-		for p := q - 1; p >= i && b[p] == '\\'; p-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q
-		}
-		j = q + 1
-	}
-}
-
-// writeUTF8 writes s, each byte of it that is not part of valid UTF-8
-// replaced by U+FFFD, as encoding/json does.
-func writeUTF8(out *strings.Builder, s []byte) {
-	for len(s) > 0 {
-		r, size := utf8.DecodeRune(s)
-		if r == utf8.RuneError && size == 1 {
-			out.WriteRune(utf8.RuneError)
-		} else {
-			out.Write(s[:size])
-		}
-		s = s[size:]
-	}
-}
-
-// hex4 reads the four hex digits of a \u escape at b[i:], or -1.
-func hex4(b []byte, i int) rune {
-	if i+4 > len(b) {
-		return -1
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
+	s := d.b[d.i : d.i+end]
+	d.i += end + 1
+	return jsonunquote.Unquote(s)
 }
 
 // skipValue moves past one JSON value without checking it (json.Valid
