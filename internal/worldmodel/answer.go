@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentworld/agentworld/internal/jsonunquote"
 )
 
 // Reading a chat completion answer without reflection.
@@ -32,7 +34,7 @@ type answerScanner struct {
 // spells them (encoding/json also matches other cases of a name) and each
 // appears at most once, every value the client reads is of its type or
 // null, every integer is one without fraction or exponent that fits an
-// int, and every string read is valid UTF-8 without surrogate escapes.
+// int, and every string read is one encoding/json reads.
 // ok is false for any other body; the caller decodes those with
 // encoding/json. model is the model asked for: an answer naming it shares
 // its string rather than allocating one.
@@ -240,26 +242,23 @@ func (s *answerScanner) str(dst *string, known ...string) bool {
 		return false
 	}
 	from := s.i + 1
-	end := s.run(from)
-	if end == len(s.b) || !utf8.Valid(s.b[from:end]) {
-		return false // encoding/json writes U+FFFD for invalid UTF-8
+	end := jsonunquote.End(s.b[from:])
+	if end < 0 {
+		return false
 	}
-	if s.b[end] == '"' { // the usual case: nothing to decode
-		*dst = s.intern(s.b[from:end], known)
-		s.i = end + 1
-		return true
-	}
-	return s.unquote(dst, from, end)
-}
-
-// intern is b as a string: one of known when it equals one, else a copy.
-func (s *answerScanner) intern(b []byte, known []string) string {
+	raw := s.b[from : from+end]
 	for _, k := range known {
-		if string(b) == k {
-			return k
+		if string(raw) == k {
+			*dst, s.i = k, from+end+1
+			return true
 		}
 	}
-	return string(b)
+	v, ok := jsonunquote.Unquote(raw)
+	if !ok {
+		return false
+	}
+	*dst, s.i = v, from+end+1
+	return true
 }
 
 // run returns the index of the first quote, backslash or control character
@@ -279,90 +278,6 @@ var special = func() (t [256]bool) {
 	t['"'], t['\\'] = true, true
 	return t
 }()
-
-// unquote decodes the string from s.b[from] whose bytes up to s.b[end], a
-// backslash, stand for themselves.
-func (s *answerScanner) unquote(dst *string, from, end int) bool {
-	var out strings.Builder
-	j := end
-	for j < len(s.b) && s.b[j] != '"' { // size it once
-		if s.b[j] == '\\' {
-			j++
-		}
-		j++
-	}
-	out.Grow(j - from)
-	out.Write(s.b[from:end])
-	for j = end; j < len(s.b); {
-		switch s.b[j] {
-		case '"':
-			*dst = out.String()
-			s.i = j + 1
-			return true
-		case '\\':
-		default: // a control character
-			return false
-		}
-		if j+1 >= len(s.b) {
-			return false
-		}
-		switch e := s.b[j+1]; e {
-		case '"', '\\', '/':
-			out.WriteByte(e)
-		case 'b':
-			out.WriteByte('\b')
-		case 'f':
-			out.WriteByte('\f')
-		case 'n':
-			out.WriteByte('\n')
-		case 'r':
-			out.WriteByte('\r')
-		case 't':
-			out.WriteByte('\t')
-		case 'u':
-			r, ok := hex4(s.b[j+2:])
-			if !ok || 0xd800 <= r && r < 0xe000 {
-				return false // surrogates pair up (or not) in encoding/json
-			}
-			out.WriteRune(r)
-			j += 4
-		default:
-			return false
-		}
-		j += 2
-		// A UTF-8 sequence holds no byte that ends a run, so checking
-		// each run checks the string.
-		k := s.run(j)
-		if !utf8.Valid(s.b[j:k]) {
-			return false
-		}
-		out.Write(s.b[j:k])
-		j = k
-	}
-	return false
-}
-
-// hex4 reads the four hex digits at the start of b.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
-}
 
 // rawString reads a field that encoding/json keeps raw: a string is
 // decoded into dst, any other value is skipped, leaving dst as it is.
@@ -436,20 +351,11 @@ func (s *answerScanner) skipString() bool {
 			s.i = j + 1
 			return true
 		case '\\':
-			if j+1 == len(s.b) {
+			_, n, ok := jsonunquote.Escape(s.b[j:])
+			if !ok {
 				return false
 			}
-			switch e := s.b[j+1]; {
-			case e == 'u':
-				if _, ok := hex4(s.b[j+2:]); !ok {
-					return false
-				}
-				j += 5
-			case strings.IndexByte(`"\/bfnrt`, e) >= 0:
-				j++
-			default:
-				return false
-			}
+			j += n - 1
 		default:
 			return false
 		}
