@@ -10,14 +10,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/filelock"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -38,10 +42,16 @@ import (
 // ([Cache.Corrupt]), never fatal.
 //
 // Any number of processes may share one directory: each writes only its own
-// segment; [OpenCache] reads every segment once and indexes it, and a miss
-// picks up what other live processes appended since (their new tails only,
-// looked for at most every 5 ms; segments created since are listed at most
-// every 50 ms). The older layout,
+// segment, locked while it may still append ([filelock.TryLock]); [OpenCache]
+// reads every segment once and indexes it, and a miss picks up what other
+// live processes appended since (their new tails only, looked for at most
+// every 5 ms; segments created since are listed at most every 50 ms). An
+// answer stored twice (two processes asked the same request at once) is
+// served from the segment named first, whose names sort by creation time.
+//
+// Segments accumulate, one per run that stored something; [CompactCache]
+// rewrites those no process writes any more into one, and [OpenCache] runs
+// it when the directory holds [CacheOptions.CompactAt] segments. The older layout,
 // one file per answer at <dir>/<first two hex digits>/<hash>.json, is still
 // read: a key the segments lack is looked up there.
 //
@@ -104,11 +114,44 @@ const (
 	refreshEvery = 5 * time.Millisecond
 )
 
+// DefaultCompactAt is [CacheOptions.CompactAt]'s default: about one
+// compaction per that many runs storing answers into a directory, each
+// reading and rewriting the whole cache once (what opening it reads anyway).
+const DefaultCompactAt = 32
+
+// CacheOptions tunes [OpenCache]. The zero value is the default.
+type CacheOptions struct {
+	// CompactAt is the number of segments from which opening the cache
+	// first compacts it ([CompactCache]; skipped, not waited for, while
+	// another process compacts). Zero means [DefaultCompactAt]; negative
+	// never compacts.
+	CompactAt int
+	// Logger receives what opening compacted, or why it could not; nil
+	// discards.
+	Logger *slog.Logger
+}
+
 // OpenCache opens (creating if needed) a cache directory and indexes every
-// segment in it. Close it to sync what was stored and release its files.
-func OpenCache(dir string) (*Cache, error) {
+// segment in it, compacting it first when it holds opts.CompactAt segments
+// or more. Close it to sync what was stored and release its files. nil opts
+// means defaults.
+func OpenCache(dir string, opts *CacheOptions) (*Cache, error) {
+	var o CacheOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.CompactAt == 0 {
+		o.CompactAt = DefaultCompactAt
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache %s: %w", dir, err)
+	}
+	if o.CompactAt > 0 {
+		autoCompact(dir, o.CompactAt, log)
 	}
 	c := &Cache{dir: dir, index: map[[32]byte]entryLoc{}, byName: map[string]int{}, ownSeg: -1}
 	c.scanMu.Lock()
@@ -122,6 +165,43 @@ func OpenCache(dir string) (*Cache, error) {
 		return nil, fmt.Errorf("cache %s: %w", dir, err)
 	}
 	return c, nil
+}
+
+// autoCompact compacts dir when it holds at least at segments. A failure
+// only leaves the cache as it was (it is logged): opening goes on.
+func autoCompact(dir string, at int, log *slog.Logger) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return // OpenCache's own listing reports it
+	}
+	n := 0
+	for _, e := range ents {
+		if isSegmentName(e.Name()) {
+			n++
+		}
+	}
+	if n < at {
+		return
+	}
+	st, err := CompactCache(context.Background(), dir, &CompactOptions{Logger: log})
+	switch {
+	case errors.Is(err, filelock.ErrHeld):
+		log.Debug("cache: another process is compacting; not waited for", "dir", dir)
+	case err != nil:
+		log.Warn("cache: compaction failed; the cache is read as it is", "dir", dir, "err", err)
+	default:
+		log.Info("cache: compacted", "dir", dir, "segments", st.Segments, "in_use", st.InUse,
+			"answers", st.Kept, "duplicates", st.Duplicates, "corrupt", st.Corrupt,
+			"bytes_before", st.BytesBefore, "bytes_after", st.BytesAfter)
+	}
+}
+
+// Dir is the cache's directory ("" for a nil cache).
+func (c *Cache) Dir() string {
+	if c == nil {
+		return ""
+	}
+	return c.dir
 }
 
 // Close syncs and closes this Cache's segment and the segments it reads,
@@ -319,16 +399,23 @@ func (c *Cache) openOwn() bool {
 	if closed {
 		return false
 	}
-	name := fmt.Sprintf("%s%d-%d-%08x%s", segPrefix, time.Now().UnixNano(), os.Getpid(), rand.Uint32(), segSuffix)
+	name := newSegmentName()
 	path := filepath.Join(c.dir, name)
-	a, err := trajectory.OpenAppender(path, 0)
+	// The segment is locked before its first line and until Close: a
+	// compaction takes a segment with lines that nobody locks for one whose
+	// writer is gone, and one left empty for a while for a writer killed
+	// before it locked (emptyGrace). A system without file locks only
+	// cannot compact.
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		c.ownErr = err
 		return false
 	}
-	f, err := os.Open(path)
+	_, _ = filelock.TryLock(f)
+	a, err := trajectory.OpenAppender(path, 0)
 	if err != nil {
-		a.Close()
+		f.Close()
+		os.Remove(path)
 		c.ownErr = err
 		return false
 	}
@@ -339,6 +426,16 @@ func (c *Cache) openOwn() bool {
 	c.segs = append(c.segs, &segment{name: name, f: f})
 	c.mu.Unlock()
 	return true
+}
+
+// newSegmentName names a new segment: by creation time first, so that
+// sorting names orders segments by age, then what keeps two writers apart.
+func newSegmentName() string {
+	return fmt.Sprintf("%s%d-%d-%08x%s", segPrefix, time.Now().UnixNano(), os.Getpid(), rand.Uint32(), segSuffix)
+}
+
+func isSegmentName(name string) bool {
+	return strings.HasPrefix(name, segPrefix) && strings.HasSuffix(name, segSuffix)
 }
 
 // plainKey reports whether key is written into a line as is: printable
@@ -371,22 +468,60 @@ func (c *Cache) refresh() {
 
 // list opens segments not yet known and notes whether the legacy layout
 // is present; scanMu is held.
+//
+// A compaction renames its segment in before it removes the segments it
+// replaces, but a listing taken while it runs may see neither (a directory
+// read in several calls sees an entry added or removed meanwhile or not),
+// or name a segment removed before it is opened. So the directory is read
+// until a listing opens every segment it names and names the same segments
+// as the one before: the compacted segment was in place before the first
+// removal, so the second of two listings after a removal holds it.
 func (c *Cache) list() error {
 	c.listed = time.Now()
-	ents, err := os.ReadDir(c.dir)
-	if err != nil {
-		return err
+	var prev []string
+	for range 8 {
+		names, legacy, err := readSegmentNames(c.dir)
+		if err != nil {
+			return err
+		}
+		if listHook != nil {
+			listHook()
+		}
+		c.hasLegacy.Store(legacy)
+		if !c.open(names) && slices.Equal(names, prev) {
+			break
+		}
+		prev = names
 	}
-	legacy := false
+	return nil
+}
+
+// listHook, when set (by tests only), runs between reading the directory
+// and opening what it names.
+var listHook func()
+
+// readSegmentNames lists dir's segments in name order and reports whether
+// it has the legacy layout's directories.
+func readSegmentNames(dir string) (names []string, legacy bool, err error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, false, err
+	}
 	for _, e := range ents {
 		name := e.Name()
 		if e.IsDir() && len(name) == 2 && isHex(name) {
 			legacy = true
-			continue
+		} else if isSegmentName(name) {
+			names = append(names, name)
 		}
-		if !strings.HasPrefix(name, segPrefix) || !strings.HasSuffix(name, segSuffix) {
-			continue
-		}
+	}
+	return names, legacy, nil
+}
+
+// open opens the named segments not yet known and reports whether one was
+// gone (removed by a compaction since the listing); scanMu is held.
+func (c *Cache) open(names []string) (gone bool) {
+	for _, name := range names {
 		c.mu.RLock()
 		_, known := c.byName[name]
 		closed := c.closed
@@ -396,7 +531,10 @@ func (c *Cache) list() error {
 		}
 		f, err := os.Open(filepath.Join(c.dir, name))
 		if err != nil {
-			continue // removed meanwhile, or unreadable: its answers are recomputed
+			// Removed meanwhile (its answers are in the segment that
+			// replaced it), or unreadable: its answers are recomputed.
+			gone = gone || errors.Is(err, fs.ErrNotExist)
+			continue
 		}
 		c.mu.Lock()
 		if c.closed {
@@ -407,8 +545,7 @@ func (c *Cache) list() error {
 		}
 		c.mu.Unlock()
 	}
-	c.hasLegacy.Store(legacy)
-	return nil
+	return gone
 }
 
 func isHex(s string) bool {
@@ -446,19 +583,68 @@ func (c *Cache) scanAll() {
 // scan reads s from its indexed end to its last complete line. A tail
 // without a newline (a writer killed mid-line, or one still writing) is
 // left for a later scan; a complete line that does not parse is counted.
+// Of a key stored twice in one segment the first line is kept, as of one
+// stored in two segments the first segment's.
 func (c *Cache) scan(seg uint32, s *segment) {
-	r := bufio.NewReaderSize(io.NewSectionReader(s.f, s.scanned, s.seen-s.scanned), 64<<10)
-	off := s.scanned
-	var long []byte // a line longer than the reader's buffer
 	found := map[[32]byte]entryLoc{}
+	end, _ := eachLine(io.NewSectionReader(s.f, s.scanned, s.seen-s.scanned), s.scanned, func(off int64, line []byte) {
+		key, ok := lineKey(line)
+		if !ok {
+			if len(bytes.TrimSpace(line)) > 0 {
+				c.corrupt.Add(1)
+			}
+			return
+		}
+		if d := digest(key); !hasKey(found, d) {
+			found[d] = entryLoc{off: off, n: uint32(len(line)), seg: seg}
+		}
+	})
+	// A read error stops at the last line read whole; the rest is read
+	// again by a later scan.
+	s.scanned = end
+	if len(found) == 0 {
+		return
+	}
+	c.mu.Lock()
+	for d, loc := range found {
+		if !hasKey(c.index, d) {
+			c.index[d] = loc
+		}
+	}
+	c.mu.Unlock()
+}
+
+func hasKey(m map[[32]byte]entryLoc, d [32]byte) bool {
+	_, ok := m[d]
+	return ok
+}
+
+// lineKey is the key of a segment line an index entry can point at: one
+// that parses, no longer than an entry's uint32 length.
+func lineKey(line []byte) (string, bool) {
+	key, _, ok := parseSegmentLine(line)
+	return key, ok && int64(len(line)) <= 1<<32-1
+}
+
+// eachLine calls fn with each complete line of r (without its newline) and
+// its offset, r's first byte lying at off. It returns the offset just past
+// the last complete line: what follows is a tail without a newline (torn
+// by a kill, or still being written). An error other than the end of r
+// stops it.
+func eachLine(r io.Reader, off int64, fn func(off int64, line []byte)) (int64, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var long []byte // a line longer than the reader's buffer
 	for {
-		chunk, err := r.ReadSlice('\n')
+		chunk, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long, chunk...)
 			continue
 		}
+		if errors.Is(err, io.EOF) {
+			return off, nil
+		}
 		if err != nil {
-			break // io.EOF with a torn or unfinished tail, or a read error
+			return off, err
 		}
 		line := chunk
 		if long != nil {
@@ -466,25 +652,9 @@ func (c *Cache) scan(seg uint32, s *segment) {
 			long = nil
 		}
 		n := int64(len(line))
-		line = line[:len(line)-1]
-		if key, _, ok := parseSegmentLine(line); ok && len(line) <= 1<<32-1 {
-			found[digest(key)] = entryLoc{off: off, n: uint32(len(line)), seg: seg}
-		} else if len(bytes.TrimSpace(line)) > 0 {
-			c.corrupt.Add(1)
-		}
+		fn(off, line[:len(line)-1])
 		off += n
 	}
-	s.scanned = off
-	if len(found) == 0 {
-		return
-	}
-	c.mu.Lock()
-	for d, loc := range found {
-		if _, have := c.index[d]; !have {
-			c.index[d] = loc
-		}
-	}
-	c.mu.Unlock()
 }
 
 // parseSegmentLine splits one segment line (without its newline),

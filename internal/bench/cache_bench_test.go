@@ -16,7 +16,7 @@ import (
 //
 //	go test -run '^$' -bench CachePut ./internal/bench
 func BenchmarkCachePut(b *testing.B) {
-	c, err := bench.OpenCache(b.TempDir())
+	c, err := bench.OpenCache(b.TempDir(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func BenchmarkCachePut(b *testing.B) {
 func BenchmarkCacheOpen(b *testing.B) {
 	const answers = 100_000
 	dir := b.TempDir()
-	c, err := bench.OpenCache(dir)
+	c, err := bench.OpenCache(dir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func BenchmarkCacheOpen(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		start := time.Now()
-		c, err := bench.OpenCache(dir)
+		c, err := bench.OpenCache(dir, nil)
 		el := time.Since(start)
 		if err != nil {
 			b.Fatal(err)

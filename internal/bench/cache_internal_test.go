@@ -52,7 +52,7 @@ func FuzzSegmentLine(f *testing.F) {
 // TestSegmentLineRoundTrip: what Put writes, the parser reads back.
 func TestSegmentLineRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	c, err := OpenCache(dir)
+	c, err := OpenCache(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func served(s string) *worldmodel.Response {
 
 func openCache(t testing.TB, dir string) *bench.Cache {
 	t.Helper()
-	c, err := bench.OpenCache(dir)
+	c, err := bench.OpenCache(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestCacheChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("started by TestCacheSurvivesKill9")
 	}
-	c, err := bench.OpenCache(dir)
+	c, err := bench.OpenCache(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

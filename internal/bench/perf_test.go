@@ -226,7 +226,7 @@ func BenchmarkRun840(b *testing.B) {
 					o.Rules = judge.RuleScorer{}
 				}
 				if cacheOn {
-					c, err := bench.OpenCache(filepath.Join(o.Out, bench.CacheDir))
+					c, err := bench.OpenCache(filepath.Join(o.Out, bench.CacheDir), nil)
 					if err != nil {
 						b.Fatal(err)
 					}

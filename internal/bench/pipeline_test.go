@@ -388,7 +388,7 @@ func TestCacheMakesRerunFree(t *testing.T) {
 	writeData(t, data, 21)
 	out1 := t.TempDir()
 	o := options(srv, data, out1)
-	cache, err := bench.OpenCache(filepath.Join(out1, bench.CacheDir))
+	cache, err := bench.OpenCache(filepath.Join(out1, bench.CacheDir), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,7 @@ func TestCacheMakesRerunFree(t *testing.T) {
 	srv.Reset()
 	out2 := t.TempDir()
 	o = options(srv, data, out2)
-	o.Cache, _ = bench.OpenCache(filepath.Join(out1, bench.CacheDir))
+	o.Cache, _ = bench.OpenCache(filepath.Join(out1, bench.CacheDir), nil)
 	sum, err := bench.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -441,7 +441,7 @@ func TestCacheSkipsTruncated(t *testing.T) {
 	dir := t.TempDir()
 	for range 2 {
 		o := options(srv, data, t.TempDir())
-		o.Cache, _ = bench.OpenCache(dir)
+		o.Cache, _ = bench.OpenCache(dir, nil)
 		if _, err := bench.Run(context.Background(), o); err != nil {
 			t.Fatal(err)
 		}
@@ -728,7 +728,7 @@ func TestNoCacheNoKey(t *testing.T) {
 	if _, ok := none.Get(""); ok || none.Hits() != 0 || none.Misses() != 0 {
 		t.Errorf("a nil cache answered or counted: hits %d misses %d", none.Hits(), none.Misses())
 	}
-	c, err := bench.OpenCache(t.TempDir())
+	c, err := bench.OpenCache(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -403,7 +403,7 @@ func (r *runFlags) run(cmd *cobra.Command, o *bench.Options) error {
 		if dir == "" {
 			dir = filepath.Join(r.out, bench.CacheDir)
 		}
-		c, err := bench.OpenCache(dir)
+		c, err := bench.OpenCache(dir, &bench.CacheOptions{Logger: logger(cmd)})
 		if err != nil {
 			return err
 		}

@@ -138,7 +138,7 @@ rejected, however the judge liked it.`,
 			if err != nil {
 				return err
 			}
-			cache, err := bench.OpenCache(filepath.Join(out, bench.CacheDir))
+			cache, err := bench.OpenCache(filepath.Join(out, bench.CacheDir), &bench.CacheOptions{Logger: logger(cmd)})
 			if err != nil {
 				return err
 			}

@@ -74,6 +74,19 @@ func readPID(path string) int {
 	return pid
 }
 
+// TryLock takes the exclusive lock on f itself, an open file, never
+// waiting; held reports another owner. It is for a file whose content must
+// stay as written (Acquire writes the owner's pid into its lock file): a
+// writer marks the file it is still appending to, and whoever would
+// replace the file asks whether its writer is gone. The lock lasts until f
+// is closed (or its process exits), and like Acquire's it belongs to the
+// open file: another open of the same file, in this process or another,
+// does not hold it. On Windows it covers a byte far past any content, so
+// reading and appending are not blocked.
+func TryLock(f *os.File) (held bool, err error) {
+	return lock(f)
+}
+
 // Path is the lock file's path.
 func (l *Lock) Path() string { return l.path }
 

@@ -91,3 +91,43 @@ func TestLockHeldByAnotherProcess(t *testing.T) {
 	}
 	l.Release()
 }
+
+// TestTryLockLeavesContent: TryLock locks the file itself without touching
+// what it holds, a second open of it is refused, appending and reading go
+// on under the lock, and closing the holder frees it.
+func TestTryLockLeavesContent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "seg.jsonl")
+	if err := os.WriteFile(path, []byte("line 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := TryLock(f); err != nil || held {
+		t.Fatalf("TryLock of a fresh file: held %v, %v", held, err)
+	}
+	other, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if held, err := TryLock(other); err != nil || !held {
+		t.Fatalf("TryLock of a second open while the first holds it: held %v, %v; want held", held, err)
+	}
+	w, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteString("line 2\n"); err != nil {
+		t.Fatalf("append under the lock: %v", err)
+	}
+	w.Close()
+	if b, err := os.ReadFile(path); err != nil || string(b) != "line 1\nline 2\n" {
+		t.Fatalf("content under the lock %q, %v", b, err)
+	}
+	f.Close()
+	if held, err := TryLock(other); err != nil || held {
+		t.Fatalf("TryLock once the holder closed: held %v, %v", held, err)
+	}
+}
