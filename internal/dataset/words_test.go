@@ -162,3 +162,30 @@ func FuzzScoreJSON(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkScoreJSON scores a terminal turn straight from its JSON
+// literals, escapes decoded on the fly (json.Marshal writes < and > as \u
+// escapes), the way `agentworld data mask` scores every turn of a corpus.
+//
+//	go test -run '^$' -bench ScoreJSON -benchmem ./internal/dataset
+func BenchmarkScoreJSON(b *testing.B) {
+	action := "### Turn 3\n**Action:**\ngrep -rn \"TODO\" src/ | head -20 && echo \"done — ünïcødé\""
+	line := "src/app/main.go:42:\t// TODO: handle the \"empty\" <b>case</b> → 数据 \U0001F680\r\n"
+	a, err := json.Marshal(action)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o, err := json.Marshal("**Environment Observation:**\n" + strings.Repeat(line, 40))
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, o = a[1:len(a)-1], o[1:len(o)-1]
+	var sc Scorer
+	b.SetBytes(int64(len(a) + len(o)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if st := sc.ScoreJSON(a, o); st.ObsWords == 0 {
+			b.Fatal("no words")
+		}
+	}
+}
