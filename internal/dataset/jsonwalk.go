@@ -10,6 +10,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/agentworld/agentworld/internal/jsonunquote"
 )
 
 type walker struct {
@@ -75,23 +77,12 @@ func (w *walker) str() ([]byte, bool) {
 			return s, esc
 		}
 		esc = true
-		if w.i+1 >= len(w.b) {
+		_, n, ok := jsonunquote.Escape(w.b[w.i:])
+		if !ok {
 			w.bad = true
 			return nil, false
 		}
-		switch w.b[w.i+1] {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			w.i += 2
-		case 'u':
-			if _, ok := hex4(w.b[w.i+2:]); !ok {
-				w.bad = true
-				return nil, false
-			}
-			w.i += 6
-		default:
-			w.bad = true
-			return nil, false
-		}
+		w.i += n
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/jsonunquote"
 )
 
 // Stats are the four word-overlap statistics of one (action, observation)
@@ -231,65 +232,15 @@ func hashRune(h uint64, r rune) uint64 {
 	return h
 }
 
-// decodeEscape decodes the JSON escape at the start of b and returns the
-// character and the bytes consumed. Escapes other than \u give the escaped
-// ASCII character; a malformed or lone-surrogate \u gives U+FFFD, as
-// encoding/json does.
+// decodeEscape decodes the JSON escape at the start of b as encoding/json
+// does ([jsonunquote.Escape]) and returns the character and the bytes
+// consumed. A malformed escape, which the line walker refuses before
+// anything is scored, gives U+FFFD for the backslash and the byte after it.
 func decodeEscape(b []byte) (rune, int) {
-	if len(b) < 2 {
-		return utf8.RuneError, len(b)
+	if r, n, ok := jsonunquote.Escape(b); ok {
+		return r, n
 	}
-	switch b[1] {
-	case 'u':
-		r, ok := hex4(b[2:])
-		if !ok {
-			return utf8.RuneError, 2
-		}
-		if r >= 0xD800 && r < 0xDC00 {
-			if len(b) >= 12 && b[6] == '\\' && b[7] == 'u' {
-				if lo, ok := hex4(b[8:]); ok && lo >= 0xDC00 && lo < 0xE000 {
-					return (r-0xD800)<<10 | (lo - 0xDC00) + 0x10000, 12
-				}
-			}
-			return utf8.RuneError, 6
-		}
-		if r >= 0xDC00 && r < 0xE000 {
-			return utf8.RuneError, 6
-		}
-		return r, 6
-	case 'n':
-		return '\n', 2
-	case 't':
-		return '\t', 2
-	case 'r':
-		return '\r', 2
-	case 'b':
-		return '\b', 2
-	case 'f':
-		return '\f', 2
-	default:
-		return rune(b[1]), 2
-	}
-}
-
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
+	return utf8.RuneError, min(2, len(b))
 }
 
 // wordSet is an open-addressing set of word hashes that keeps its table

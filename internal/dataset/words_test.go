@@ -117,6 +117,7 @@ func TestScoreJSONEscapes(t *testing.T) {
 		{`\ud83d\ude80rocket \ud800lone`, `rocket\/slash \\back`},
 		{`\u0041BC`, `abc`},
 		{`x\u2028y`, `y\u00b2`},
+		{`\ude00lone\ud83d\u00e9t\ud83d\ud83d\ude80`, `\uD83D\uDE80 \u00C9T\ud83dlone`},
 	}
 	for _, c := range cases {
 		var a, o string
