@@ -1,7 +1,11 @@
 package bench_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -69,4 +73,68 @@ func BenchmarkCacheOpen(b *testing.B) {
 		runtime.KeepAlive(c)
 		c.Close()
 	}
+}
+
+// BenchmarkCacheCompact compacts a cache of 100,000 answers (judge-sized,
+// ~400 bytes a line) left in 32 segments by racing runs, one answer in ten
+// stored twice, and prints the time beside that of opening the same
+// directory, measured in the same run: compaction reads what opening
+// reads, and writes it once more.
+//
+//	go test -run '^$' -bench CacheCompact -benchtime 3x ./internal/bench
+func BenchmarkCacheCompact(b *testing.B) {
+	const answers, segs = 100_000, 32
+	src := b.TempDir()
+	resp := &worldmodel.Response{Content: "SCORES 4 4 4 4 4\nStrengths: the listing matches the directory.\nWeaknesses: none that matter.",
+		FinishReason: "stop", Model: "judge", PromptTokens: 1200, CompletionTokens: 30, LatencyMS: 100}
+	body, err := json.Marshal(resp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var files [segs][]byte
+	for i := range answers {
+		line := append(append([]byte(`{"k":"`+hexKey(fmt.Sprint("request ", i))+`","r":`), body...), "}\n"...)
+		files[i%segs] = append(files[i%segs], line...)
+		if i%10 == 0 {
+			files[(i+1)%segs] = append(files[(i+1)%segs], line...)
+		}
+	}
+	var size int64
+	for s, content := range files {
+		writeSegment(b, src, s, string(content))
+		size += int64(len(content))
+	}
+	fill := func() string {
+		dir := filepath.Join(b.TempDir(), "cache")
+		if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+			b.Fatal(err)
+		}
+		return dir
+	}
+	var openTotal, compactTotal time.Duration
+	for range b.N {
+		b.StopTimer()
+		dir := fill()
+		start := time.Now()
+		c, err := bench.OpenCache(dir, &bench.CacheOptions{CompactAt: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		openTotal += time.Since(start)
+		c.Close()
+		b.StartTimer()
+		start = time.Now()
+		st, err := bench.CompactCache(context.Background(), dir, nil)
+		compactTotal += time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st.Kept != answers || st.Duplicates != answers/10 || st.Segments != segs {
+			b.Fatalf("compacted %+v", st)
+		}
+	}
+	b.ReportMetric(float64(compactTotal.Milliseconds())/float64(b.N), "compact_ms")
+	b.ReportMetric(float64(openTotal.Milliseconds())/float64(b.N), "open_ms")
+	b.ReportMetric(float64(compactTotal)/float64(openTotal), "compact/open")
+	b.ReportMetric(float64(size)/(1<<20)/(compactTotal.Seconds()/float64(b.N)), "MiB/s")
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/filelock"
 	progressline "github.com/agentworld/agentworld/internal/progress"
@@ -29,6 +31,10 @@ const CompactLockName = "compact.lock"
 // removes it as left by a writer killed in between.
 const emptyGrace = 10 * time.Minute
 
+// progressFrom is the size of segments from which a compaction shows its
+// progress.
+const progressFrom = 16 << 20
+
 // compactHook, when set (by tests only), is called at each step of a
 // compaction: "written" once half of the segments are in the new one,
 // "renamed" once it is in place, "removed" after the first old segment is
@@ -38,7 +44,8 @@ var compactHook func(step string)
 // CompactOptions tunes [CompactCache]. The zero value is the default.
 type CompactOptions struct {
 	// Progress receives a progress line (bytes read, answers kept) while
-	// it runs; nil shows none.
+	// it runs, when the segments to rewrite hold progressFrom bytes or
+	// more (less takes well under a second); nil shows none.
 	Progress io.Writer
 	// ProgressInterval is how often a non-terminal progress line is
 	// written; zero means the progress package's default.
@@ -143,6 +150,9 @@ func CompactCache(ctx context.Context, dir string, opts *CompactOptions) (*Compa
 
 	var read, kept, dups atomic.Int64
 	var done atomic.Int32
+	if stats.BytesBefore < progressFrom {
+		o.Progress = nil
+	}
 	tk := progressline.Start(o.Progress, o.ProgressInterval, func() string {
 		r := read.Load()
 		pct := 100.0
@@ -150,7 +160,7 @@ func CompactCache(ctx context.Context, dir string, opts *CompactOptions) (*Compa
 			pct = 100 * float64(r) / float64(stats.BytesBefore)
 		}
 		return fmt.Sprintf("cache compact: segment %d/%d  %s of %s read (%.0f%%)  %d answers kept  %d duplicates  elapsed %s",
-			done.Load(), len(segs), formatBytes(r), formatBytes(stats.BytesBefore), pct, kept.Load(), dups.Load(),
+			done.Load(), len(segs), humanize.IBytes(uint64(r)), humanize.IBytes(uint64(stats.BytesBefore)), pct, kept.Load(), dups.Load(),
 			time.Since(start).Round(time.Second))
 	})
 	name, err := writeCompacted(ctx, dir, segs, stats, &read, &kept, &dups, &done)
@@ -325,19 +335,4 @@ func writeCompacted(ctx context.Context, dir string, segs []*compactSeg, stats *
 	}
 	stats.BytesAfter = written
 	return name, nil
-}
-
-// formatBytes writes n in the largest binary unit under which it is at
-// least 1.
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -488,3 +488,28 @@ loop:
 		t.Errorf("%d damaged lines", c.Corrupt())
 	}
 }
+
+// TestCompactProgress: a compaction of a large cache shows its progress,
+// ending with a line of everything read.
+func TestCompactProgress(t *testing.T) {
+	dir := t.TempDir()
+	big := strings.Repeat("p", 110<<10)
+	for s := range 4 {
+		var b strings.Builder
+		for i := range 40 {
+			b.WriteString(segLine(t, hexKey(fmt.Sprint(s, "-", i)), big))
+		}
+		writeSegment(t, dir, s, b.String())
+	}
+	var out strings.Builder
+	st, err := bench.CompactCache(context.Background(), dir, &bench.CompactOptions{Progress: &out, ProgressInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.BytesBefore < 16<<20 || st.Kept != 160 {
+		t.Fatalf("compacted %d bytes, %d answers; the test wants 16 MiB or more and 160", st.BytesBefore, st.Kept)
+	}
+	if !strings.HasPrefix(out.String(), "cache compact: segment 4/4  17 MiB of 17 MiB read (100%)  160 answers kept  0 duplicates  elapsed ") {
+		t.Errorf("progress %q", out.String())
+	}
+}

@@ -16,6 +16,8 @@ type progress struct {
 	w        io.Writer
 	interval time.Duration
 	ticker   *progressline.Ticker
+	// cache's damaged lines are shown once there are some (nil: none).
+	cache *Cache
 
 	mu                           sync.Mutex
 	total, done, failed, resumed int
@@ -67,6 +69,9 @@ func (p *progress) line() string {
 	s := fmt.Sprintf("bench: %d/%d (%.0f%%)  %.1f samples/s  ETA %s  failed %d", done, total, pct, rate, eta, failed)
 	if resumed > 0 {
 		s += fmt.Sprintf("  resumed %d", resumed)
+	}
+	if n := p.cache.Corrupt(); n > 0 {
+		s += fmt.Sprintf("  cache damaged lines %d", n)
 	}
 	return s + fmt.Sprintf("  elapsed %s", time.Since(p.started).Round(time.Second))
 }

@@ -134,9 +134,12 @@ type Summary struct {
 	GenericJudge int
 	// Source is what reading the data met (malformed lines skipped, …).
 	Source SourceStats
-	// CacheHits and CacheMisses count response-cache lookups.
-	CacheHits, CacheMisses int64
-	Elapsed                time.Duration
+	// CacheHits and CacheMisses count response-cache lookups;
+	// CacheCorrupt the damaged cache lines skipped ([Cache.Corrupt]), in
+	// CacheDir.
+	CacheHits, CacheMisses, CacheCorrupt int64
+	CacheDir                             string
+	Elapsed                              time.Duration
 	// PredictionsPath and JudgedPath are the final files ("" when the stage
 	// did not run).
 	PredictionsPath, JudgedPath string
@@ -330,6 +333,7 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 		}
 	}
 	p.progress = newProgress(o.Progress, total, o.ProgressInterval)
+	p.progress.cache = o.Cache
 	type count struct {
 		n   int
 		err error
@@ -402,6 +406,7 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 	p.sum.Truncated = int(p.truncated.Load())
 	p.sum.GenericJudge = int(p.generic.Load())
 	p.sum.CacheHits, p.sum.CacheMisses = o.Cache.Hits(), o.Cache.Misses()
+	p.sum.CacheCorrupt, p.sum.CacheDir = o.Cache.Corrupt(), o.Cache.Dir()
 	// A sample that stops the run cancels gctx, and the reader then stops
 	// with gctx's context.Canceled: that is an effect of werr, not a cause,
 	// and printed first it would hide the reason (a row's file:line).

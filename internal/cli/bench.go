@@ -32,6 +32,7 @@ environment observations in seven domains.
   bench score    score judged rows
   bench compare  compare runs side by side
   bench report   one self-contained HTML page for a run
+  bench cache    the response cache: compact it
 
 A run directory (--out) holds:
   run.json           the settings of the run (a rerun with other settings is refused)
@@ -39,11 +40,12 @@ A run directory (--out) holds:
   judged.jsonl       one row per sample: the prediction with its judge scores
   scores.json        the score report (bench score --json)
   cache/             model and judge responses keyed by request content hash
+                     (segments, one per run that stored answers; bench cache compact)
 
 Rows are appended as they arrive, so a killed run loses nothing: rerun the same
 command and finished samples are skipped.`,
 	}
-	cmd.AddCommand(newBenchInferCmd(), newBenchJudgeCmd(), newBenchRunCmd(), newBenchScoreCmd(), newBenchCompareCmd(), newBenchReportCmd())
+	cmd.AddCommand(newBenchInferCmd(), newBenchJudgeCmd(), newBenchRunCmd(), newBenchScoreCmd(), newBenchCompareCmd(), newBenchReportCmd(), newBenchCacheCmd())
 	return cmd
 }
 
@@ -485,6 +487,9 @@ func printBenchSummary(w io.Writer, s *bench.Summary) {
 	fmt.Fprintf(w, "samples: %d done of %d (%d resumed from an earlier run) in %s\n", s.Done, s.Total, s.Resumed, s.Elapsed.Round(time.Millisecond))
 	if s.CacheHits+s.CacheMisses > 0 {
 		fmt.Fprintf(w, "cache: %d hits, %d misses\n", s.CacheHits, s.CacheMisses)
+	}
+	if s.CacheCorrupt > 0 {
+		fmt.Fprintf(w, "cache: %d damaged lines in %s skipped (an answer one held costs a call again); `agentworld bench cache compact %s` drops them\n", s.CacheCorrupt, s.CacheDir, s.CacheDir)
 	}
 	if s.Truncated > 0 {
 		fmt.Fprintf(w, "cut by the token budget (finish_reason=length): %d generations — raise --max-tokens (thinking models need 8K+)\n", s.Truncated)
