@@ -404,14 +404,20 @@ func (c *Cache) openOwn() bool {
 	// The segment is locked before its first line and until Close: a
 	// compaction takes a segment with lines that nobody locks for one whose
 	// writer is gone, and one left empty for a while for a writer killed
-	// before it locked (emptyGrace). A system without file locks only
-	// cannot compact.
+	// before it locked (emptyGrace); it never locks an empty one younger
+	// than that, so the lock is free here. A system without file locks
+	// only cannot compact.
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		c.ownErr = err
 		return false
 	}
-	_, _ = filelock.TryLock(f)
+	if held, _ := filelock.TryLock(f); held {
+		f.Close()
+		os.Remove(path)
+		c.ownErr = fmt.Errorf("cache %s: segment %s locked by another process as it was created", c.dir, name)
+		return false
+	}
 	a, err := trajectory.OpenAppender(path, 0)
 	if err != nil {
 		f.Close()

@@ -230,20 +230,32 @@ func compactable(dir string, stats *CompactStats, log *slog.Logger) ([]*compactS
 		if err != nil {
 			return segs, fmt.Errorf("cache %s: %w", dir, err)
 		}
-		held, err := filelock.TryLock(f)
-		if err != nil {
-			f.Close()
-			return segs, fmt.Errorf("cache %s: cannot tell which segments running processes still write: %w", dir, err)
-		}
+		// An empty segment is looked at before it is locked: its writer
+		// may be about to lock it, and must not find it held. One with
+		// lines was locked by its writer before its first.
 		fi, err := f.Stat()
 		if err != nil {
 			f.Close()
 			return segs, fmt.Errorf("cache %s: %w", dir, err)
 		}
-		if held || (fi.Size() == 0 && time.Since(fi.ModTime()) < emptyGrace) {
+		if fi.Size() == 0 && time.Since(fi.ModTime()) < emptyGrace {
 			f.Close()
 			stats.InUse++
 			continue
+		}
+		held, err := filelock.TryLock(f)
+		if err != nil {
+			f.Close()
+			return segs, fmt.Errorf("cache %s: cannot tell which segments running processes still write: %w", dir, err)
+		}
+		if held {
+			f.Close()
+			stats.InUse++
+			continue
+		}
+		if fi, err = f.Stat(); err != nil { // as it is now that nobody writes it
+			f.Close()
+			return segs, fmt.Errorf("cache %s: %w", dir, err)
 		}
 		segs = append(segs, &compactSeg{name: name, f: f, size: fi.Size()})
 	}

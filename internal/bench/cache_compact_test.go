@@ -254,17 +254,7 @@ func TestCompactCache(t *testing.T) {
 // layout of earlier versions in place, and a cache still reads it.
 func TestCompactKeepsLegacyLayout(t *testing.T) {
 	dir := t.TempDir()
-	k := hexKey("legacy")
-	b, err := json.Marshal(answer("legacy"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, k[:2]), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, k[:2], k+".json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	k := writeLegacy(t, dir, "legacy")
 	writeSegment(t, dir, 0, segLine(t, hexKey("a"), "a"))
 	writeSegment(t, dir, 1, segLine(t, hexKey("b"), "b"))
 	st, err := bench.CompactCache(context.Background(), dir, nil)

@@ -175,12 +175,12 @@ func TestCacheDamagedSegment(t *testing.T) {
 	wantCache(t, openCache(t, dir), map[string]*worldmodel.Response{keys[0]: served("0"), torn: served("torn")})
 }
 
-// TestCacheLegacyLayout: a cache written by earlier versions, one file per
-// answer at <dir>/<2 hex>/<hash>.json, still answers.
-func TestCacheLegacyLayout(t *testing.T) {
-	dir := t.TempDir()
-	k := hexKey("legacy")
-	b, err := json.Marshal(answer("legacy"))
+// writeLegacy stores answer(s) as earlier versions did, one file per answer
+// at <dir>/<2 hex>/<hash>.json, and returns its key.
+func writeLegacy(t *testing.T, dir, s string) string {
+	t.Helper()
+	k := hexKey(s)
+	b, err := json.Marshal(answer(s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +190,14 @@ func TestCacheLegacyLayout(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, k[:2], k+".json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return k
+}
+
+// TestCacheLegacyLayout: a cache written by earlier versions, one file per
+// answer at <dir>/<2 hex>/<hash>.json, still answers.
+func TestCacheLegacyLayout(t *testing.T) {
+	dir := t.TempDir()
+	k := writeLegacy(t, dir, "legacy")
 	c := openCache(t, dir)
 	wantCache(t, c, map[string]*worldmodel.Response{k: served("legacy"), hexKey("other"): nil})
 	c.Put(hexKey("new"), answer("new"))
