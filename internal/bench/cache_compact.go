@@ -102,6 +102,10 @@ type CompactStats struct {
 //     one (their answers twice, dropped by the next compaction), plus at
 //     most a temporary file, which the next compaction removes.
 //
+// Versions of this package before compaction wrote their segments
+// unlocked: a run of one still going would lose what it appends after its
+// segment is taken for a finished one.
+//
 // One compaction runs at a time: another one's lock is an error wrapping
 // [filelock.ErrHeld]. The legacy one-file-per-answer layout is left alone
 // (a Cache still reads it). A cancelled ctx stops it with nothing changed
