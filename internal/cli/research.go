@@ -110,7 +110,10 @@ rubric judge's, and every report and log says so.
 
 --budget and --budget-tokens cap the calls and tokens of the world model,
 the judge, the optimizer and the real check together; answers from the
-cache are free, and a resumed run counts on from its journal. The test
+cache are free, and a resumed run counts on from its journal. The token cap
+holds: each call reserves its prompt plus its whole max_tokens before it is
+sent (calls without one are sent --budget-completion-tokens), so the run
+may stop with up to one such call's worth unspent. The test
 split's calls are held back during the search, so a run that ends on its
 budget still compares its best candidate with the seed.
 
@@ -234,7 +237,8 @@ rejected, however the judge liked it.`,
 	f.Uint64Var(&o.RandSeed, "seed", 1, "seed of the split, minibatches and parent draws")
 	f.IntVar(&concurrency, "concurrency", bench.DefaultConcurrency, "samples in flight per evaluation")
 	f.IntVar(&limits.Calls, "budget", 0, "cap on world-model, judge, optimizer and real-check calls together (cache hits are free; a resumed run counts on); the test split's calls are held back from it; 0: no cap")
-	f.Int64Var(&limits.Tokens, "budget-tokens", 0, "cap on the prompt plus completion tokens of those calls (as the endpoints report them, else estimated at four bytes a token); 0: no cap")
+	f.Int64Var(&limits.Tokens, "budget-tokens", 0, "cap on the prompt plus completion tokens of those calls (as the endpoints report them, else estimated at four bytes a token); a call is sent only when its prompt and its whole max_tokens fit in what is left; 0: no cap")
+	f.IntVar(&limits.Completion, "budget-completion-tokens", 0, fmt.Sprintf("under --budget-tokens, the max_completion_tokens sent with the judge's and the optimizer's calls when they set no --judge-max-tokens (0: %d)", research.DefaultCompletion))
 	f.StringVar(&realDir, "verify", "", "directory of recorded real trajectories (realenv recordings, .json/.jsonl): candidates are also scored by teacher-forced divergence on them, and one that diverges more than the seed beyond --verify-tolerance is rejected")
 	f.Float64Var(&o.RealTolerance, "verify-tolerance", 1, "divergence points (0..100) a candidate may lose to the seed on --verify before it is rejected; 0: none")
 	return cmd

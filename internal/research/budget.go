@@ -21,9 +21,21 @@ type Limits struct {
 	// Calls caps the model, judge, optimizer and real-check calls together.
 	// A call answered from a cache never reaches the budget and is free.
 	Calls int `json:"calls,omitempty"`
-	// Tokens caps their prompt plus completion tokens.
+	// Tokens caps their prompt plus completion tokens. It holds: a call is
+	// sent only when its worst case (its prompt's estimate plus its
+	// max_tokens) fits in what is left, so a run may end with up to one
+	// worst case unspent.
 	Tokens int64 `json:"tokens,omitempty"`
+	// Completion is the completion cap a call under a Tokens cap is sent
+	// with when it carries none (as max_completion_tokens), so that its
+	// worst case is known; 0 means [DefaultCompletion].
+	Completion int `json:"completion,omitempty"`
 }
+
+// DefaultCompletion is [Limits.Completion] when zero: the generation
+// budget the world model's calls get by default, ample for a judge's or
+// the optimizer's answer.
+const DefaultCompletion = 32768
 
 // RoleSpend is the share of one kind of call ("model", "judge",
 // "optimizer", "verify") in a [Spend].
@@ -101,9 +113,13 @@ func (s Spend) String(l Limits) string {
 
 // Budget meters the calls of a run against its [Limits]. Wrap every
 // client that costs money with [Budget.Meter], inside any response cache,
-// so that cache hits stay free. A call that would go over a cap is not
-// made: the budget waits for the calls in flight, cancels the run's
-// context with [ErrBudget] and [Run] ends with what it has. Every call is
+// so that cache hits stay free. Under a token cap every call reserves its
+// worst case (prompt estimate plus max_tokens) before it is sent and gives
+// back what it did not use when it returns; a call that fits only once the
+// calls in flight have given theirs back waits for them. A call that would
+// go over a cap even then is not made: the budget waits for the calls in
+// flight, cancels the run's context with [ErrBudget] and [Run] ends with
+// what it has. Every call is
 // journaled before it is made and again when it returns, so a run killed
 // and resumed counts on from where it was (a call in flight at the kill
 // counts, with its prompt's estimated tokens).
@@ -116,8 +132,12 @@ type Budget struct {
 	// finished counts calls that returned, whose mean size predicts the
 	// next one's and the test split's tokens.
 	finished int
-	// pending are the estimated prompt tokens of the calls in flight.
-	pending  int64
+	// pending are the worst-case tokens reserved by the calls in flight.
+	pending int64
+	// largest is the largest worst case of a call admitted so far; the
+	// search holds that much back beyond the test split's expected tokens,
+	// so that the test's last call still fits.
+	largest  int64
 	inflight int
 	next     int
 	// reserve is held back for the test split during the search.
@@ -178,40 +198,53 @@ func (b *Budget) meanTokens() int64 {
 	return b.spent.Tokens / int64(b.finished)
 }
 
-// over says which cap a call of about est prompt tokens would go over, ""
-// when none. The call's completion is expected to be as large as a mean
-// call less its prompt estimate (at least nothing).
-func (b *Budget) over(est int64) string {
+// over says which cap a call of about est prompt tokens and at most worst
+// tokens in all would go over, "" when none; wait says it fits once the
+// calls in flight have given back their unused reservations.
+func (b *Budget) over(est, worst int64) (why string, wait bool) {
 	l := b.limits
 	if l.Calls > 0 && b.spent.Calls+1 > l.Calls-b.reserve {
 		held := ""
 		if b.reserve > 0 {
 			held = fmt.Sprintf(" (%d held back for the test split)", b.reserve)
 		}
-		return fmt.Sprintf("call %d would go over the cap of %d calls%s", b.spent.Calls+1, l.Calls, held)
+		return fmt.Sprintf("call %d would go over the cap of %d calls%s", b.spent.Calls+1, l.Calls, held), false
 	}
 	if l.Tokens > 0 {
-		mean := b.meanTokens()
-		next := max(est, mean)
-		held := int64(b.reserve) * mean
-		if b.spent.Tokens+b.pending+next+held > l.Tokens {
-			s := fmt.Sprintf("a call of about %d tokens would go over the cap of %d tokens (%d spent, %d in flight", next, l.Tokens, b.spent.Tokens, b.pending)
+		held := int64(0)
+		if b.reserve > 0 {
+			held = int64(b.reserve)*b.meanTokens() + max(b.largest, worst)
+		}
+		room := l.Tokens - b.spent.Tokens - held
+		if worst > room {
+			s := fmt.Sprintf("a call of up to %d tokens (about %d prompt, %d completion at most) would go over the cap of %d tokens (%d spent", worst, est, worst-est, l.Tokens, b.spent.Tokens)
 			if held > 0 {
 				s += fmt.Sprintf(", about %d held back for the test split", held)
 			}
-			return s + ")"
+			return s + ")", false
+		}
+		if worst > room-b.pending {
+			return "", true
 		}
 	}
-	return ""
+	return "", false
 }
 
-// admit counts a call before it is made, or refuses it.
-func (b *Budget) admit(role string, est int64) (int, error) {
+// admit counts a call of about est prompt tokens and at most worst tokens
+// before it is made, or refuses it.
+func (b *Budget) admit(role string, est, worst int64) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.stopped == nil {
-		if why := b.over(est); why != "" {
+	for b.stopped == nil {
+		why, wait := b.over(est, worst)
+		if why != "" {
 			b.stopped = fmt.Errorf("%w: %s", ErrBudget, why)
+		} else if !wait {
+			break
+		} else {
+			// Calls in flight hold the room this one needs until they
+			// return (each returns, its error included, and broadcasts).
+			b.drained.Wait()
 		}
 	}
 	if b.stopped != nil {
@@ -230,14 +263,15 @@ func (b *Budget) admit(role string, est int64) (int, error) {
 	b.next++
 	b.spent.add(role, 1, 0, false)
 	b.inflight++
-	b.pending += est
+	b.pending += worst
+	b.largest = max(b.largest, worst)
 	b.journal.write(journalLine{Call: &callLine{ID: id, Role: role, Est: est}})
 	return id, nil
 }
 
-// settle books a finished call's tokens: the usage the endpoint reported,
-// else an estimate.
-func (b *Budget) settle(id int, role string, est int64, resp *worldmodel.Response) {
+// settle books a finished call's tokens (the usage the endpoint reported,
+// else an estimate) in place of the worst case it reserved.
+func (b *Budget) settle(id int, role string, est, worst int64, resp *worldmodel.Response) {
 	tokens, estimated := est, true
 	if resp != nil {
 		if u := int64(resp.PromptTokens + resp.CompletionTokens); u > 0 {
@@ -249,7 +283,7 @@ func (b *Budget) settle(id int, role string, est int64, resp *worldmodel.Respons
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.inflight--
-	b.pending -= est
+	b.pending -= worst
 	b.finished++
 	b.spent.add(role, 0, tokens, estimated)
 	b.journal.write(journalLine{Done: &doneLine{ID: id, Tokens: tokens, Estimated: estimated}})
@@ -270,13 +304,38 @@ func (m *metered) Complete(ctx context.Context, req worldmodel.Request) (*worldm
 	for _, msg := range req.Messages {
 		est += textTokens(msg.Content) + 4 // the chat template's per-message tokens
 	}
-	id, err := m.b.admit(m.role, est)
+	// The completion's worst case is its max_tokens; under a token cap a
+	// call without one is sent with the budget's, so the cap can hold.
+	completion := int64(max(req.MaxTokens, 0))
+	if req.MaxTokens <= 0 && m.b.limits.Tokens > 0 {
+		req.MaxTokens, req.MaxCompletionTokens = m.b.completion(), true
+		completion = int64(req.MaxTokens)
+	}
+	// Never below a mean call, which guards a prompt whose estimate falls
+	// short of what the endpoint counts.
+	worst := max(est+completion, m.b.mean())
+	id, err := m.b.admit(m.role, est, worst)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := m.c.Complete(ctx, req)
-	m.b.settle(id, m.role, est, resp)
+	m.b.settle(id, m.role, est, worst, resp)
 	return resp, err
+}
+
+// mean is [Budget.meanTokens] under the lock.
+func (b *Budget) mean() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.meanTokens()
+}
+
+// completion is the completion cap of a call that carries none.
+func (b *Budget) completion() int {
+	if b.limits.Completion > 0 {
+		return b.limits.Completion
+	}
+	return DefaultCompletion
 }
 
 // textTokens estimates the tokens of s at four bytes a token, the usual

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -347,7 +348,7 @@ func TestBudgetTokens(t *testing.T) {
 			const capTokens = 20000
 			f := newMeteredFakes(budgetScript)
 			f.model.noUsage, f.judge.noUsage = noUsage, noUsage
-			b := NewBudget(Limits{Tokens: capTokens})
+			b := NewBudget(Limits{Tokens: capTokens, Completion: 20})
 			rep, err := Run(context.Background(), f.options(b, openLib(t, t.TempDir()), nil, nil))
 			if err != nil {
 				t.Fatal(err)
@@ -413,4 +414,101 @@ func TestResumeRefusesOtherSettings(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "seed") {
 		t.Fatalf("resumed with another seed: %v", err)
 	}
+}
+
+// sizedModel is an endpoint that answers every call with all the
+// completion tokens it allows (maxTokens when the call sets none), after
+// a pause that lets concurrent calls overlap; it records the requests.
+type sizedModel struct {
+	maxTokens int
+	mu        sync.Mutex
+	reqs      []worldmodel.Request
+}
+
+func (m *sizedModel) Complete(ctx context.Context, r worldmodel.Request) (*worldmodel.Response, error) {
+	m.mu.Lock()
+	m.reqs = append(m.reqs, r)
+	m.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	n := r.MaxTokens
+	if n <= 0 {
+		n = m.maxTokens
+	}
+	return &worldmodel.Response{Content: "x", FinishReason: "length", PromptTokens: 5, CompletionTokens: n}, nil
+}
+
+// sizedRequest is a call of about 5 prompt tokens, as sizedModel counts it.
+func sizedRequest(maxTokens int) worldmodel.Request {
+	return worldmodel.Request{Messages: []worldmodel.Message{{Role: "user", Content: "x"}}, MaxTokens: maxTokens}
+}
+
+// TestBudgetTokensHold: the token cap holds against a completion as large
+// as its max_tokens, one at a time and with calls in flight together.
+func TestBudgetTokensHold(t *testing.T) {
+	t.Run("large completion near the cap", func(t *testing.T) {
+		b := NewBudget(Limits{Tokens: 1000})
+		m := &sizedModel{}
+		c := b.Meter("model", m)
+		for range 60 { // 60 calls of 15 tokens: 900 spent
+			if _, err := c.Complete(context.Background(), sizedRequest(10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := c.Complete(context.Background(), sizedRequest(2000))
+		if s := b.Spent(); !errors.Is(err, ErrBudget) || s.Tokens > 1000 || len(m.reqs) != 60 {
+			t.Fatalf("a call that may complete 2000 tokens with 100 left: err %v, spent %d of 1000, %d calls sent", err, s.Tokens, len(m.reqs))
+		}
+	})
+	t.Run("concurrent", func(t *testing.T) {
+		const capTokens = 2000 // 19 calls of 105 tokens
+		b := NewBudget(Limits{Tokens: capTokens})
+		m := &sizedModel{}
+		c := b.Meter("model", m)
+		var g errgroup.Group
+		for range 8 {
+			g.Go(func() error {
+				for {
+					if _, err := c.Complete(context.Background(), sizedRequest(100)); err != nil {
+						if errors.Is(err, ErrBudget) {
+							return nil
+						}
+						return err
+					}
+				}
+			})
+		}
+		if err := g.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		// Calls waiting for room let the run use all of it that whole
+		// calls can: neither over the cap nor stopped early.
+		if s := b.Spent(); s.Tokens > capTokens || s.Calls != 19 || len(m.reqs) != 19 {
+			t.Fatalf("spent %d of %d tokens in %d calls (%d sent), want 19 calls", s.Tokens, capTokens, s.Calls, len(m.reqs))
+		}
+	})
+	t.Run("call without max_tokens", func(t *testing.T) {
+		for _, c := range []struct {
+			limits   Limits
+			want     int
+			maxField bool
+		}{
+			{Limits{Tokens: 1000, Completion: 50}, 50, true},
+			{Limits{Tokens: 1 << 20}, DefaultCompletion, true},
+			{Limits{Calls: 10}, 0, false}, // no token cap: sent as it came
+		} {
+			m := &sizedModel{maxTokens: 80}
+			if _, err := NewBudget(c.limits).Meter("judge", m).Complete(context.Background(), sizedRequest(0)); err != nil {
+				t.Fatal(err)
+			}
+			if r := m.reqs[0]; r.MaxTokens != c.want || r.MaxCompletionTokens != c.maxField {
+				t.Errorf("%+v: sent max tokens %d (max_completion_tokens %v), want %d (%v)", c.limits, r.MaxTokens, r.MaxCompletionTokens, c.want, c.maxField)
+			}
+		}
+		// The default cap does not fit in a small budget: refused unsent.
+		m := &sizedModel{maxTokens: 80}
+		_, err := NewBudget(Limits{Tokens: 1000}).Meter("judge", m).Complete(context.Background(), sizedRequest(0))
+		if !errors.Is(err, ErrBudget) || len(m.reqs) != 0 || !strings.Contains(err.Error(), "32768 completion at most") {
+			t.Fatalf("err %v, %d sent", err, len(m.reqs))
+		}
+	})
 }
