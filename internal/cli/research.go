@@ -22,11 +22,9 @@ import (
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/promptlib"
-	"github.com/agentworld/agentworld/internal/realenv"
 	"github.com/agentworld/agentworld/internal/research"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
-	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -197,8 +195,8 @@ rejected, however the judge liked it.`,
 					c = budget.Meter("verify", model.client(cmd))
 				}
 				backend := sim.NewModelBackend(cache.Completer(c, model.model), &sim.ModelOptions{Model: model.model})
-				if o.Real, err = newRealCheck(realDir, d, backend, concurrency); err != nil {
-					return err
+				if o.Real, err = research.NewRealCheck(realDir, d, backend, &research.RealCheckOptions{Concurrency: concurrency}); err != nil {
+					return fmt.Errorf("--verify: %w", err)
 				}
 				o.RealName = filepath.Base(filepath.Clean(realDir))
 				if o.RealTolerance == 0 {
@@ -294,76 +292,6 @@ func writeResearchLog(w io.Writer, j *research.Journal) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// realCheck scores a version by teacher-forced divergence on recorded real
-// trajectories with the verify machinery: every turn is predicted by the
-// world model from the real turns before it, under the system prompt the
-// version renders from the recording's own components.
-type realCheck struct {
-	trajs       []*trajectory.Trajectory
-	specs       []*world.Spec
-	backend     sim.BackendFactory
-	concurrency int
-	calls       int
-}
-
-func newRealCheck(dir string, d domain.Domain, backend sim.BackendFactory, concurrency int) (*realCheck, error) {
-	ts, err := realenv.ReadTrajectories(dir)
-	if err != nil {
-		return nil, fmt.Errorf("--verify: %w", err)
-	}
-	r := &realCheck{backend: backend, concurrency: concurrency}
-	for _, t := range ts {
-		if t.Domain != string(d) || len(t.Turns) == 0 {
-			continue
-		}
-		if t.Components == nil {
-			return nil, fmt.Errorf("--verify %s: trajectory %s has no components, so no template version can render its prompt", dir, t.ID)
-		}
-		c := t.Components
-		spec := &world.Spec{Name: t.ID, Domain: d, TaskDescription: c.TaskDescription, ActionSpace: world.ActionSpace{Description: c.ActionSpace},
-			InitialState: c.InitialState, SimulationInstruction: c.SimulationInstruction}
-		if err := spec.Validate(); err != nil {
-			return nil, fmt.Errorf("--verify %s: trajectory %s: components: %w", dir, t.ID, err)
-		}
-		r.trajs, r.specs = append(r.trajs, t), append(r.specs, spec)
-		r.calls += len(t.Turns)
-	}
-	if len(r.trajs) == 0 {
-		return nil, fmt.Errorf("--verify %s: no recorded %s trajectory with turns", dir, d)
-	}
-	return r, nil
-}
-
-func (r *realCheck) Calls() int { return r.calls }
-
-func (r *realCheck) Divergence(ctx context.Context, v *promptlib.Version, d domain.Domain) (*research.RealScore, error) {
-	s := &research.RealScore{}
-	exact := 0
-	for i, t := range r.trajs {
-		sys, err := v.Render(d, *t.Components)
-		if err != nil {
-			return nil, err
-		}
-		p, err := realenv.NewSimPredictorPrompt(r.backend, r.specs[i], sys)
-		if err != nil {
-			return nil, err
-		}
-		rep, err := realenv.TeacherForced(ctx, t, p, &realenv.VerifyOptions{Concurrency: r.concurrency})
-		if err != nil {
-			return nil, fmt.Errorf("trajectory %s: %w", t.ID, err)
-		}
-		s.Divergence += 100 * (1 - rep.Summary.MeanSimilarity)
-		s.Turns += rep.Summary.Turns
-		s.Errors += rep.Summary.Errors
-		exact += rep.Summary.Exact
-	}
-	s.Divergence /= float64(len(r.trajs))
-	if s.Turns > 0 {
-		s.ExactRate = float64(exact) / float64(s.Turns)
-	}
-	return s, nil
 }
 
 // readTrajectories reads unified trajectories, one JSON object a line.
