@@ -1,6 +1,7 @@
 package promptlib
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,7 +26,10 @@ type Library struct {
 const PromotedFile = "PROMOTED"
 
 // Open reads the library in dir; "" gives one holding only v0. A missing
-// directory is an empty library (Add creates it).
+// directory is an empty library (Add creates it). Every *.json file in dir
+// is a version unless it is a JSON object with none of a version's members
+// (see versionShaped), such as the metadata of a data export written
+// there; a version file that does not parse is an error naming it.
 func Open(dir string) (*Library, error) {
 	l := &Library{dir: dir, versions: []*Version{Builtin()}}
 	if dir == "" {
@@ -47,6 +51,9 @@ func Open(dir string) (*Library, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !versionShaped(b) {
+			continue
+		}
 		v, err := ParseVersion(b, p)
 		if err != nil {
 			return nil, err
@@ -61,6 +68,28 @@ func Open(dir string) (*Library, error) {
 		return nameOrder(a.Name) < nameOrder(b.Name) || (nameOrder(a.Name) == nameOrder(b.Name) && a.Name < b.Name)
 	})
 	return l, nil
+}
+
+// versionMembers are the members of a version file ([Version]'s JSON).
+var versionMembers = []string{"id", "name", "parent", "rationale", "templates"}
+
+// versionShaped says whether b is meant as a version file. A JSON object
+// with none of a version's members is something else that landed in the
+// directory (the OUT.meta.json of a data export written there, a
+// manifest), which the library leaves alone; anything else, a version
+// with a typo as much as text that is no JSON object, is read as a version
+// so that what is wrong with it is reported.
+func versionShaped(b []byte) bool {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil || members == nil {
+		return true
+	}
+	for _, k := range versionMembers {
+		if _, ok := members[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 var vName = regexp.MustCompile(`^v([0-9]+)$`)

@@ -1,9 +1,11 @@
 package promptlib
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -212,6 +214,47 @@ func FuzzParseVersion(f *testing.F) {
 		}
 		for _, d := range v.Domains() {
 			_, _ = v.Render(domain.Domain(d), comps) // must not panic
+		}
+	})
+}
+
+// TestVersionMembers: versionShaped knows every member a version file
+// has, so no version is ever taken for other JSON.
+func TestVersionMembers(t *testing.T) {
+	v := &Version{ID: "i", Name: "n", Parent: "p", Rationale: "r", Templates: map[string]string{"os": "t"}}
+	b, err := v.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var members map[string]any
+	if err := json.Unmarshal(b, &members); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for k := range members {
+		got = append(got, k)
+	}
+	sort.Strings(got)
+	if diff := cmp.Diff(versionMembers, got); diff != "" {
+		t.Errorf("versionMembers differ from a version file's members (-list +file):\n%s", diff)
+	}
+}
+
+// FuzzVersionFile: a file the library would load as a version is never
+// skipped as other JSON, and a bad one is reported as ErrBadVersion.
+func FuzzVersionFile(f *testing.F) {
+	b, _ := Builtin().Marshal()
+	f.Add(b)
+	f.Add([]byte(`{"format":"samples","versions":[{"name":"v1","id":"ab","lines":3}],"own_prompt_lines":0,"summary":null}`))
+	f.Add([]byte(`{"name":"v2","template":{}}`))
+	f.Add([]byte("null"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, err := ParseVersion(b, "f.json")
+		if err == nil && !versionShaped(b) {
+			t.Fatalf("a valid version taken for other JSON: %q", b)
+		}
+		if err != nil && !errors.Is(err, ErrBadVersion) {
+			t.Fatalf("error without ErrBadVersion: %v", err)
 		}
 	})
 }
