@@ -230,11 +230,24 @@ func readCapped(r io.Reader, limit, declared int64, b []byte) ([]byte, error) {
 	if declared > limit {
 		return nil, tooLarge(limit)
 	}
-	if declared > 0 && int64(cap(b)) <= declared {
+	lr := io.LimitedReader{R: r, N: limit + 1}
+	if declared <= 0 {
+		// Length unknown (chunked): io.ReadAll grows its buffer with less
+		// memory in flight than growing b by appending would, which
+		// matters when an answer runs up to the cap.
+		b, err := io.ReadAll(&lr)
+		if int64(len(b)) > limit {
+			return nil, tooLarge(limit)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	if int64(cap(b)) <= declared {
 		b = make([]byte, 0, declared+1)
 	}
 	b = b[:0]
-	lr := io.LimitedReader{R: r, N: limit + 1}
 	for {
 		if len(b) == cap(b) {
 			b = slices.Grow(b, bytes.MinRead)
