@@ -234,6 +234,7 @@ func (f *simFlags) openSim(cmd *cobra.Command, remote, key string) (*api.Client,
 func newPlayCmd() *cobra.Command {
 	var f simFlags
 	var remote, key string
+	var stepTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "play WORLD",
 		Short: "Play a simulated world in the terminal: type actions, read observations",
@@ -253,7 +254,10 @@ python-terminal"); with --server it plays against a running server.`,
 				defer closeApp(a)
 				p = play.Manager{M: a.Manager}
 			} else {
-				p = cl
+				if stepTimeout == 0 {
+					stepTimeout = -1 // the flag's 0 is no limit, not the default
+				}
+				p = play.Remote(cl, &play.RemoteOptions{StepTimeout: stepTimeout})
 			}
 			return play.Play(ctx, p, args[0], cmd.InOrStdin(), cmd.OutOrStdout())
 		},
@@ -261,6 +265,7 @@ python-terminal"); with --server it plays against a running server.`,
 	f.register(cmd)
 	cmd.Flags().StringVar(&remote, "server", "", "play against a running server at this URL instead of in-process")
 	cmd.Flags().StringVar(&key, "api-key", "", "bearer token for --server (default: "+envconfig.APIKey.Name+")")
+	cmd.Flags().DurationVar(&stepTimeout, "step-timeout", play.DefaultStepTimeout, "with --server, how long one step (or opening the session) may take before it is reported as failed; 0: no limit")
 	usesEnv(cmd, envconfig.APIKey)
 	return cmd
 }

@@ -151,3 +151,31 @@ func TestServeBoundsTheWorldModel(t *testing.T) {
 		})
 	}
 }
+
+// TestPlayServerStepTimeout: play --server gives up on a server that
+// never answers after --step-timeout, instead of waiting forever.
+func TestPlayServerStepTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // so the server notices the client hang up
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // runs first: Close waits for handlers
+	root := New()
+	var stdout, stderr bytes.Buffer
+	root.SetIn(strings.NewReader("ls\n"))
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"play", "--server", srv.URL, "--step-timeout", "300ms", "python-terminal"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := root.ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "open world python-terminal") || !strings.Contains(err.Error(), "Client.Timeout exceeded") || time.Since(start) > 20*time.Second {
+		t.Fatalf("after %v: %v\n%s", time.Since(start), err, stderr.String())
+	}
+}

@@ -107,7 +107,8 @@ func newAppServer(t testing.TB, cfg app.Config, opts *Options) (*app.App, *Serve
 func TestPlayAgainstServer(t *testing.T) {
 	h := newHarness(t, "", &Options{APIKey: "k"})
 	var out strings.Builder
-	cl := &api.Client{BaseURL: h.srv.URL, APIKey: "k"}
+	// The client play --server uses, against the real server.
+	cl := play.Remote(&api.Client{BaseURL: h.srv.URL, APIKey: "k"}, nil)
 	if err := play.Play(context.Background(), cl, "term", strings.NewReader("ls\n^C\n:q\n"), &out); err != nil {
 		t.Fatal(err)
 	}
