@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ func newRolloutCmd() *cobra.Command {
 		pol               rollout.Policy
 		polTemp           float64
 		opts              rollout.Options
+		stepTimeout       time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "rollout --tasks FILE|DIR --policy-url URL --policy-model M --out DIR",
@@ -71,7 +73,10 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 				s = rollout.Embedded{M: a.Manager}
 				opts.LWMModel = lwmName(f.cfg.Model, f.cfg.ModelName)
 			} else {
-				s = rollout.Remote(cl, opts.MaxInFlight)
+				if stepTimeout == 0 {
+					stepTimeout = -1 // the flag's "no limit"
+				}
+				s = rollout.Remote(cl, opts.MaxInFlight, stepTimeout)
 			}
 			res, err := rollout.Run(cmd.Context(), s, tasks, out, &opts)
 			if res != nil && res.Summary != nil {
@@ -97,6 +102,7 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 	fl.IntVar(&opts.BranchAt, "branch-at", 0, "tree groups: run one episode K policy turns from the root, then fork it --group-size times (0: fork at the root)")
 	fl.StringVar(&remote, "sim", "", "use a running `agentworld serve` at this URL instead of the in-process simulator")
 	fl.StringVar(&remoteKey, "sim-api-key", "", "bearer token for --sim (default: "+envconfig.APIKey.Name+")")
+	fl.DurationVar(&stepTimeout, "step-timeout", rollout.DefaultStepTimeout, "with --sim, how long one request to the server (a step, a fork) may take before it fails; 0: no limit")
 	usesEnv(cmd, envconfig.APIKey)
 	return cmd
 }
