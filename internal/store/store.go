@@ -97,9 +97,8 @@ type turnWrite struct {
 	key    int64 // the session's key when haveKey
 	turn   int
 	rec    string
-	at     int64 // the step's time, in Unix milliseconds
 	status string
-	now    time.Time
+	now    time.Time // the step's time: turn_log.at and the status's time
 
 	haveKey bool
 }
@@ -509,7 +508,7 @@ func (d *DB) runOne(ctx context.Context, tx *batchTx, w *write) error {
 	if err := d.resolveKey(ctx, t); err != nil {
 		return err
 	}
-	if _, err := d.insertTurn.ExecContext(ctx, t.key, t.turn, t.rec, t.at); err != nil {
+	if _, err := d.insertTurn.ExecContext(ctx, t.key, t.turn, t.rec, t.now.UnixMilli()); err != nil {
 		if isForeignKey(err) {
 			return fmt.Errorf("session %s: %w", t.id, sim.ErrNotFound)
 		}
@@ -536,7 +535,7 @@ func (d *DB) insertTurnRun(ctx context.Context, tx *batchTx, ws []*write) error 
 		n := turnChunks[c]
 		args := d.args[:0]
 		for _, w := range rest[:n] {
-			args = append(args, w.turn.key, w.turn.turn, w.turn.rec, w.turn.at)
+			args = append(args, w.turn.key, w.turn.turn, w.turn.rec, w.turn.now.UnixMilli())
 		}
 		_, err := d.insertTurns[c].ExecContext(ctx, args...)
 		clear(args) // the records are the callers'; let them go
@@ -716,7 +715,7 @@ func (d *DB) appendTurn(ctx context.Context, id string, turn int, rec, status st
 	// The write carries what it binds, not t: the text is made here, not on
 	// the writer goroutine that every step of a batch waits for.
 	key, known := d.keyOf(id)
-	w := &write{turn: turnWrite{id: id, key: key, haveKey: known, turn: turn, rec: rec, at: now.UnixMilli(), status: status, now: now}, err: make(chan error, 1)}
+	w := &write{turn: turnWrite{id: id, key: key, haveKey: known, turn: turn, rec: rec, status: status, now: now}, err: make(chan error, 1)}
 	err := d.enqueue(ctx, w)
 	if err == nil && !known {
 		d.rememberKey(id, w.turn.key) // the writer's, seen after its reply
