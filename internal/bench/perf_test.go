@@ -21,8 +21,8 @@ import (
 
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/judge"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/worldmodel"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // BenchmarkRun700 is the throughput goal: bench run over 700 samples at

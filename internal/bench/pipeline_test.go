@@ -21,9 +21,9 @@ import (
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/filelock"
 	"github.com/agentworld/agentworld/internal/testkit"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // testRubric is a minimal judge for pipeline tests: its conversation names

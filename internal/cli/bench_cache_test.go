@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agentworld/agentworld/internal/bench"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 )
 
 // TestBenchCacheCompact: a damaged line in a shared cache shows in the

@@ -21,8 +21,8 @@ import (
 
 	"github.com/agentworld/agentworld/internal/dataset"
 	"github.com/agentworld/agentworld/internal/rejection"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/trajectory"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // The fake teacher's design: a sample whose last user message hashes to

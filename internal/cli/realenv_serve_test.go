@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/realenv"
 	"github.com/agentworld/agentworld/internal/testkit"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 )
 
 func postJSON(t *testing.T, url string, body any, out any) int {

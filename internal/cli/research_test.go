@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/research"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/trajectory"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // The instructions the fake world model needs: with the first it answers

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/reward"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 )
 
 // TestRewardScoreWithJudge scores a file through the CLI against a judge

@@ -21,7 +21,7 @@ import (
 	"github.com/agentworld/agentworld/internal/rollout"
 	"github.com/agentworld/agentworld/internal/server"
 	"github.com/agentworld/agentworld/internal/testkit"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 )
 
 // textPolicy acts once in the domain's text format, then ends the

@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 )
 
 // TestServeOffersNoRealBackendByDefault starts serve's app with no flags:

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 )
 
 // judgedWorld writes a world spec whose success a model judges.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/agentworld/agentworld/internal/realenv"
 	"github.com/agentworld/agentworld/internal/testkit"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/trajectory"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 func writeTrajectory(t *testing.T, dir string, tr trajectory.Trajectory) string {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/worldmodel"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 func TestParseSuccess(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // TestRewardInMeta: a world whose spec penalizes tool errors reports the

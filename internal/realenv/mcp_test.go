@@ -19,9 +19,9 @@ import (
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/testkit"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // repoRoot finds the module root from the test's directory.

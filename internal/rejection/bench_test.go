@@ -18,9 +18,9 @@ import (
 
 	"github.com/agentworld/agentworld/internal/dataset"
 	"github.com/agentworld/agentworld/internal/reward"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // writeSamples writes expanded samples to path until it holds at least

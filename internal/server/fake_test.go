@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/worldmodel"
-	"github.com/agentworld/agentworld/internal/worldmodel/fakellm"
 )
 
 // fakeModel is the world model of the server tests: the one fake

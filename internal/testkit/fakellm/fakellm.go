@@ -1,8 +1,9 @@
 // Package fakellm is an in-process OpenAI-compatible chat server for tests:
 // it answers /v1/chat/completions with whatever a test decides, and can
 // delay, fail with any status, drop the connection, return reasoning_content
-// and stop with finish_reason=length, counting every request it sees. Only
-// test files import it, so it never ships in the agentworld binary.
+// and stop with finish_reason=length, counting every request it sees. It is
+// part of the test kit: only test files import it, and the dependency test
+// of cmd/agentworld fails if the binary links anything under internal/testkit.
 package fakellm
 
 import (
