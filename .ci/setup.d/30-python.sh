@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs python3, which the tests run as a peer implementation (the
-# CPython statistics of bench/) and as the trainers' reward shims.
+# CPython statistics of perf/) and as the trainers' reward shims.
 # Idempotent: installs only when missing.
 set -euo pipefail
 if command -v python3 >/dev/null 2>&1; then

@@ -10,7 +10,7 @@ import (
 // forbidden are import paths (a path and everything under it) that must not
 // reach the binary, each with the reason. A dependency earns its bytes: a
 // new entry's reason says what it cost or why it must stay out;
-// bench/binsize.sh shows where the bytes go.
+// perf/binsize.sh shows where the bytes go.
 var forbidden = []struct{ path, why string }{
 	{"github.com/openai/openai-go", "37 MB of the 71 MB stripped binary for a retry loop; internal/worldmodel/transport.go is the client"},
 	{"github.com/tidwall/gjson", "came with openai-go; encoding/json decodes the answers"},

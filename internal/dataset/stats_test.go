@@ -119,7 +119,7 @@ func TestCPythonPeerAgrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(py, "../../bench/mask_peer.py", cfgPath)
+	cmd := exec.Command(py, "../../perf/mask_peer.py", cfgPath)
 	cmd.Stdin = bytes.NewReader(in)
 	peer, err := cmd.Output()
 	if err != nil {

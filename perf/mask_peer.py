@@ -4,7 +4,7 @@ straightforward way (json.loads, a regular expression, Python sets), stdlib
 only. It reads unified trajectories JSONL and writes one line per turn in the
 same format, so the two outputs can be compared line by line.
 
-    python3 bench/mask_peer.py CONFIG.json < corpus.jsonl > peer.jsonl
+    python3 perf/mask_peer.py CONFIG.json < corpus.jsonl > peer.jsonl
 
 CONFIG.json is the masking config as JSON (`agentworld data mask
 --print-config json`). Words are maximal runs of Unicode letters (L*),

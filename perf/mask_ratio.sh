@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Throughput and memory of `agentworld data mask` against its CPython peer
-# (bench/mask_peer.py, the same statistics written the plain Python way).
+# (perf/mask_peer.py, the same statistics written the plain Python way).
 #
-#   bash bench/mask_ratio.sh                 # 100 MB corpus + 400 MB memory check
-#   bash bench/mask_ratio.sh --large 2GB     # the 2 GB memory-flatness run
-#   bash bench/mask_ratio.sh --size 50MB --large 200MB   # a quicker run
+#   bash perf/mask_ratio.sh                 # 100 MB corpus + 400 MB memory check
+#   bash perf/mask_ratio.sh --large 2GB     # the 2 GB memory-flatness run
+#   bash perf/mask_ratio.sh --size 50MB --large 200MB   # a quicker run
 #
 # It prints MB/s (wall clock and CPU time) of the peer, of agentworld with
 # one worker on one core (GOMAXPROCS=1) and with --workers 2, the ratios,
@@ -30,7 +30,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export PATH="/usr/local/go/bin:$PATH"
 go build -o "$WORK/agentworld" ./cmd/agentworld
-go build -o "$WORK/gencorpus" ./bench/gencorpus
+go build -o "$WORK/gencorpus" ./perf/gencorpus
 "$WORK/agentworld" data mask --print-config json > "$WORK/cfg.json"
 "$WORK/gencorpus" -size "$SIZE" -seed "$SEED" > "$WORK/corpus.jsonl"
 BYTES=$(stat -c %s "$WORK/corpus.jsonl")
@@ -45,7 +45,7 @@ measure() {
 mbs() { echo "scale=1; $BYTES / 1000000 / $1" | bc -l; }
 
 echo "corpus: $((BYTES / 1000000)) MB, $(wc -l < "$WORK/corpus.jsonl") trajectories (seed $SEED)"
-measure peer sh -c "python3 bench/mask_peer.py '$WORK/cfg.json' < '$WORK/corpus.jsonl' > '$WORK/peer.jsonl'"
+measure peer sh -c "python3 perf/mask_peer.py '$WORK/cfg.json' < '$WORK/corpus.jsonl' > '$WORK/peer.jsonl'"
 measure one env GOMAXPROCS=1 "$WORK/agentworld" data mask --progress=false --workers 1 -o "$WORK/one.jsonl" "$WORK/corpus.jsonl" 2>/dev/null
 measure two "$WORK/agentworld" data mask --progress=false --workers 2 -o "$WORK/two.jsonl" "$WORK/corpus.jsonl" 2>/dev/null
 

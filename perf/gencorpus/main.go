@@ -2,9 +2,9 @@
 // looks like real agent data of the seven domains: terminal screens, search
 // results, JSON tool results, diffs and test logs, view hierarchies and
 // accessibility trees, with Unicode text (accents, CJK, Greek, Cyrillic,
-// emoji, U+2028) and the escapes JSON needs. It drives bench/mask_ratio.sh.
+// emoji, U+2028) and the escapes JSON needs. It drives perf/mask_ratio.sh.
 //
-//	go run ./bench/gencorpus -size 100MB -seed 1 > corpus.jsonl
+//	go run ./perf/gencorpus -size 100MB -seed 1 > corpus.jsonl
 package main
 
 import (

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Size of the agentworld binary against its goal, and where the bytes go.
 #
-#   bash bench/binsize.sh          # goal 45 MB, top 25 contributors
-#   bash bench/binsize.sh --top 40
+#   bash perf/binsize.sh          # goal 45 MB, top 25 contributors
+#   bash perf/binsize.sh --top 40
 #
 # It builds ./cmd/agentworld for linux/amd64 stripped (-trimpath
 # -ldflags='-s -w', the shipped form) and unstripped (for the symbol
