@@ -43,6 +43,7 @@ type harness struct {
 	model *fakeModel
 	m     *sim.Manager
 	srv   *httptest.Server
+	s     *Server // the server behind srv
 	spec  *world.Spec
 	key   string
 	base  string // server URL when not srv (a server process)
@@ -85,7 +86,8 @@ func (h *harness) start(dbPath string, opts *Options) {
 	o.Metrics = met
 	o.Registry = reg
 	h.key = o.APIKey
-	h.srv = httptest.NewServer(New(h.m, &o).Handler())
+	h.s = New(h.m, &o)
+	h.srv = httptest.NewServer(h.s.Handler())
 	t.Cleanup(func() {
 		h.srv.Close()
 		_ = h.m.Close(context.Background())

@@ -16,8 +16,12 @@ const maxGroupRoots = 4096
 
 // groupRoots hands out forks of one cached root session per reset
 // group_key, so a trainer that calls reset G times for a GRPO group gets
-// G sessions with the same initial state and history. The zero value is
-// ready to use.
+// G sessions with the same initial state and history. A root is private
+// (sim.CreateRequest.Private): no reply names it (members name
+// sim.PrivateRootName of it as their parent) and no client can step,
+// fork, read or delete it, so every member starts from the world's
+// initial state whatever other clients do. The zero value is ready to
+// use.
 type groupRoots struct {
 	mu    sync.Mutex
 	roots map[string]*groupRoot
@@ -64,7 +68,7 @@ func (g *groupRoots) fork(ctx context.Context, m *sim.Manager, key string, c sim
 				old.mu.Lock()
 				defer old.mu.Unlock()
 				if old.id != "" {
-					_ = m.Delete(context.Background(), old.id)
+					_ = m.DeletePrivate(context.Background(), old.id)
 				}
 			}()
 		}
@@ -74,7 +78,7 @@ func (g *groupRoots) fork(ctx context.Context, m *sim.Manager, key string, c sim
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	root := c
-	root.ID, root.Labels = "", map[string]string{"group_key": key}
+	root.ID, root.Labels, root.Private = "", map[string]string{"group_key": key}, true
 	for attempt := 0; ; attempt++ {
 		if r.id == "" {
 			rep, err := m.Create(ctx, root)
@@ -83,7 +87,7 @@ func (g *groupRoots) fork(ctx context.Context, m *sim.Manager, key string, c sim
 			}
 			r.id = rep.SessionID
 		}
-		f, err := m.Fork(ctx, r.id, sim.ForkRequest{Labels: c.Labels})
+		f, err := m.ForkPrivate(ctx, r.id, sim.ForkRequest{Labels: c.Labels})
 		if attempt == 0 && (errors.Is(err, sim.ErrUnknownSession) || errors.Is(err, sim.ErrSessionClosed)) {
 			r.id = "" // the root expired: start the group's root anew
 			continue

@@ -277,6 +277,13 @@ type CreateRequest struct {
 	// digits, '.', '_' or '-'. An id taken by an open session or by one in
 	// the store is ErrSessionExists.
 	ID string
+	// Private makes a session no client can address, for a server's own
+	// use (a reset group's root, which every member forks): Step, Fork,
+	// Delete, State, Trajectory and SessionSpec answer ErrUnknownSession
+	// for it, as for an id that does not exist; only ForkPrivate and
+	// DeletePrivate reach it. It holds across restarts (it is stored).
+	// Servers never set it from a client's request.
+	Private bool
 }
 
 // Reply answers a create or a fork.
@@ -402,7 +409,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 	rec := SessionRecord{
 		ID: id, Root: id, World: spec.Name, Domain: string(spec.Domain), Backend: backend,
 		Model: req.Model, Seed: req.Seed, Spec: specJSON, Inline: inlineDigest(req, specJSON), SystemPrompt: sys,
-		Params: req.Params, Labels: req.Labels, Status: StatusActive, CreatedAt: now, UpdatedAt: now,
+		Params: req.Params, Labels: req.Labels, Private: req.Private, Status: StatusActive, CreatedAt: now, UpdatedAt: now,
 	}
 	s := newSession(rec, spec, nil, now)
 	env, err := factory(ctx, s.infoLocked())

@@ -465,3 +465,74 @@ func TestLoadedWorldPreparedOnce(t *testing.T) {
 	create(CreateRequest{World: inline}, inline, 3)
 	create(CreateRequest{World: inline}, inline, 4)
 }
+
+// TestPrivateSessionsAreUnknownToClients: every client-facing operation on
+// a private session answers as for an id that does not exist, also once
+// it has been reloaded from the store; ForkPrivate and DeletePrivate reach
+// it, and its forks name a digest of it, never its id.
+func TestPrivateSessionsAreUnknownToClients(t *testing.T) {
+	model := &scriptedModel{replies: []worldmodel.Response{{Content: "<predicted_observation>a</predicted_observation>", FinishReason: "stop"}}}
+	st := NewMemStore()
+	m := newTestManager(t, model, Options{Store: st})
+	ctx := context.Background()
+	rep, err := m.Create(ctx, CreateRequest{WorldID: "t", Private: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := rep.SessionID
+	refused := func(when string) {
+		t.Helper()
+		_, stepErr := m.Step(ctx, id, ls)
+		_, forkErr := m.Fork(ctx, id, ForkRequest{})
+		_, stateErr := m.State(ctx, id)
+		_, trajErr := m.Trajectory(ctx, id)
+		_, specErr := m.SessionSpec(ctx, id)
+		delErr := m.Delete(ctx, id)
+		for name, err := range map[string]error{"Step": stepErr, "Fork": forkErr, "State": stateErr, "Trajectory": trajErr, "SessionSpec": specErr, "Delete": delErr} {
+			if !errors.Is(err, ErrUnknownSession) {
+				t.Errorf("%s: %s of a private session: %v, want ErrUnknownSession", when, name, err)
+			}
+		}
+	}
+	refused("resident")
+	f, err := m.ForkPrivate(ctx, id, ForkRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Info.Parent != PrivateRootName(id) || strings.Contains(f.Info.Parent, id) {
+		t.Fatalf("a fork's parent is %q, want %q", f.Info.Parent, PrivateRootName(id))
+	}
+	tr, err := m.Trajectory(ctx, f.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(tr.Meta); strings.Contains(string(b), id) {
+		t.Fatalf("the fork's trajectory names the private session: %s", b)
+	}
+	if _, err := m.Step(ctx, f.SessionID, ls); err != nil {
+		t.Fatalf("a fork of a private session is an ordinary one: %v", err)
+	}
+	if _, err := m.ForkPrivate(ctx, f.SessionID, ForkRequest{}); !errors.Is(err, ErrUnknownSession) {
+		t.Fatalf("ForkPrivate of an ordinary session: %v", err)
+	}
+	// Closed, and read back from the store: still private.
+	if err := m.DeletePrivate(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	refused("closed")
+	if _, err := m.ForkPrivate(ctx, id, ForkRequest{}); err != nil {
+		t.Fatalf("ForkPrivate of the closed private session: %v", err)
+	}
+	m = newTestManager(t, model, Options{Store: st})
+	refused("closed, after a restart")
+	live, err := m.Create(ctx, CreateRequest{WorldID: "t", Private: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = live.SessionID
+	m = newTestManager(t, model, Options{Store: st})
+	refused("active, after a restart")
+	if _, err := m.ForkPrivate(ctx, id, ForkRequest{}); err != nil {
+		t.Fatalf("ForkPrivate after a restart: %v", err)
+	}
+}

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,8 +34,36 @@ type StepRequest struct {
 
 // acquire finds a session, loading it from the store when it is not held
 // (after a restart, or once it ended), and counts a user so the reaper
-// leaves it alone. Callers must call m.release.
+// leaves it alone. Callers must call m.release. A private session is
+// unknown to it (see CreateRequest.Private).
 func (m *Manager) acquire(ctx context.Context, id string) (*session, error) {
+	return m.acquireAs(ctx, id, false)
+}
+
+// acquireAs is acquire for sessions whose privacy is private: a private
+// session is found only with private set, any other only without, and the
+// other kind answers as unknown, so a client cannot even learn that a
+// private id exists.
+func (m *Manager) acquireAs(ctx context.Context, id string, private bool) (*session, error) {
+	s, err := m.acquireAny(ctx, id, private)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	p := s.rec.Private
+	s.mu.Unlock()
+	if p != private {
+		m.release(s)
+		return nil, unknownSession(id)
+	}
+	return s, nil
+}
+
+func unknownSession(id string) error {
+	return fielderr.New(ErrUnknownSession, "session_id", "no session %q", id)
+}
+
+func (m *Manager) acquireAny(ctx context.Context, id string, private bool) (*session, error) {
 	m.mu.Lock()
 	if err := m.enterLocked(); err != nil { // under the lookup's lock
 		m.mu.Unlock()
@@ -53,9 +83,13 @@ func (m *Manager) acquire(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		m.inflight.Done()
 		if errors.Is(err, ErrNotFound) {
-			return nil, fielderr.New(ErrUnknownSession, "session_id", "no session %q", id)
+			return nil, unknownSession(id)
 		}
 		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	if rec.Private != private { // not made resident for a request that cannot use it
+		m.inflight.Done()
+		return nil, unknownSession(id)
 	}
 	var spec world.Spec
 	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
@@ -445,7 +479,29 @@ type ForkRequest struct {
 
 // Fork starts a new session with the same world and history as id.
 func (m *Manager) Fork(ctx context.Context, id string, req ForkRequest) (*Reply, error) {
-	s, err := m.acquire(ctx, id)
+	return m.fork(ctx, id, req, false)
+}
+
+// ForkPrivate forks the private session id (see CreateRequest.Private),
+// which Fork does not know. The fork is an ordinary session its client
+// may step; its Parent and Root are not id but [PrivateRootName] of it,
+// the same for every fork of id, so forks of one private root still share
+// their perturbation draws and model affinity, and no reply, state or
+// trajectory names the private session.
+func (m *Manager) ForkPrivate(ctx context.Context, id string, req ForkRequest) (*Reply, error) {
+	return m.fork(ctx, id, req, true)
+}
+
+// PrivateRootName is what the forks of the private session id name as
+// their parent and root: a digest that no session id can equal (it holds
+// a ':', which ids never do) and from which id cannot be recovered.
+func PrivateRootName(id string) string {
+	sum := sha256.Sum256([]byte("agentworld private root\x00" + id))
+	return "private:" + hex.EncodeToString(sum[:16])
+}
+
+func (m *Manager) fork(ctx context.Context, id string, req ForkRequest, private bool) (*Reply, error) {
+	s, err := m.acquireAs(ctx, id, private)
 	if err != nil {
 		return nil, err
 	}
@@ -478,6 +534,11 @@ func (m *Manager) Fork(ctx context.Context, id string, req ForkRequest) (*Reply,
 	child := parent
 	child.ID = newID()
 	child.Parent = parent.ID
+	if parent.Private {
+		child.Private = false
+		child.Parent = PrivateRootName(parent.ID)
+		child.Root = child.Parent
+	}
 	child.Status = status
 	child.CreatedAt, child.UpdatedAt = now, now
 	if req.Seed != nil {
@@ -523,7 +584,7 @@ func (m *Manager) Fork(ctx context.Context, id string, req ForkRequest) (*Reply,
 	}
 	m.log.Info("session forked", "session", child.ID, "parent", id, "turns", len(turns))
 	return &Reply{SessionID: child.ID, Observation: obs, Info: ReplyInfo{
-		Turn: len(turns), World: child.World, Domain: child.Domain, Backend: child.Backend, Source: "fork", Parent: id,
+		Turn: len(turns), World: child.World, Domain: child.Domain, Backend: child.Backend, Source: "fork", Parent: child.Parent,
 		Terminated: status == StatusTerminated, Truncated: status == StatusTruncated,
 	}}, nil
 }
@@ -531,7 +592,16 @@ func (m *Manager) Fork(ctx context.Context, id string, req ForkRequest) (*Reply,
 // Delete closes a session: its environment is released and no further
 // steps are accepted; its transcript stays readable.
 func (m *Manager) Delete(ctx context.Context, id string) error {
-	s, err := m.acquire(ctx, id)
+	return m.delete(ctx, id, false)
+}
+
+// DeletePrivate closes the private session id, which Delete does not know.
+func (m *Manager) DeletePrivate(ctx context.Context, id string) error {
+	return m.delete(ctx, id, true)
+}
+
+func (m *Manager) delete(ctx context.Context, id string, private bool) error {
+	s, err := m.acquireAs(ctx, id, private)
 	if err != nil {
 		return err
 	}

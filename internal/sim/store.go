@@ -43,9 +43,11 @@ type SessionRecord struct {
 	InitialObservation string                     `json:"initial_observation"`
 	Params             map[string]json.RawMessage `json:"params,omitempty"`
 	Labels             map[string]string          `json:"labels,omitempty"`
-	Status             string                     `json:"status"`
-	CreatedAt          time.Time                  `json:"created_at"`
-	UpdatedAt          time.Time                  `json:"updated_at"`
+	// Private marks a session no client can address (CreateRequest.Private).
+	Private   bool      `json:"private,omitempty"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // TurnRecord is one recorded step.
