@@ -15,7 +15,7 @@ import (
 // [score.Verdict]).
 type Verdict = score.Verdict
 
-// Rubric is the LLM judge's side of judging: the published judge
+// Rubric is the LLM judge's side of judging: the judge
 // conversation and the parsing of its answer. The judge package provides it;
 // the bench package only drives it (keeping the dependency one-way).
 type Rubric interface {

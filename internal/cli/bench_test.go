@@ -472,12 +472,13 @@ func TestBenchRunSendsPublishedMessages(t *testing.T) {
 	if rec.Prompt[3] == rec.CurrentPrompt {
 		t.Error("the example's last prompt should carry the instruction suffix that current_prompt lacks")
 	}
-	wantJudge := convert(judge.Messages(&rec, conversation.ExtractPrediction(gen)))
+	wantMsgs, _ := judge.Messages(nil, &rec, conversation.ExtractPrediction(gen))
+	wantJudge := convert(wantMsgs)
 	if d := cmp.Diff(wantJudge, reqs[1].Messages); d != "" {
 		t.Errorf("judge messages (-want +got):\n%s", d)
 	}
 	user := reqs[1].Messages[1].Content
-	for _, want := range []string{"# Context (Historical Interactions):", "# Current Turn:\n" + rec.CurrentPrompt, "$ pytest\n1 passed"} {
+	for _, want := range []string{"# Context (Historical Interactions):", "# Current Turn:\n\n" + rec.CurrentPrompt, "$ pytest\n1 passed"} {
 		if !strings.Contains(user, want) {
 			t.Errorf("judge prompt lacks %q", want)
 		}

@@ -37,9 +37,14 @@ func renderMessages(msgs []worldmodel.Message) string {
 }
 
 func systemName(p string) string {
-	for name, text := range systemByName {
+	for name, text := range own.system {
 		if text == p {
 			return "(judge system prompt: " + name + ")"
+		}
+	}
+	for name, text := range own.pairwise {
+		if text == p {
+			return "(pairwise judge system prompt: " + name + ")"
 		}
 	}
 	return "(unknown system prompt)"
@@ -72,16 +77,24 @@ func TestMessagesGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkGolden(t, filepath.Join("testdata", "messages", tt.name+".golden"), []byte(renderMessages(Messages(tt.rec, tt.prediction))))
+			checkGolden(t, filepath.Join("testdata", "messages", tt.name+".golden"), []byte(renderMessages(first(Messages(nil, tt.rec, tt.prediction)))))
 		})
 	}
 }
 
+func first(m []worldmodel.Message, _ bool) []worldmodel.Message { return m }
+
 // TestMessagesStructure checks the construction rules independently of the
-// golden files.
+// golden files: the layout of the official script (history heading and a
+// blank line, "# Current Turn:" and a blank line, the labelled fenced
+// prediction and ground truth, then the template's instructions, the whole
+// stripped).
 func TestMessagesStructure(t *testing.T) {
 	rec := exampleRecords(t, "terminal")[2] // turn 3
-	msgs := Messages(rec, "**Environment Observation:**\nPRED")
+	msgs, generic := Messages(nil, rec, "**Environment Observation:**\nPRED")
+	if generic {
+		t.Error("terminal judged generically")
+	}
 	if len(msgs) != 2 || msgs[0].Role != "system" || msgs[1].Role != "user" {
 		t.Fatalf("roles: %+v", msgs)
 	}
@@ -89,12 +102,12 @@ func TestMessagesStructure(t *testing.T) {
 		t.Error("system prompt is not the terminal judge prompt")
 	}
 	u := msgs[1].Content
-	wantHistory := HistoryHeading + "\n" + rec.Prompt[0] + "\n" + rec.Response[0] + "\n\n" + rec.Prompt[1] + "\n" + rec.Response[1] + "\n\n"
+	wantHistory := HistoryHeading + "\n\n" + rec.Prompt[0] + "\n" + rec.Response[0] + "\n\n" + rec.Prompt[1] + "\n" + rec.Response[1] + "\n\n"
 	if !strings.HasPrefix(u, wantHistory) {
 		t.Error("history is not prompt[i] + \\n + response[i] + \\n\\n under the heading")
 	}
 	rest := u[len(wantHistory):]
-	wantCurrent := "\n" + CurrentHeading + "\n" + rec.CurrentPrompt + "\n\n"
+	wantCurrent := "\n\n" + CurrentHeading + "\n\n" + rec.CurrentPrompt + "\n\n"
 	if !strings.HasPrefix(rest, wantCurrent) {
 		t.Errorf("current turn block wrong: %q", rest[:min(len(rest), 200)])
 	}
@@ -102,12 +115,15 @@ func TestMessagesStructure(t *testing.T) {
 		t.Error("the evaluated prompt with its instruction suffix leaked into the judge message")
 	}
 	rest = rest[len(wantCurrent):]
-	wantPred := PredictionHeading + "\n```\nPRED\n```\n\n" + TruthHeading + "\n```\n" + conversation.StripObservationMarker(rec.Response[2]) + "\n```\n\n"
+	wantPred := PredictionLabel + "\n```\nPRED\n```\n\n" + TruthLabel + "\n```\n" + conversation.StripObservationMarker(rec.Response[2]) + "\n```\n\n"
 	if !strings.HasPrefix(rest, wantPred) {
 		t.Errorf("prediction/truth blocks wrong: %q", rest[:min(len(rest), 300)])
 	}
-	if !strings.HasSuffix(u, instructions) {
-		t.Error("instructions do not close the message")
+	if !strings.HasSuffix(u, "never below 1 on any dimension.") {
+		t.Error("the manipulation note does not close the message")
+	}
+	if u != strings.TrimSpace(u) {
+		t.Error("message not stripped")
 	}
 	// History keeps its markers.
 	if !strings.Contains(u, rec.Response[0]) || !strings.HasPrefix(rec.Response[0], conversation.ObservationMarker) {
@@ -132,13 +148,13 @@ func TestSystemPrompt(t *testing.T) {
 			}
 		}
 	}
-	if p, generic := SystemPrompt("Terminal"); generic || p != systemByName["terminal"] {
+	if p, generic := SystemPrompt("Terminal"); generic || p != own.system["terminal"] {
 		t.Error("domain names are case-insensitive")
 	}
-	if p, generic := SystemPrompt("x/y/os"); generic || p != systemByName["os"] {
+	if p, generic := SystemPrompt("x/y/os"); generic || p != own.system["os"] {
 		t.Error("a task path resolves to its last part")
 	}
-	if p, generic := SystemPrompt("spreadsheet"); !generic || p != systemByName["generic"] {
+	if p, generic := SystemPrompt("spreadsheet"); !generic || p != own.system["generic"] {
 		t.Error("unknown domain must get the generic prompt")
 	}
 	if _, generic := SystemPrompt(""); !generic {
@@ -148,7 +164,7 @@ func TestSystemPrompt(t *testing.T) {
 
 func TestMessagesOutOfRangeDoesNotPanic(t *testing.T) {
 	rec := &trajectory.Record{Task: "mcp", TurnIdx: 9, Prompt: []string{"a"}, Response: []string{"b"}}
-	msgs := Messages(rec, "p")
+	msgs, _ := Messages(nil, rec, "p")
 	if len(msgs) != 2 {
 		t.Fatal(len(msgs))
 	}

@@ -24,8 +24,8 @@ type verdictJudge struct{}
 
 func (verdictJudge) Complete(_ context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
 	user := req.Messages[len(req.Messages)-1].Content
-	pred := fenced(user, judge.PredictionHeading)
-	truth := fenced(user, judge.TruthHeading)
+	pred := fenced(user, judge.PredictionLabel)
+	truth := fenced(user, judge.TruthLabel)
 	switch {
 	case strings.Contains(pred, "UNPARSEABLE"):
 		return &worldmodel.Response{Content: "I think it is fine.", FinishReason: "stop"}, nil

@@ -358,7 +358,7 @@ func TestExportedRLRow(t *testing.T) {
 	}
 	extra, _ := json.Marshal(map[string]any{"action": row.ExtraInfo.Action, "id": row.ExtraInfo.ID})
 	r := sc.Score(context.Background(), Item{ID: row.ExtraInfo.ID, DataSource: row.DataSource, Response: s.Target(), GroundTruth: row.RewardModel.GroundTruth, ExtraInfo: extra})
-	if r.Components.Rule != 25 || r.Components.Rubric != 25 || !strings.Contains(seen, "# Current Turn:\n### Turn 2\n**Action:**\n[{\"keystrokes\"") {
+	if r.Components.Rule != 25 || r.Components.Rubric != 25 || !strings.Contains(seen, "# Current Turn:\n\n### Turn 2\n**Action:**\n[{\"keystrokes\"") {
 		t.Errorf("%+v\njudge saw:\n%s", r, seen)
 	}
 }

@@ -106,6 +106,9 @@ type Options struct {
 	// OnJudgeCall, when set, is told every judge call's latency and error
 	// (for metrics).
 	OnJudgeCall func(d time.Duration, err error)
+	// Prompts is the rubric judge's text; nil means agentworld's own (not
+	// the official text), which every result then says (judge.prompts).
+	Prompts *judge.Prompts
 	// Logger receives judge failures; nil discards.
 	Logger *slog.Logger
 }
@@ -238,8 +241,11 @@ type Components struct {
 type JudgeInfo struct {
 	Model         string `json:"model"`
 	RubricVersion string `json:"rubric_version"`
-	ParseOK       bool   `json:"parse_ok"`
-	Attempts      int    `json:"attempts"`
+	// Prompts says which judge text was used: "agentworld (not the
+	// official text)" or the official text's label (judge.Prompts.Label).
+	Prompts  string `json:"prompts"`
+	ParseOK  bool   `json:"parse_ok"`
+	Attempts int    `json:"attempts"`
 	// Samples is how many judge samples parsed; Spread is the range (max −
 	// min) of their rubric values, the confidence of the rubric.
 	Samples int     `json:"samples,omitempty"`
@@ -262,6 +268,7 @@ func (s *Scorer) Score(ctx context.Context, it Item) Result {
 	s.stats.items.Add(1)
 	r := Result{ID: it.ID, GroupID: it.GroupID}
 	r.Judge.Model = s.o.JudgeModel
+	r.Judge.Prompts = s.o.Prompts.Label()
 	d := it.Domain()
 	r.Judge.RubricVersion = s.rubricVersion(d)
 	if s.o.Judge == nil {
@@ -349,7 +356,7 @@ func (s *Scorer) rubricVersion(d domain.Domain) string {
 	if v, ok := s.version.Load(d); ok {
 		return v.(string)
 	}
-	msgs := judge.Messages(&trajectory.Record{Task: string(d), TurnIdx: 1, Prompt: []string{""}, Response: []string{""}}, "")
+	msgs, _ := judge.Messages(s.o.Prompts, &trajectory.Record{Task: string(d), TurnIdx: 1, Prompt: []string{""}, Response: []string{""}}, "")
 	h := sha256.New()
 	for _, m := range msgs {
 		h.Write([]byte(m.Role))
@@ -366,14 +373,14 @@ func (s *Scorer) rubricVersion(d domain.Domain) string {
 // failure policy and returns the reason, with drop set when the item is to
 // be dropped (the drop policy, or ctx cancelled).
 func (s *Scorer) rubric(ctx context.Context, r *Result, rec *trajectory.Record, pred string) (reason string, drop bool) {
-	_, r.Judge.Generic = judge.SystemPrompt(rec.Domain())
+	_, r.Judge.Generic = s.o.Prompts.System(judge.Pointwise, rec.Task)
 	if s.o.Judge == nil {
 		sc, _ := judge.Rules(rec, pred)
 		s.setRubric(r, []score.Scores{sc})
 		r.Judge.ParseOK, r.Judge.Samples = true, 1
 		return "", false
 	}
-	msgs := judge.Messages(rec, pred)
+	msgs, _ := judge.Messages(s.o.Prompts, rec, pred)
 	var got []score.Scores
 	var lastErr error
 	for k := 0; k < s.o.Samples; k++ {

@@ -50,3 +50,26 @@ type Verdict struct {
 // RulesJudgeName marks results scored by the offline deterministic scorer
 // (judge.Rules), which is not the rubric judge.
 const RulesJudgeName = "rules"
+
+// PromptFile is one file the judge's text was read from, with its SHA-256
+// (lower-case hex).
+type PromptFile struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+}
+
+// JudgeText says which text a rubric judge was given: agentworld's own, or
+// the official one read from a checkout (with the files and their digests).
+// Runs judged with different texts are not comparable.
+type JudgeText struct {
+	// Label says it in words: "agentworld (not the official text)" or
+	// "official (sha256 …, as at cd0aa83)".
+	Label string `json:"label"`
+	// Digest is one SHA-256 over Files; empty for agentworld's text.
+	Digest string `json:"digest,omitempty"`
+	// Files are the official files read, sorted by path.
+	Files []PromptFile `json:"files,omitempty"`
+	// Unpinned lists the files whose digest differs from the official
+	// commit's pinned one.
+	Unpinned []string `json:"unpinned,omitempty"`
+}
