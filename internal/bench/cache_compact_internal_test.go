@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -31,10 +31,7 @@ func killAnswer(i int) *worldmodel.Response {
 // compacts the directory and, at the step it is told, says so by creating
 // the marker file and waits to be killed.
 func TestCompactKillChild(t *testing.T) {
-	dir, step, marker := os.Getenv("AGENTWORLD_COMPACT_DIR"), os.Getenv("AGENTWORLD_COMPACT_STEP"), os.Getenv("AGENTWORLD_COMPACT_MARKER")
-	if dir == "" {
-		t.Skip("started by TestCompactSurvivesKill9")
-	}
+	dir, step, marker := testkit.ChildEnv(t, "AGENTWORLD_COMPACT_DIR", "TestCompactSurvivesKill9"), os.Getenv("AGENTWORLD_COMPACT_STEP"), os.Getenv("AGENTWORLD_COMPACT_MARKER")
 	compactHook = func(s string) {
 		if s == step {
 			if err := os.WriteFile(marker, nil, 0o644); err != nil {
@@ -112,8 +109,7 @@ func TestCompactSurvivesKill9(t *testing.T) {
 			}
 
 			marker := filepath.Join(t.TempDir(), "reached")
-			cmd := exec.Command(os.Args[0], "-test.run", "^TestCompactKillChild$")
-			cmd.Env = append(os.Environ(), "AGENTWORLD_COMPACT_DIR="+dir, "AGENTWORLD_COMPACT_STEP="+step, "AGENTWORLD_COMPACT_MARKER="+marker)
+			cmd := testkit.Child("TestCompactKillChild", "AGENTWORLD_COMPACT_DIR="+dir, "AGENTWORLD_COMPACT_STEP="+step, "AGENTWORLD_COMPACT_MARKER="+marker)
 			var out strings.Builder
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {

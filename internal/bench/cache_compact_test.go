@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/filelock"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -334,10 +334,7 @@ func TestOpenCacheCompacts(t *testing.T) {
 // closes, until the stop file appears. Each run is a new segment the
 // parent compacts while the next run reads it.
 func TestCacheCompactChild(t *testing.T) {
-	dir := os.Getenv("AGENTWORLD_CACHE_COMPACT_CHILD")
-	if dir == "" {
-		t.Skip("started by TestCompactWhileInUse")
-	}
+	dir := testkit.ChildEnv(t, "AGENTWORLD_CACHE_COMPACT_CHILD", "TestCompactWhileInUse")
 	stop := filepath.Join(filepath.Dir(dir), "stop")
 	prefilled, err := strconv.Atoi(os.Getenv("AGENTWORLD_CACHE_PREFILLED"))
 	if err != nil {
@@ -404,8 +401,8 @@ func TestCompactWhileInUse(t *testing.T) {
 		}
 		writeSegment(t, dir, s, b.String())
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestCacheCompactChild$", "-test.v")
-	cmd.Env = append(os.Environ(), "AGENTWORLD_CACHE_COMPACT_CHILD="+dir, "AGENTWORLD_CACHE_PREFILLED="+strconv.Itoa(prefilled))
+	cmd := testkit.Child("TestCacheCompactChild", "AGENTWORLD_CACHE_COMPACT_CHILD="+dir, "AGENTWORLD_CACHE_PREFILLED="+strconv.Itoa(prefilled))
+	cmd.Args = append(cmd.Args, "-test.v")
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

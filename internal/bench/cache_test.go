@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -207,10 +207,7 @@ func TestCacheLegacyLayout(t *testing.T) {
 // TestCacheChild is the process TestCacheSurvivesKill9 kills: it stores
 // answers as fast as it can until killed.
 func TestCacheChild(t *testing.T) {
-	dir := os.Getenv("AGENTWORLD_CACHE_CHILD")
-	if dir == "" {
-		t.Skip("started by TestCacheSurvivesKill9")
-	}
+	dir := testkit.ChildEnv(t, "AGENTWORLD_CACHE_CHILD", "TestCacheSurvivesKill9")
 	c, err := bench.OpenCache(dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -228,8 +225,7 @@ func TestCacheSurvivesKill9(t *testing.T) {
 		t.Skip("starts a process")
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestCacheChild$")
-	cmd.Env = append(os.Environ(), "AGENTWORLD_CACHE_CHILD="+dir)
+	cmd := testkit.Child("TestCacheChild", "AGENTWORLD_CACHE_CHILD="+dir)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/dataset"
 	"github.com/agentworld/agentworld/internal/rejection"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -340,10 +340,7 @@ func TestDataSampleChild(t *testing.T) {
 // environment variable env of this re-executed test binary; run directly,
 // the test skips.
 func runChildCLI(t *testing.T, env, parent string) {
-	args := os.Getenv(env)
-	if args == "" {
-		t.Skip("started by " + parent)
-	}
+	args := testkit.ChildEnv(t, env, parent)
 	var argv []string
 	if err := json.Unmarshal([]byte(args), &argv); err != nil {
 		t.Fatal(err)
@@ -376,8 +373,7 @@ func TestDataSampleSurvivesKill9(t *testing.T) {
 
 	out := filepath.Join(dir, "killed")
 	argv, _ := json.Marshal(args(out))
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDataSampleChild$")
-	cmd.Env = append(os.Environ(), "AGENTWORLD_SAMPLE_CHILD="+string(argv))
+	cmd := testkit.Child("TestDataSampleChild", "AGENTWORLD_SAMPLE_CHILD="+string(argv))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,16 +13,14 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/store"
+	"github.com/agentworld/agentworld/internal/testkit"
 )
 
 // TestHelperServeOwner is the first serve of TestSecondServeOnOneDBIsRefused,
 // run in a process of its own: `agentworld serve --db $AGENTWORLD_TEST_OWNER_DB`
 // with its log on stderr, until killed (or, as a safety net, a minute).
 func TestHelperServeOwner(t *testing.T) {
-	db := os.Getenv("AGENTWORLD_TEST_OWNER_DB")
-	if db == "" {
-		t.Skip("helper process of TestSecondServeOnOneDBIsRefused")
-	}
+	db := testkit.ChildEnv(t, "AGENTWORLD_TEST_OWNER_DB", "TestSecondServeOnOneDBIsRefused")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	root := New()
@@ -41,8 +38,7 @@ func TestSecondServeOnOneDBIsRefused(t *testing.T) {
 		t.Skip("starts a serve process")
 	}
 	db := filepath.Join(t.TempDir(), "sessions.db")
-	owner := exec.Command(os.Args[0], "-test.run=^TestHelperServeOwner$")
-	owner.Env = append(os.Environ(), "AGENTWORLD_TEST_OWNER_DB="+db)
+	owner := testkit.Child("TestHelperServeOwner", "AGENTWORLD_TEST_OWNER_DB="+db)
 	stderr, err := owner.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

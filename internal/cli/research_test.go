@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/research"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -197,8 +197,7 @@ func TestResearchChild(t *testing.T) {
 func killResearch(t *testing.T, args []string, out string, iters int) *research.Journal {
 	t.Helper()
 	argv, _ := json.Marshal(args)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestResearchChild$")
-	cmd.Env = append(os.Environ(), "AGENTWORLD_RESEARCH_CHILD="+string(argv))
+	cmd := testkit.Child("TestResearchChild", "AGENTWORLD_RESEARCH_CHILD="+string(argv))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentworld/agentworld/internal/testkit"
 )
 
 func TestSecondAcquireInOneProcessIsRefused(t *testing.T) {
@@ -44,10 +45,7 @@ func TestSecondAcquireInOneProcessIsRefused(t *testing.T) {
 // lock named by AGENTWORLD_TEST_LOCK, says so on stdout, and holds it until
 // killed (or, as a safety net, a minute).
 func TestHelperHoldLock(t *testing.T) {
-	path := os.Getenv("AGENTWORLD_TEST_LOCK")
-	if path == "" {
-		t.Skip("helper process of TestLockHeldByAnotherProcess")
-	}
+	path := testkit.ChildEnv(t, "AGENTWORLD_TEST_LOCK", "TestLockHeldByAnotherProcess")
 	if _, err := Acquire(path, "helper"); err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +58,7 @@ func TestHelperHoldLock(t *testing.T) {
 // with SIGKILL (no chance to clean up) the lock is free again.
 func TestLockHeldByAnotherProcess(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db.lock")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldLock$")
-	cmd.Env = append(os.Environ(), "AGENTWORLD_TEST_LOCK="+path)
+	cmd := testkit.Child("TestHelperHoldLock", "AGENTWORLD_TEST_LOCK="+path)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentworld/agentworld/internal/testkit"
 )
 
 // childEnv makes the test binary act as an MCP server over stdio (see
@@ -162,8 +164,7 @@ func childEnvVars(h *testWorldHarness) []string {
 }
 
 func stdioChildCommand(h *testWorldHarness) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnvVars(h)...)
+	cmd := testkit.Child("", childEnvVars(h)...)
 	cmd.Stderr = os.Stderr
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/mcpclient"
+	"github.com/agentworld/agentworld/internal/testkit"
 )
 
 // The tests below run the attacks of an agent inside the sandbox, as the
@@ -444,10 +445,7 @@ func TestTerminalTypesSemicolons(t *testing.T) {
 // in a child process, which starts a terminal, starts a marked process in
 // it, reports ready and waits to be killed.
 func TestHelperHoldTerminal(t *testing.T) {
-	marker, base := os.Getenv("AGENTWORLD_HOLD_MARKER"), os.Getenv("AGENTWORLD_HOLD_DIR")
-	if marker == "" {
-		t.Skip("helper process for TestKillNineLeavesNothing")
-	}
+	marker, base := testkit.ChildEnv(t, "AGENTWORLD_HOLD_MARKER", "TestKillNineLeavesNothing"), os.Getenv("AGENTWORLD_HOLD_DIR")
 	term := NewTerminal(&TerminalOptions{TempDir: base})
 	if _, err := term.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -474,8 +472,8 @@ func TestKillNineLeavesNothing(t *testing.T) {
 		}
 	}
 	marker := fmt.Sprintf("%d", 8_000_000+time.Now().UnixNano()%1_000_000)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldTerminal$", "-test.v")
-	cmd.Env = append(os.Environ(), "AGENTWORLD_HOLD_MARKER="+marker, "AGENTWORLD_HOLD_DIR="+base)
+	cmd := testkit.Child("TestHelperHoldTerminal", "AGENTWORLD_HOLD_MARKER="+marker, "AGENTWORLD_HOLD_DIR="+base)
+	cmd.Args = append(cmd.Args, "-test.v")
 	out := mcpclient.NewTailBuffer(1 << 16)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/dataset"
 	"github.com/agentworld/agentworld/internal/reward"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -190,10 +190,7 @@ type memReport struct {
 // samples the input memChildEnv names into a fresh directory beside it
 // and writes a memReport to the input's path plus ".report".
 func TestSampleMemoryChild(t *testing.T) {
-	in := os.Getenv(memChildEnv)
-	if in == "" {
-		t.Skip("a child process of BenchmarkSampleMemory")
-	}
+	in := testkit.ChildEnv(t, memChildEnv, "BenchmarkSampleMemory")
 	sc, err := reward.New(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -258,8 +255,7 @@ func BenchmarkSampleMemory(b *testing.B) {
 		godebug = g + "," + godebug
 	}
 	sample := func(in string, n int) memReport {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSampleMemoryChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), memChildEnv+"="+in, "GODEBUG="+godebug)
+		cmd := testkit.Child("TestSampleMemoryChild", memChildEnv+"="+in, "GODEBUG="+godebug)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("child sampling %s: %v\n%s", in, err, out)
 		}

@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -65,10 +65,7 @@ func readOut(t *testing.T, path string) map[int]int {
 // TestScoreFileChild is the process TestScoreFileKill kills; it only runs
 // when that test starts it.
 func TestScoreFileChild(t *testing.T) {
-	dir := os.Getenv("AGENTWORLD_REWARD_CHILD")
-	if dir == "" {
-		t.Skip("started by TestScoreFileKill")
-	}
+	dir := testkit.ChildEnv(t, "AGENTWORLD_REWARD_CHILD", "TestScoreFileKill")
 	s, _ := New(&Options{Judge: slowJudge{20 * time.Millisecond}, JudgeModel: "j", MaxConcurrency: 4})
 	_, _ = ScoreFile(context.Background(), s, filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl"), &FileOptions{Workers: 4})
 }
@@ -84,8 +81,7 @@ func TestScoreFileKill(t *testing.T) {
 	in, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl")
 	const n = 300
 	writeItems(t, in, n)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestScoreFileChild$")
-	cmd.Env = append(os.Environ(), "AGENTWORLD_REWARD_CHILD="+dir)
+	cmd := testkit.Child("TestScoreFileChild", "AGENTWORLD_REWARD_CHILD="+dir)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

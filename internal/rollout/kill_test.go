@@ -5,13 +5,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentworld/agentworld/internal/testkit"
 )
 
 const killDirEnv = "AGENTWORLD_ROLLOUT_KILL_DIR"
@@ -50,10 +51,7 @@ func runKillTasks(t testing.TB, dir string, delay time.Duration) (*Result, fakeC
 // TestKillChild is the process TestKillNineResume kills; it does nothing
 // in a normal test run.
 func TestKillChild(t *testing.T) {
-	dir := os.Getenv(killDirEnv)
-	if dir == "" {
-		t.Skip("run by TestKillNineResume")
-	}
+	dir := testkit.ChildEnv(t, killDirEnv, "TestKillNineResume")
 	if _, _, err := runKillTasks(t, dir, 3*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +67,7 @@ func TestKillNineResume(t *testing.T) {
 		t.Skip("spawns a process")
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), killDirEnv+"="+dir)
+	cmd := testkit.Child("TestKillChild", killDirEnv+"="+dir)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/store"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -33,10 +34,7 @@ import (
 // store to use (AGENTWORLD_TEST_SERVE_DB; empty keeps sessions in memory),
 // where to write the listening address, and how long to serve at most.
 func TestHelperServeProcess(t *testing.T) {
-	addrFile := os.Getenv("AGENTWORLD_TEST_SERVE_ADDR")
-	if addrFile == "" {
-		t.Skip("helper process of TestKill9RestartContinuesSession and BenchmarkStepOverhead")
-	}
+	addrFile := testkit.ChildEnv(t, "AGENTWORLD_TEST_SERVE_ADDR", "TestKill9RestartContinuesSession and BenchmarkStepOverhead")
 	var serve func(context.Context, net.Listener) error
 	switch {
 	case os.Getenv("AGENTWORLD_TEST_SERVE_HOP") != "":
@@ -213,8 +211,7 @@ func (p *serveProcess) profile(t testing.TB, what string) {
 func startServeProcess(t testing.TB, modelURL, dbPath string, env ...string) *serveProcess {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperServeProcess$")
-	cmd.Env = append(os.Environ(), "AGENTWORLD_TEST_SERVE_DB="+dbPath, "AGENTWORLD_TEST_SERVE_MODEL="+modelURL, "AGENTWORLD_TEST_SERVE_ADDR="+addrFile)
+	cmd := testkit.Child("TestHelperServeProcess", "AGENTWORLD_TEST_SERVE_DB="+dbPath, "AGENTWORLD_TEST_SERVE_MODEL="+modelURL, "AGENTWORLD_TEST_SERVE_ADDR="+addrFile)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

@@ -2,9 +2,11 @@
 // goroutine and file-descriptor leak check ([Leaks]), one golden-file
 // helper with its -update flag ([Golden]), and one rule for tests that
 // need an outside program ([Require]: skip on a developer machine, fail
-// under CI=true). Its subpackage fakellm is the fake OpenAI-compatible
-// model server. The kit is imported by tests only; the dependency test of
-// cmd/agentworld keeps it out of the binary.
+// under CI=true), and one way to re-execute the test binary as a child
+// process that a test can kill ([Child], [ChildEnv]). Its subpackage
+// fakellm is the fake OpenAI-compatible model server. The kit is imported
+// by tests only; the dependency test of cmd/agentworld keeps it out of the
+// binary.
 package testkit
 
 import (

@@ -1,8 +1,10 @@
 package testkit
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -96,4 +98,26 @@ func FuzzParseTxtar(f *testing.F) {
 			t.Fatalf("reformatted archive differs: %+v vs %+v", a, b)
 		}
 	})
+}
+
+// TestChildHelper is the child process of TestChild.
+func TestChildHelper(t *testing.T) {
+	fmt.Printf("child got %q\n", ChildEnv(t, "AGENTWORLD_TESTKIT_CHILD", "TestChild"))
+}
+
+// TestChild re-executes this test binary with [Child] and checks that only
+// the named test ran and that it read the variable the parent set.
+func TestChild(t *testing.T) {
+	cmd := Child("TestChildHelper", "AGENTWORLD_TESTKIT_CHILD=hello there")
+	cmd.Args = append(cmd.Args, "-test.v")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `child got "hello there"`) {
+		t.Errorf("the child did not report the variable:\n%s", out)
+	}
+	if runs := strings.Count(string(out), "=== RUN"); runs != 1 {
+		t.Errorf("the child ran %d tests, want only TestChildHelper:\n%s", runs, out)
+	}
 }
