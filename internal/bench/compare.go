@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/taxonomy"
 )
 
 // Comparison sets several runs side by side, the first one as baseline.
@@ -18,6 +19,9 @@ type Comparison struct {
 	// Report.Judges); runs judged differently are not on one scale.
 	Judges [][]string   `json:"judges"`
 	Rows   []CompareRow `json:"rows"`
+	// Taxonomy holds each run's error taxonomy, in Labels order (nil for
+	// a report that has no trust report, e.g. one decoded from JSON).
+	Taxonomy []*taxonomy.Counts `json:"taxonomy"`
 }
 
 // JudgesDiffer reports runs scored by different judges (the offline rules
@@ -74,6 +78,11 @@ func Compare(reports ...*Report) *Comparison {
 		js := slices.Clone(r.Judges)
 		slices.Sort(js)
 		c.Judges = append(c.Judges, slices.Compact(js))
+		var tx *taxonomy.Counts
+		if r.Trust != nil {
+			tx = r.Trust.Taxonomy
+		}
+		c.Taxonomy = append(c.Taxonomy, tx)
 	}
 	metrics := append(append([]string(nil), Dimensions...), "total")
 	for _, d := range unionOrder(reports) {
@@ -206,6 +215,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	}
 	ew.printf("\nΔ = this run − %s: positive means this run scores higher than %s\n", c.Labels[0], c.Labels[0])
 	ew.printf("* = the 95%% intervals (bootstrap over trajectories) of this run and %s do not overlap\n", c.Labels[0])
+	c.writeTaxonomy(ew)
 	return ew.err
 }
 
@@ -214,4 +224,50 @@ func signed(n Num) string {
 		return "-"
 	}
 	return fmt.Sprintf("%+.2f", float64(n))
+}
+
+// writeTaxonomy renders the runs' error taxonomies side by side: per
+// category, each run's share of its classified samples over all domains,
+// and its change from the first run in percentage points.
+func (c *Comparison) writeTaxonomy(ew *errWriter) {
+	for _, t := range c.Taxonomy {
+		if t == nil {
+			return
+		}
+	}
+	ew.printf("\nError taxonomy (share of classified samples, all domains; Δ in percentage points):\n")
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "category\t")
+	for i, l := range c.Labels {
+		if i == 0 {
+			fmt.Fprintf(tw, "%s\t", l)
+		} else {
+			fmt.Fprintf(tw, "%s\tΔ\t", l)
+		}
+	}
+	fmt.Fprintln(tw)
+	share := func(t *taxonomy.Counts, cat taxonomy.Category) float64 {
+		n := 0
+		for _, v := range t.Classified {
+			n += v
+		}
+		if n == 0 {
+			return math.NaN()
+		}
+		return 100 * float64(t.Total(cat)) / float64(n)
+	}
+	for _, cat := range taxonomy.All {
+		fmt.Fprintf(tw, "%s\t", cat)
+		base := share(c.Taxonomy[0], cat)
+		for i, t := range c.Taxonomy {
+			v := share(t, cat)
+			if i == 0 {
+				fmt.Fprintf(tw, "%.1f%%\t", v)
+				continue
+			}
+			fmt.Fprintf(tw, "%.1f%%\t%+.1f\t", v, v-base)
+		}
+		fmt.Fprintln(tw)
+	}
+	_ = tw.Flush()
 }

@@ -16,7 +16,9 @@ import (
 	"text/tabwriter"
 	"unicode/utf8"
 
+	"github.com/agentworld/agentworld/internal/agree"
 	"github.com/agentworld/agentworld/internal/chart"
+	"github.com/agentworld/agentworld/internal/taxonomy"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -63,6 +65,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 			ew.printf("  %s: %s\n", d, reasonsText(f))
 		}
+	}
+	if r.Trust != nil {
+		writeTrustText(ew, r.Trust, r.Order)
 	}
 	return ew.err
 }
@@ -176,6 +181,11 @@ func WriteHTML(r *Report, rows []*Judged, w io.Writer, opts *HTMLOptions) error 
 		Label:  r.Label,
 		Report: r,
 		Chart:  chart,
+		Trust:  r.Trust,
+	}
+	if r.Trust != nil {
+		page.Categories = taxonomy.All
+		page.Taxonomy = taxonomyRows(r.Trust.Taxonomy, r.Order)
 	}
 	for _, d := range r.Order {
 		page.Domains = append(page.Domains, htmlDomain{Name: d, S: r.Domains[d], Failures: reasonsText(r.Failures[d])})
@@ -374,9 +384,37 @@ type htmlPage struct {
 	Chart        template.HTML
 	Domains      []htmlDomain
 	Worst        []htmlSample
+	Trust        *Trust
+	Categories   []taxonomy.Category
+	Taxonomy     []htmlTaxRow
 }
 
-var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{"ci": ciText}).Parse(`<!DOCTYPE html>
+type htmlTaxRow struct {
+	Domain            string
+	Classified, Clean int
+	Counts            []int
+}
+
+// taxonomyRows lays the taxonomy out as one row per domain, in order.
+func taxonomyRows(c *taxonomy.Counts, order []string) []htmlTaxRow {
+	var out []htmlTaxRow
+	if c == nil {
+		return nil
+	}
+	for _, d := range order {
+		if _, ok := c.Classified[d]; !ok {
+			continue
+		}
+		row := htmlTaxRow{Domain: d, Classified: c.Classified[d], Clean: c.Clean[d]}
+		for _, cat := range taxonomy.All {
+			row.Counts = append(row.Counts, c.ByDomain[d][cat])
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{"ci": ciText, "pct": pctText}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>{{.Title}}{{if .Label}}: {{.Label}}{{end}}</title>
 <style>
@@ -398,7 +436,15 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;border:1px sol
 {{range .Domains}}<tr><td>{{.Name}}</td><td>{{.S.N}}</td><td>{{.S.Valid}}</td><td>{{.S.Failed}}</td><td>{{.S.Format}}</td><td>{{.S.Factuality}}</td><td>{{.S.Consistency}}</td><td>{{.S.Realism}}</td><td>{{.S.Quality}}</td><td><b>{{.S.Total}}</b></td><td>{{ci .S.CI95}}</td><td>{{.Failures}}</td></tr>
 {{end}}</table>
 <p><small>Scores are (mean − 1) / 4 × 100 of the 1–5 judge scores. Intervals: bootstrap over trajectories ((task, id) clusters), {{.Report.Resamples}} resamples, seed {{.Report.Seed}}.</small></p>
-<h2>Worst samples</h2>
+{{with .Trust}}<h2>Trust report</h2>
+{{range .Agree.Warnings}}<p class="note">WARNING: {{.}}</p>{{end}}
+<ul>{{range .Agree.ParseFailures}}{{if .Judged}}<li>judge {{.Judge}}: {{.Unparsable}} of {{.Judged}} answers never parsed ({{pct .Rate}})</li>{{end}}{{end}}</ul>
+{{if $.Taxonomy}}<h3>Error taxonomy</h3><p><small>Samples per category (one sample can be in several), from rule checks, generation flags, low scores and the judge's weaknesses.</small></p>
+<table><tr><th>domain</th><th>classified</th><th>clean</th>{{range $.Categories}}<th>{{.}}</th>{{end}}</tr>
+{{range $.Taxonomy}}<tr><td>{{.Domain}}</td><td>{{.Classified}}</td><td>{{.Clean}}</td>{{range .Counts}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table>{{else}}<p>Error taxonomy: no judged sample to classify.</p>{{end}}
+{{if .Agree.Gaps}}<p>Not available:</p><ul>{{range .Agree.Gaps}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{end}}<h2>Worst samples</h2>
 {{if not .Worst}}<p>No valid samples.</p>{{end}}
 {{range .Worst}}<div class="sample">
 <h3>{{.J.Domain}} · id {{.J.ID}} · turn {{.J.TurnIdx}} · total {{.Total}}</h3>
@@ -409,3 +455,11 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;border:1px sol
 </div>{{end}}
 </body></html>
 `))
+
+// pctText renders a rate as a percentage with one decimal.
+func pctText(n agree.Num) string {
+	if math.IsNaN(float64(n)) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(n))
+}

@@ -115,6 +115,9 @@ type Report struct {
 	Seed        uint64   `json:"-"`
 	OverallCI95 [2]Num   `json:"-"` // interval of OverallDomainMean
 	Judges      []string `json:"-"` // distinct judge names of the rows
+	// Trust is the run's trust report (parse failures, family warnings,
+	// error taxonomy, the gaps); Score always fills it.
+	Trust *Trust `json:"-"`
 }
 
 // ValidSamples counts the samples that were predicted and judged without
@@ -338,6 +341,7 @@ func Score(rows []*Judged, opts *ScoreOptions) *Report {
 	r.OverallSampleMean = Num(pooled.totalScore())
 
 	r.bootstrap(clusters, o.Seed)
+	r.Trust = TrustOf(rows)
 	return r
 }
 

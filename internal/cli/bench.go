@@ -32,6 +32,7 @@ environment observations in seven domains.
   bench score    score judged rows
   bench compare  compare runs side by side
   bench report   one self-contained HTML page for a run
+  bench agree    how far the judges can be trusted: rankings, ρ, τ, κ, α
   bench cache    the response cache: compact it
 
 A run directory (--out) holds:
@@ -45,7 +46,7 @@ A run directory (--out) holds:
 Rows are appended as they arrive, so a killed run loses nothing: rerun the same
 command and finished samples are skipped.`,
 	}
-	cmd.AddCommand(newBenchInferCmd(), newBenchJudgeCmd(), newBenchRunCmd(), newBenchScoreCmd(), newBenchCompareCmd(), newBenchReportCmd(), newBenchCacheCmd())
+	cmd.AddCommand(newBenchInferCmd(), newBenchJudgeCmd(), newBenchRunCmd(), newBenchScoreCmd(), newBenchCompareCmd(), newBenchReportCmd(), newBenchAgreeCmd(), newBenchCacheCmd())
 	return cmd
 }
 
