@@ -56,8 +56,12 @@ func TestSettingErrorsNameTheirFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rsrv := httptest.NewServer(reward.NewHandler(rs, &reward.HandlerOptions{MaxBatch: 1,
-		Edge: httpedge.Edge{Hints: settingHints("reward serve", rewardSettingFlags)}}))
+	rh, err := reward.NewHandler(rs, &reward.HandlerOptions{MaxBatch: 1,
+		Edge: httpedge.Edge{Hints: settingHints("reward serve", rewardSettingFlags)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsrv := httptest.NewServer(rh)
 	defer rsrv.Close()
 
 	inline := func(extra string) string {

@@ -38,8 +38,8 @@ func (f *rewardFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.tf.model, "judge-model", "", "model name of the rubric judge (with --judge-url)")
 	fl.StringVar(&f.o.PolicyModel, "policy-model", "", "model name of the policy under training; a judge of the same family is refused")
 	fl.BoolVar(&f.o.AllowSameFamily, "allow-same-family", false, "let a judge of the policy's model family score it")
-	fl.Float64Var(&f.o.RubricWeight, "rubric-weight", 0.9, "weight of the rubric component")
-	fl.Float64Var(&f.o.RuleWeight, "rule-weight", 0.1, "weight of the rule component")
+	fl.Float64Var(&f.o.RubricWeight, "rubric-weight", 0.9, "weight of the rubric component (with --rule-weight, sums to 1)")
+	fl.Float64Var(&f.o.RuleWeight, "rule-weight", 0.1, "weight of the rule component (with --rubric-weight, sums to 1)")
 	fl.StringVar(&f.o.Mix, "mix", reward.MixWeighted, `how the components mix: "weighted" (a weighted sum) or "sample" (the rule alone for a seeded share of items, the rubric for the rest)`)
 	fl.Uint64Var(&f.o.Seed, "seed", 0, "seed of --mix sample's draws")
 	fl.StringVar(&f.policy, "on-judge-failure", string(reward.PolicyRules), `when the judge never parses: "rules" (rubric from the offline rules scorer), "zero" (rubric 0) or "drop" (no score); always counted, with a reason`)
@@ -54,6 +54,9 @@ func (f *rewardFlags) register(cmd *cobra.Command) {
 // offline rules scorer, and every result says so.
 func (f *rewardFlags) scorer(cmd *cobra.Command, onJudgeCall func(time.Duration, error)) (*reward.Scorer, error) {
 	o := f.o
+	if err := reward.CheckWeights(o.RubricWeight, o.RuleWeight); err != nil {
+		return nil, fmt.Errorf("--rubric-weight %v and --rule-weight %v: each in [0, 1], summing to 1 (the score then stays in [0, 25]); e.g. 0.9 and 0.1", o.RubricWeight, o.RuleWeight)
+	}
 	o.OnJudgeFailure = reward.Policy(f.policy)
 	o.Logger = logger(cmd)
 	o.OnJudgeCall = onJudgeCall
@@ -96,6 +99,10 @@ Routes:
   POST /verify            NeMo Gym resources-server verify
   GET  /health, /metrics  liveness; Prometheus metrics
 
+--on-judge-failure drop leaves a failed item without a score, which only
+the batch API can say: it needs --batch-only (the trainer routes would
+read it as 0).
+
 Scores are in [0, 25] (rubric in [5, 25] mixed with rule 0 or 25); --scale
 multiplies what the trainer routes return (0.04 gives [0, 1]).`,
 		Args: cobra.NoArgs,
@@ -116,13 +123,20 @@ multiplies what the trainer routes return (0.04 gives [0, 1]).`,
 			}
 			m.RegisterScorer(reg, s)
 			ho.Metrics, ho.Registry, ho.Logger = m, reg, logger(cmd)
+			h, err := reward.NewHandler(s, &ho)
+			if errors.Is(err, reward.ErrDropOnTrainerRoute) {
+				return fmt.Errorf("--on-judge-failure drop: %w; use rules or zero, or serve the batch API alone with --batch-only", err)
+			}
+			if err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return err
 			}
 			logger(cmd).Info("agentworld reward serve", "addr", ln.Addr().String(), "judge", s.JudgeModel(), "auth", ho.APIKey != "")
 			fmt.Fprintf(cmd.ErrOrStderr(), "serving rewards on http://%s (judge %s)\n", ln.Addr(), s.JudgeModel())
-			return reward.NewHandler(s, &ho).Serve(cmd.Context(), ln, drain)
+			return h.Serve(cmd.Context(), ln, drain)
 		},
 	}
 	f.register(cmd)
@@ -133,6 +147,7 @@ multiplies what the trainer routes return (0.04 gives [0, 1]).`,
 	fl.StringVar(&ho.DataSource, "data-source", "", "domain of trainer requests that name none (a label that is a plain ground truth), e.g. agentworld/terminal")
 	fl.Float64Var(&ho.Scale, "scale", 1, "factor on the numbers the trainer routes return (0.04 maps [0, 25] to [0, 1])")
 	fl.IntVar(&ho.MaxBatch, "max-batch", 4096, "items per request at most")
+	fl.BoolVar(&ho.BatchOnly, "batch-only", false, "serve the native batch API alone, without the trainer routes (needed by --on-judge-failure drop)")
 	fl.DurationVar(&drain, "drain-timeout", 2*time.Minute, "on shutdown, how long requests in flight may take to finish")
 	registerEdgeFlags(cmd, &ho.Edge, false)
 	return cmd

@@ -67,6 +67,11 @@ func TestRewardFlags(t *testing.T) {
 		{[]string{"reward", "score", "--in", "x", "--out", "y", "--judge-url", "http://127.0.0.1:1/v1", "--judge-model", "qwen3-235b", "--policy-model", "Qwen/Qwen3.5-35B-A3B"}, "same family"},
 		{[]string{"reward", "score", "--in", "x", "--out", "y", "--mix", "mean"}, "reward mix"},
 		{[]string{"reward", "score", "--out", "y"}, "--in"},
+		{[]string{"reward", "score", "--in", "x", "--out", "y", "--rubric-weight", "9", "--rule-weight", "1"}, "--rubric-weight 9 and --rule-weight 1"},
+		{[]string{"reward", "serve", "--addr", "127.0.0.1:0", "--rubric-weight", "0.9", "--rule-weight", "0.2"}, "--rubric-weight 0.9 and --rule-weight 0.2"},
+		// drop cannot be said on /get_reward, /slime, /verify: refused at
+		// startup, before anything listens.
+		{[]string{"reward", "serve", "--addr", "127.0.0.1:0", "--on-judge-failure", "drop"}, "--on-judge-failure drop: the judge-failure policy drop leaves items without a score, which /get_reward"},
 	} {
 		_, _, err := runCLI(t, tt.args...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

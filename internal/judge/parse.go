@@ -57,24 +57,14 @@ var (
 // are clamped into 1..5; negative values are kept, as the published script
 // keeps them. A missing dimension is 0.
 func Parse(output string) (score.Scores, Verdict, error) {
-	text := conversation.StripThinking(output)
-	if locs := finalOpen.FindAllStringIndex(text, -1); len(locs) > 0 {
-		text = text[locs[len(locs)-1][1]:]
-		if c := finalClose.FindStringIndex(text); c != nil {
-			text = text[:c[0]]
-		}
-	}
+	text := verdictText(output)
 	obj, salvaged, err := decodeCandidate(text)
 	if err != nil {
 		return score.Scores{}, Verdict{}, err
 	}
-	rawScores, ok := obj["scores"]
-	if !ok {
-		return score.Scores{}, Verdict{}, fmt.Errorf("%w: JSON object has no \"scores\"", ErrUnparseable)
-	}
-	dims, ok := rawScores.(map[string]any)
-	if !ok {
-		return score.Scores{}, Verdict{}, fmt.Errorf("%w: \"scores\" is not an object", ErrUnparseable)
+	dims, err := scoresOf(obj)
+	if err != nil {
+		return score.Scores{}, Verdict{}, err
 	}
 	s := score.Scores{
 		Format:      dimensionValue(dims["format"]),
@@ -89,6 +79,32 @@ func Parse(output string) (score.Scores, Verdict, error) {
 		v.Weaknesses = stringList(obj["weaknesses"])
 	}
 	return s, v, nil
+}
+
+// verdictText is steps 1 and 2 of Parse: thinking removed, then the last
+// <final_evaluation> block when there is one.
+func verdictText(output string) string {
+	text := conversation.StripThinking(output)
+	if locs := finalOpen.FindAllStringIndex(text, -1); len(locs) > 0 {
+		text = text[locs[len(locs)-1][1]:]
+		if c := finalClose.FindStringIndex(text); c != nil {
+			text = text[:c[0]]
+		}
+	}
+	return text
+}
+
+// scoresOf is step 5 of Parse: the decoded object's "scores" object.
+func scoresOf(obj map[string]any) (map[string]any, error) {
+	rawScores, ok := obj["scores"]
+	if !ok {
+		return nil, fmt.Errorf("%w: JSON object has no \"scores\"", ErrUnparseable)
+	}
+	dims, ok := rawScores.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: \"scores\" is not an object", ErrUnparseable)
+	}
+	return dims, nil
 }
 
 // decodeCandidate finds and decodes the JSON object of a judge answer;
@@ -250,6 +266,12 @@ func decodeObject(s string) (map[string]any, bool) {
 //     rejects ("4.5", "four", "") is 0; only ASCII digits are accepted;
 //   - anything else (null, a list, an object) is 0.
 func dimensionValue(v any) int {
+	return min(dimensionRaw(v), 5)
+}
+
+// dimensionRaw is dimensionValue before the clamp above 5, so a strict
+// reader (ParseStrict) can tell a 7 from a 5.
+func dimensionRaw(v any) int {
 	var n int
 	switch x := v.(type) {
 	case bool:
@@ -261,9 +283,6 @@ func dimensionValue(v any) int {
 	case string:
 		num, _, _ := strings.Cut(x, "/")
 		n = pyInt(num)
-	}
-	if n > 5 {
-		n = 5
 	}
 	return n
 }
@@ -278,8 +297,8 @@ func numberValue(lit string) int {
 	}
 	r := pytext.RoundHalfEven(f)
 	switch {
-	case r > 5:
-		return 5
+	case r >= math.MaxInt64:
+		return math.MaxInt64
 	case r < math.MinInt64:
 		return math.MinInt64
 	}

@@ -31,7 +31,8 @@ func serveEdge(t *testing.T, ho *HandlerOptions) string {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- NewHandler(s, ho).Serve(ctx, ln, 5*time.Second) }()
+	h := mustHandler(t, s, ho)
+	go func() { served <- h.Serve(ctx, ln, 5*time.Second) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-served; err != nil {

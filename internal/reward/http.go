@@ -58,6 +58,12 @@ type HandlerOptions struct {
 	MaxBodyBytes int64
 	// MaxBatch bounds the items of one request; 0 means 4096.
 	MaxBatch int
+	// BatchOnly serves the native batch API alone (with /health and
+	// /metrics), leaving out the trainer routes (OpenRLHF, slime, NeMo
+	// Gym). Those must answer a number for every item, so a scorer that
+	// drops items (PolicyDrop) is refused unless BatchOnly is set; false
+	// (the default) serves every route.
+	BatchOnly bool
 	// Metrics, when set, receives request and result observations, and
 	// /metrics serves Registry.
 	Metrics  *Metrics
@@ -76,11 +82,21 @@ type Handler struct {
 	gate *httpedge.Guard
 }
 
-// NewHandler makes the HTTP handler of s.
-func NewHandler(s *Scorer, opts *HandlerOptions) *Handler {
+// ErrDropOnTrainerRoute refuses a handler whose scorer drops items on
+// judge failure while it serves routes that cannot leave an item out.
+var ErrDropOnTrainerRoute = errors.New("the judge-failure policy drop leaves items without a score, which " +
+	GetRewardPath + ", " + SlimePath + " and " + VerifyPath + " cannot leave out of a policy update (they would read 0)")
+
+// NewHandler makes the HTTP handler of s. It refuses (ErrDropOnTrainerRoute)
+// a scorer with PolicyDrop unless o.BatchOnly: a trainer route would have
+// to turn a dropped item into a silent 0.
+func NewHandler(s *Scorer, opts *HandlerOptions) (*Handler, error) {
 	var o HandlerOptions
 	if opts != nil {
 		o = *opts
+	}
+	if s.o.OnJudgeFailure == PolicyDrop && !o.BatchOnly {
+		return nil, ErrDropOnTrainerRoute
 	}
 	if o.Scale == 0 {
 		o.Scale = 1
@@ -105,9 +121,11 @@ func NewHandler(s *Scorer, opts *HandlerOptions) *Handler {
 	}
 	h.gate = gate
 	h.route("POST "+BatchPath, h.batch)
-	h.route("POST "+GetRewardPath, h.openRLHF)
-	h.route("POST "+SlimePath, h.slime)
-	h.route("POST "+VerifyPath, h.verify)
+	if !o.BatchOnly {
+		h.route("POST "+GetRewardPath, h.openRLHF)
+		h.route("POST "+SlimePath, h.slime)
+		h.route("POST "+VerifyPath, h.verify)
+	}
 	// Health answers without auth, for probes, but only to this server's
 	// own names (a probe names it by a loopback name or an IP address).
 	h.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
@@ -120,7 +138,7 @@ func NewHandler(s *Scorer, opts *HandlerOptions) *Handler {
 	if o.Registry != nil {
 		h.route("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}).ServeHTTP)
 	}
-	return h
+	return h, nil
 }
 
 // ServeHTTP implements http.Handler.

@@ -33,9 +33,18 @@ func newTestServer(t *testing.T, o *Options, ho *HandlerOptions) (*httptest.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(NewHandler(s, ho))
+	srv := httptest.NewServer(mustHandler(t, s, ho))
 	t.Cleanup(srv.Close)
 	return srv, s
+}
+
+func mustHandler(t *testing.T, s *Scorer, ho *HandlerOptions) *Handler {
+	t.Helper()
+	h, err := NewHandler(s, ho)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 func post(t *testing.T, url string, body any, header ...string) (int, []byte) {
@@ -166,7 +175,7 @@ func TestBatchAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.RegisterScorer(reg, s)
-	srv := httptest.NewServer(NewHandler(s, &HandlerOptions{APIKey: "k", Metrics: m, Registry: reg, MaxBatch: 3, MaxBodyBytes: 1 << 16}))
+	srv := httptest.NewServer(mustHandler(t, s, &HandlerOptions{APIKey: "k", Metrics: m, Registry: reg, MaxBatch: 3, MaxBodyBytes: 1 << 16}))
 	defer srv.Close()
 	auth := []string{"Authorization", "Bearer k"}
 	items := BatchRequest{Items: []Item{item("a", tag(screen), screen), item("b", "", screen), item("c", tag("UNPARSEABLE"), screen)}}
@@ -385,7 +394,8 @@ func TestServeDrains(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- NewHandler(s, nil).Serve(ctx, ln, 10*time.Second) }()
+	h := mustHandler(t, s, nil)
+	go func() { served <- h.Serve(ctx, ln, 10*time.Second) }()
 	answered := make(chan int, 1)
 	go func() {
 		b, _ := json.Marshal(BatchRequest{Items: []Item{item("a", tag(screen), screen)}})

@@ -40,6 +40,10 @@ const (
 	PolicyDrop Policy = "drop"
 )
 
+// ManipulationRubric is the rubric of a prediction that addresses the
+// grader: the floor of the rubric range (every dimension 1, × 5).
+const ManipulationRubric = 5
+
 // Mix modes.
 const (
 	// MixWeighted scores rubric·w + rule·(1−w) for every item.
@@ -66,9 +70,10 @@ type Options struct {
 	// (the default) makes New fail with ErrSameFamily.
 	AllowSameFamily bool
 	// RubricWeight and RuleWeight mix the components; both 0 means 0.9 and
-	// 0.1 (the published 9 : 1). They need not sum to 1 in weighted mode;
-	// in sample mode the rule is drawn with probability
-	// RuleWeight / (RubricWeight + RuleWeight).
+	// 0.1 (the published 9 : 1). They must sum to 1, so the score stays in
+	// the components' [0, 25] and a threshold on it keeps its meaning
+	// (New refuses otherwise, with ErrWeights); in sample mode the rule is
+	// drawn with probability RuleWeight.
 	RubricWeight, RuleWeight float64
 	// Mix is MixWeighted or MixSample; "" means MixWeighted.
 	Mix string
@@ -125,6 +130,27 @@ type Scorer struct {
 	version sync.Map
 }
 
+// ErrWeights marks a rubric and rule weight that are not a mix: each must
+// be in [0, 1] and the two must sum to 1.
+var ErrWeights = errors.New("the rubric and rule weights must each be in [0, 1] and sum to 1")
+
+// weightSlack is how far from 1 a sum of two decimal weights may land by
+// rounding alone (0.7 + 0.3 is 0.9999999999999999).
+const weightSlack = 1e-9
+
+// CheckWeights checks a rubric and rule weight pair (both 0 is the
+// default, 0.9 and 0.1).
+func CheckWeights(rubric, rule float64) error {
+	if rubric == 0 && rule == 0 {
+		return nil
+	}
+	sum := rubric + rule
+	if rubric < 0 || rule < 0 || math.IsNaN(sum) || math.IsInf(sum, 0) || math.Abs(sum-1) > weightSlack {
+		return fmt.Errorf("%w: rubric %v + rule %v = %v", ErrWeights, rubric, rule, sum)
+	}
+	return nil
+}
+
 // New checks the options and makes a scorer.
 func New(opts *Options) (*Scorer, error) {
 	var o Options
@@ -134,8 +160,8 @@ func New(opts *Options) (*Scorer, error) {
 	if o.RubricWeight == 0 && o.RuleWeight == 0 {
 		o.RubricWeight, o.RuleWeight = 0.9, 0.1
 	}
-	if o.RubricWeight < 0 || o.RuleWeight < 0 || math.IsNaN(o.RubricWeight+o.RuleWeight) || math.IsInf(o.RubricWeight+o.RuleWeight, 0) {
-		return nil, fmt.Errorf("reward weights: rubric %v and rule %v must be finite and not negative", o.RubricWeight, o.RuleWeight)
+	if err := CheckWeights(o.RubricWeight, o.RuleWeight); err != nil {
+		return nil, err
 	}
 	switch o.Mix {
 	case "":
@@ -180,7 +206,7 @@ func New(opts *Options) (*Scorer, error) {
 		sem:   make(chan struct{}, o.MaxConcurrency),
 		cache: newAnswerCache(o.CacheSize),
 		log:   o.Logger,
-		ruleP: o.RuleWeight / (o.RubricWeight + o.RuleWeight),
+		ruleP: o.RuleWeight,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -208,6 +234,10 @@ type Result struct {
 	Judge      JudgeInfo  `json:"judge"`
 	// Dropped is set when the judge-failure policy dropped the item.
 	Dropped bool `json:"dropped,omitempty"`
+	// Manipulation is set when the prediction addresses the grader or
+	// praises itself (judge.Manipulation): it is not judged, its rubric is
+	// the floor of the range (ManipulationRubric) and its rule 0.
+	Manipulation bool `json:"manipulation,omitempty"`
 	// Reason says why a component is 0 or missing, or why the item was
 	// dropped; "" when nothing went wrong.
 	Reason string `json:"reason,omitempty"`
@@ -227,7 +257,8 @@ type Components struct {
 	// RubricDims are the judge's five dimensions (the mean over the judge
 	// samples); absent when the rubric was not judged.
 	RubricDims map[string]float64 `json:"rubric_dims,omitempty"`
-	// Rubric is the mean dimension × 5, in [5, 25]; 0 when zeroed.
+	// Rubric is the mean dimension × 5, in [5, 25]; 0 when there is no
+	// answer to judge or the failure policy zeroed it.
 	Rubric float64 `json:"rubric"`
 	// Rule is 25 when every rule check passes, else 0.
 	Rule       float64 `json:"rule"`
@@ -300,8 +331,14 @@ func (s *Scorer) Score(ctx context.Context, it Item) Result {
 	}
 	reason := ""
 	if why, text := judge.Manipulation(pred, truth); why != "" {
+		// Not judged: a judge may be swayed by exactly this text. The
+		// rubric gets the worst verdict the scale has, never below it, and
+		// the rule fails, so no manipulation can score above an honest
+		// wrong answer.
 		s.stats.manipulation.Add(1)
-		reason = fmt.Sprintf("rubric zeroed: the prediction %s (%q)", why, text)
+		r.Manipulation = true
+		r.Components.Rubric, r.Components.Rule = ManipulationRubric, 0
+		reason = fmt.Sprintf("manipulation: the prediction %s (%q); rubric at the floor (%d), rule 0", why, text, ManipulationRubric)
 	} else {
 		var drop bool
 		reason, drop = s.rubric(ctx, &r, rec, pred)
@@ -442,14 +479,12 @@ func (s *Scorer) setRubric(r *Result, samples []score.Scores) {
 }
 
 // rubricValue is the published rubric reward of one verdict: the mean of
-// its positive dimensions × 5, in [5, 25].
+// its five dimensions × 5, in [5, 25]. A judge verdict has all five in
+// 1..5 (judge.ParseStrict); the clamp holds the range for the offline
+// rules scorer's verdicts too.
 func rubricValue(sc score.Scores) float64 {
 	return min(max(sc.Total(), 1), 5) * 5
 }
-
-// errNoScores marks a verdict without a positive dimension, retried like
-// an unparseable answer.
-var errNoScores = fmt.Errorf("%w: no dimension above 0", judge.ErrUnparseable)
 
 // judgeOnce gets one parsed judge verdict (sample k), from the cache or in
 // up to Attempts calls.
@@ -464,7 +499,7 @@ func (s *Scorer) judgeOnce(ctx context.Context, msgs []worldmodel.Message, k int
 	// its hash is the content key of the verdict.
 	key := req.Hash(s.o.JudgeModel)
 	if content, ok := s.cache.get(key); ok {
-		if sc, _, err := judge.Parse(content); err == nil && sc.Total() > 0 {
+		if sc, _, err := judge.ParseStrict(content); err == nil {
 			s.stats.cacheHits.Add(1)
 			return sc, 0, true, nil
 		}
@@ -488,10 +523,10 @@ func (s *Scorer) judgeOnce(ctx context.Context, msgs []worldmodel.Message, k int
 			}
 			continue
 		}
-		parsed, _, perr := judge.Parse(resp.Content)
-		if perr == nil && parsed.Total() <= 0 {
-			perr = errNoScores
-		}
+		// A verdict missing a dimension or scoring one outside 1..5 is
+		// as unusable as one that does not parse: averaging the rest
+		// would move the reward out of its range or off its meaning.
+		parsed, _, perr := judge.ParseStrict(resp.Content)
 		if perr != nil {
 			s.stats.judgeUnparsed.Add(1)
 			err = perr
