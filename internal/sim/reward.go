@@ -44,7 +44,7 @@ func (m *Manager) applyWorldReward(ctx context.Context, info SessionInfo, act co
 			final = info.History[len(info.History)-1].Observation
 		}
 		if r.Success.Judge == nil {
-			_, v := r.Success.Succeeded(final)
+			_, v := r.Success.Decide(ending(info, act, obs, final))
 			add("success", v)
 			return
 		}
@@ -69,6 +69,23 @@ func (m *Manager) applyWorldReward(ctx context.Context, info SessionInfo, act co
 		x["success_judge"] = raw
 		obs.Info.Extra = x
 	}
+}
+
+// ending is what a rule-decided success criterion reads of the episode:
+// its final observation, the text of the action that ended it (a final
+// answer), and every observation in order.
+func ending(info SessionInfo, act conversation.Action, obs *Observation, final string) world.Ending {
+	e := world.Ending{Final: final, Observations: make([]string, 0, len(info.History)+1)}
+	if act.End && act.Tool == nil {
+		e.Answer = act.Text
+	}
+	for _, h := range info.History {
+		e.Observations = append(e.Observations, h.Observation)
+	}
+	if obs.Text != "" {
+		e.Observations = append(e.Observations, obs.Text)
+	}
+	return e
 }
 
 // judgeSuccess puts the ended episode to the success judge: the world's

@@ -51,3 +51,41 @@ func TestRewardSection(t *testing.T) {
 		}
 	}
 }
+
+func TestSuccessRuleKinds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rule SuccessRule
+		err  string
+	}{
+		{"none", SuccessRule{}, "check.final_observation: missing"},
+		{"two", SuccessRule{FinalObservation: "x", Answer: &AnswerRule{Items: []string{"a1"}}}, "give exactly one"},
+		{"answer without items", SuccessRule{Answer: &AnswerRule{}}, "check.answer.items: missing"},
+		{"blank item", SuccessRule{Answer: &AnswerRule{Items: []string{"the"}}}, "check.answer.items[0]"},
+		{"min_f1 range", SuccessRule{Answer: &AnswerRule{Items: []string{"x"}, MinF1: 2}}, "check.answer.min_f1"},
+		{"state half", SuccessRule{State: []StateFact{{Entity: "e"}}}, "check.state[0]"},
+		{"good answer", SuccessRule{Answer: &AnswerRule{Items: []string{"x"}}}, ""},
+	} {
+		err := tc.rule.Validate()
+		if tc.err == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: error %v, want it to mention %q", tc.name, err, tc.err)
+		}
+	}
+}
+
+func TestStateHoldsLatestValueWins(t *testing.T) {
+	want := []StateFact{{Entity: "WS-9", Attribute: "status", Value: "Closed"}}
+	obs := []string{`{"issue": {"id": "WS-9", "status": "closed"}}`, `{"issue": {"id": "WS-9", "status": "open"}}`}
+	if StateHolds(want, obs) {
+		t.Error("a fact changed back later still counted")
+	}
+	if !StateHolds(want, obs[:1]) {
+		t.Error("the fact asserted was not found")
+	}
+}
