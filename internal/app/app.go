@@ -30,6 +30,7 @@ import (
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/judge"
+	"github.com/agentworld/agentworld/internal/library"
 	"github.com/agentworld/agentworld/internal/mcpworld"
 	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/replay"
@@ -52,8 +53,9 @@ var ErrConfig = errors.New("invalid configuration")
 // the bundled example worlds, answered by replaying the bundled recordings,
 // with sessions in memory.
 type Config struct {
-	// WorldsDir adds (and overrides by name) world specs from a directory;
-	// "" adds none.
+	// WorldsDir adds (and overrides by name) world specs from a directory
+	// of spec files or a world library (internal/library: its worlds and a
+	// world per task); "" adds none.
 	WorldsDir string
 	// ReplayStrict makes replay (the embedded default or replay:DIR)
 	// refuse an action not recorded after its history instead of answering
@@ -307,7 +309,17 @@ func loadWorlds(cfg Config) (map[string]*world.Spec, error) {
 		return nil, fmt.Errorf("embedded example worlds: %w", err)
 	}
 	if cfg.WorldsDir != "" {
-		more, err := world.LoadDir(cfg.WorldsDir)
+		var more map[string]*world.Spec
+		if library.IsLibrary(cfg.WorldsDir) {
+			// a generated library: its worlds, and one world per task
+			// whose success rule is the task's check
+			var lib *library.Library
+			if lib, err = library.Open(cfg.WorldsDir); err == nil {
+				more, err = lib.Specs()
+			}
+		} else {
+			more, err = world.LoadDir(cfg.WorldsDir)
+		}
 		if err != nil {
 			return nil, fielderr.Wrap(ErrConfig, "WorldsDir", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentworld/agentworld/internal/envconfig"
+	"github.com/agentworld/agentworld/internal/library"
 	"github.com/agentworld/agentworld/internal/rollout"
 )
 
@@ -36,7 +37,9 @@ statistics to DIR/summary.json. A rerun with the same --out resumes: no
 finished episode runs again.
 
 Tasks are JSONL rows {"id", "world", "instruction", "max_turns", "seed"}
-(a directory: every *.jsonl in it). Without --sim the simulator runs
+(a directory: every *.jsonl in it), or a world library made by
+"agentworld world generate": its tasks run in the worlds that carry their
+checks, and without --sim or --worlds the in-process simulator loads it. Without --sim the simulator runs
 in-process with serve's flags (by default the embedded replay over the
 bundled worlds); with --sim it uses a running serve's session API.`,
 		Args: cobra.NoArgs,
@@ -53,8 +56,19 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 			if pol.Model == "" {
 				return flagErr("policy-model", errors.New("required"))
 			}
-			tasks, err := rollout.LoadTasks(tasksPath)
-			if err != nil {
+			var tasks []rollout.Task
+			var err error
+			if library.IsLibrary(tasksPath) {
+				// a generated library: every task, each in the world of its
+				// own that carries its check; the in-process simulator
+				// loads the library's worlds unless told otherwise
+				if tasks, err = libraryTasks(tasksPath); err != nil {
+					return flagErr("tasks", err)
+				}
+				if remote == "" && f.cfg.WorldsDir == "" {
+					f.cfg.WorldsDir = tasksPath
+				}
+			} else if tasks, err = rollout.LoadTasks(tasksPath); err != nil {
 				return flagErr("tasks", err)
 			}
 			if cmd.Flags().Changed("policy-temperature") {
@@ -105,6 +119,29 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 	fl.DurationVar(&stepTimeout, "step-timeout", rollout.DefaultStepTimeout, "with --sim, how long one request to the server (a step, a fork) may take before it fails; 0: no limit")
 	usesEnv(cmd, envconfig.APIKey)
 	return cmd
+}
+
+// libraryTasks lists a library's tasks as rollout tasks: each runs in the
+// task's own world (named by its id), whose success rule is its check.
+func libraryTasks(dir string) ([]rollout.Task, error) {
+	lib, err := library.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	var tasks []rollout.Task
+	seen := map[string]bool{}
+	err = lib.Tasks(library.Filter{}, func(t *library.TaskEntry, _ string) error {
+		if seen[t.ID] { // stored twice by a generator rerun after a kill
+			return nil
+		}
+		seen[t.ID] = true
+		tasks = append(tasks, rollout.Task{ID: t.ID, World: t.ID, Instruction: t.Instruction, MaxTurns: t.MaxTurns})
+		return nil
+	})
+	if err == nil && len(tasks) == 0 {
+		err = fmt.Errorf("%s: no tasks", dir)
+	}
+	return tasks, err
 }
 
 // lwmName names the world model in rows whose steps report none.

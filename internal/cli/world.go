@@ -20,9 +20,9 @@ import (
 func newWorldCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "world",
-		Short: "Build and inspect world specs: import from a real MCP server, check a fictional world's ledger",
+		Short: "Build and inspect world specs: import from a real MCP server, check a fictional world's ledger, browse a generated world library",
 	}
-	cmd.AddCommand(newWorldFromMCPCmd(), newWorldCheckCmd())
+	cmd.AddCommand(newWorldFromMCPCmd(), newWorldCheckCmd(), newWorldListCmd(), newWorldShowCmd(), newWorldSampleCmd())
 	return cmd
 }
 
