@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,18 +58,21 @@ var readmeSandbox = []string{"realenv terminal", "--closed-loop"}
 // serveAddr is where the README's examples expect `agentworld serve`.
 const serveAddr = "127.0.0.1:8080"
 
-// TestREADMECommands runs every command of README.md's sh blocks that needs
-// no model server, exactly as written, in a fresh copy of the repository
-// (its tracked files) with `go install`'s GOBIN first on PATH: a first hour
-// on a fresh machine. Consecutive commands of a block run as one bash script
-// (set -e, pipefail), so shell variables carry over as they do for a reader
-// pasting the block. `agentworld serve` is started in the background (a
-// trailing & or not), probed at /health until it answers, and stopped
-// (SIGTERM, then SIGKILL) before the next one starts and at the end; the
-// commands that talk to it run while it is up. HOME and the user cache dir
-// are fresh, so sessions start from an empty database; GOFLAGS=-race
-// builds the binary with the flags of `go test -race`, so CI compiles the
-// dependencies once for both.
+// TestREADMECommands runs every command of the sh blocks of README.md and
+// of every page of the manual (docs/*.md) that needs no model server,
+// exactly as written: a first hour on a fresh machine. The binary is
+// installed once with `go install` into a GOBIN first on PATH, as the
+// README's first command does; then each page runs in its own fresh copy of
+// the repository (its tracked files) with a fresh HOME and cache dir, so a
+// reader can start from any page and sessions start from an empty database.
+// Consecutive commands of a block run as one bash script (set -e,
+// pipefail), so shell variables carry over as they do for a reader pasting
+// the block. `agentworld serve` is started in the background (a trailing &
+// or not), probed at /health until it answers, and stopped (SIGTERM, then
+// SIGKILL) before the next one starts and at the end of its page; the
+// commands that talk to it run while it is up. GOFLAGS=-race builds the
+// binary with the flags of `go test -race`, so CI compiles the dependencies
+// once for both.
 func TestREADMECommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary for every README command; skipped under -short")
@@ -77,55 +81,75 @@ func TestREADMECommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	pages, err := filepath.Glob(filepath.Join(repo, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := shBlocks(string(readme))
-	if len(blocks) < 10 {
-		t.Fatalf("found %d sh blocks in README.md; the parser is broken", len(blocks))
+	pages = append([]string{filepath.Join(repo, "README.md")}, pages...)
+	env := readmeEnv(t)
+	install := exec.Command("go", "install", "./cmd/agentworld")
+	install.Dir, install.Env = repo, env
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("go install ./cmd/agentworld: %v\n%s", err, out)
 	}
-	work := t.TempDir()
-	copyTracked(t, repo, work)
-	env := readmeEnv(t, work)
 	sandboxErr := realenv.ProbeSandbox()
 	portErr := portFree(serveAddr)
 
 	used := make([]bool, len(readmeSkips))
-	r := &readmeRunner{t: t, dir: work, env: env}
-	defer r.stopServe()
-	for bi, block := range blocks {
-		var script []string
-		flush := func() {
-			if len(script) > 0 {
-				r.script(bi, script)
-				script = nil
-			}
+	total := 0
+	for _, page := range pages {
+		rel, _ := filepath.Rel(repo, page)
+		md, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, c := range block {
-			if i := skipOf(c); i >= 0 {
-				used[i] = true
-				t.Logf("block %d: skipped (%s): %s", bi+1, readmeSkips[i].why, c)
-				continue
-			}
-			if why := needsAbsent(c, sandboxErr, portErr); why != "" {
-				t.Logf("block %d: skipped (%s): %s", bi+1, why, c)
-				continue
-			}
-			if isServe(c) {
-				flush()
-				if err := r.startServe(bi, c); err != nil {
-					t.Fatal(err)
+		blocks := shBlocks(string(md))
+		total += len(blocks)
+		if len(blocks) == 0 {
+			continue
+		}
+		t.Run(rel, func(t *testing.T) {
+			work := t.TempDir()
+			copyTracked(t, repo, work)
+			r := &readmeRunner{t: t, page: rel, dir: work, env: pageEnv(t, env)}
+			defer r.stopServe()
+			for bi, block := range blocks {
+				var script []string
+				flush := func() {
+					if len(script) > 0 {
+						r.script(bi, script)
+						script = nil
+					}
 				}
-				continue
+				for _, c := range block {
+					if i := skipOf(c); i >= 0 {
+						used[i] = true
+						t.Logf("block %d: skipped (%s): %s", bi+1, readmeSkips[i].why, c)
+						continue
+					}
+					if why := needsAbsent(c, sandboxErr, portErr); why != "" {
+						t.Logf("block %d: skipped (%s): %s", bi+1, why, c)
+						continue
+					}
+					if isServe(c) {
+						flush()
+						if err := r.startServe(bi, c); err != nil {
+							t.Fatal(err)
+						}
+						continue
+					}
+					script = append(script, c)
+				}
+				flush()
 			}
-			script = append(script, c)
-		}
-		flush()
+		})
+	}
+	if total < 25 {
+		t.Fatalf("found %d sh blocks in README.md and docs/; the parser is broken", total)
 	}
 	for i, u := range used {
 		if !u {
-			t.Errorf("skip entry %q matches no README command; remove it", readmeSkips[i].match)
+			t.Errorf("skip entry %q matches no command of README.md or docs/; remove it", readmeSkips[i].match)
 		}
 	}
 }
@@ -228,9 +252,9 @@ func portFree(addr string) error {
 	return l.Close()
 }
 
-// readmeEnv is the environment of the commands: GOBIN first on PATH, a fresh
-// HOME and cache dir, and this machine's Go caches.
-func readmeEnv(t *testing.T, work string) []string {
+// readmeEnv is the environment of the commands: GOBIN first on PATH and
+// this machine's Go caches ([pageEnv] adds a page's own HOME).
+func readmeEnv(t *testing.T) []string {
 	goenv := func(k string) string {
 		out, err := exec.Command("go", "env", k).Output()
 		if err != nil {
@@ -238,13 +262,18 @@ func readmeEnv(t *testing.T, work string) []string {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	home := t.TempDir()
 	bin := filepath.Join(t.TempDir(), "bin")
 	env := os.Environ()
 	return append(env,
 		"GOBIN="+bin, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"GOCACHE="+goenv("GOCACHE"), "GOMODCACHE="+goenv("GOMODCACHE"), "GOPATH="+goenv("GOPATH"),
-		"GOFLAGS=-race", "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+		"GOFLAGS=-race")
+}
+
+// pageEnv is env with a fresh HOME and user cache dir for one page.
+func pageEnv(t *testing.T, env []string) []string {
+	home := t.TempDir()
+	return append(slices.Clip(env), "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
 }
 
 // copyTracked copies the repository's tracked files into dst, and links the
@@ -283,7 +312,9 @@ func copyTracked(t *testing.T, repo, dst string) {
 // readmeRunner runs README commands in one directory and owns the
 // background server.
 type readmeRunner struct {
-	t     *testing.T
+	t *testing.T
+	// page is the file the commands come from, relative to the repository.
+	page  string
 	dir   string
 	env   []string
 	serve *exec.Cmd
@@ -315,7 +346,7 @@ func (r *readmeRunner) script(bi int, cmds []string) {
 		if r.log != "" {
 			serveLog = "\nserve's output:\n" + r.serveOutput(2000)
 		}
-		r.t.Errorf("README block %d failed (%v):\n%s\noutput:\n%s%s", bi+1, err, src, tail(out.String(), 4000), serveLog)
+		r.t.Errorf("%s block %d failed (%v):\n%s\noutput:\n%s%s", r.page, bi+1, err, src, tail(out.String(), 4000), serveLog)
 		return
 	}
 	r.t.Logf("block %d: ran %d command(s) in %s", bi+1, len(cmds), time.Since(start).Round(time.Millisecond))

@@ -465,17 +465,17 @@ func unionKeys(ms ...map[string]int) map[string]bool {
 	return out
 }
 
-// TestReadmeSampleQuickstart runs the README's rejection sampling commands
+// TestReadmeSampleQuickstart runs the data page's rejection sampling commands
 // as written, with the endpoints pointed at the fake teacher and judge and
 // trajs.jsonl made from the bundled recordings.
 func TestReadmeSampleQuickstart(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/data.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, block, ok := strings.Cut(string(readme), "<!-- sample-quickstart -->\n```sh\n")
 	if !ok {
-		t.Fatal("README has no rejection sampling block")
+		t.Fatal("docs/data.md has no rejection sampling block")
 	}
 	block, _, _ = strings.Cut(block, "```")
 	dir := t.TempDir()

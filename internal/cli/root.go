@@ -35,7 +35,9 @@ func New() *cobra.Command {
 	}
 	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn, error")
 	cobra.AddTemplateFunc("envHelp", envHelp)
-	root.SetUsageTemplate(root.UsageTemplate() + "{{with envHelp .}}\n{{.}}{{end}}")
+	cobra.AddTemplateFunc("docPage", docPage)
+	root.SetUsageTemplate(root.UsageTemplate() + "{{with envHelp .}}\n{{.}}{{end}}" +
+		"{{with docPage .}}\nManual: {{.}} (in the agentworld repository)\n{{end}}")
 	root.AddCommand(
 		newVersionCmd(),
 		newWorldCmd(),
