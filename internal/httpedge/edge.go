@@ -28,7 +28,9 @@ const (
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultWebSocketIdle     = 30 * time.Minute
 	DefaultMaxConns          = 1024
-	DefaultMaxBodyBytes      = 8 << 20
+	// DefaultPressureIdleTimeout is Edge.PressureIdleTimeout's default.
+	DefaultPressureIdleTimeout = 5 * time.Second
+	DefaultMaxBodyBytes        = 8 << 20
 )
 
 // Settings a refusal can name (the [Edge] fields that would admit it),
@@ -36,6 +38,8 @@ const (
 const (
 	SettingAllowedHosts   = "AllowedHosts"
 	SettingAllowedOrigins = "AllowedOrigins"
+	// SettingMaxConnsPerClient names Edge.MaxConnsPerClient.
+	SettingMaxConnsPerClient = "MaxConnsPerClient"
 )
 
 // Edge bounds what reaches the handlers: which Host and Origin headers are
@@ -75,9 +79,24 @@ type Edge struct {
 	// for servers that hold WebSockets (serve's /ws; the edge itself does
 	// not see WebSocket messages); 0 means 30 minutes.
 	WebSocketIdle time.Duration
-	// MaxConns caps the connections held at once (further clients wait in
-	// the listen backlog); 0 means 1024, negative means no cap.
+	// MaxConns caps the connections held at once; 0 means 1024, negative
+	// means no cap. Only work fills it: when a new client finds it full,
+	// the connection idle longest (a keep-alive connection between
+	// requests, or one that has sent nothing for a second since it
+	// connected) is closed to make room; only when every connection is
+	// busy does the client wait (in the listen backlog) for one to end.
 	MaxConns int
+	// MaxConnsPerClient caps the connections one remote IP address holds;
+	// 0 means half of MaxConns (none when MaxConns is negative), negative
+	// means no cap. A client at its cap has its own idle connection
+	// closed for a new one; with none idle, the new one is answered 503
+	// and closed. Loopback clients cannot be told apart and share MaxConns
+	// only; clients behind one proxy or NAT share one cap.
+	MaxConnsPerClient int
+	// PressureIdleTimeout replaces IdleTimeout while the held connections
+	// reach three quarters of MaxConns: idle connections older than it
+	// are closed as new ones arrive. 0 means 5s.
+	PressureIdleTimeout time.Duration
 	// Hints maps a setting (a field name of Edge, e.g. "AllowedHosts", or
 	// of the options of the server behind it) to how its operator changes
 	// it, e.g. "serve --allowed-hosts"; a message about a refusal that
@@ -98,8 +117,15 @@ func (e Edge) WithDefaults() Edge {
 	def(&e.WriteTimeout, DefaultWriteTimeout)
 	def(&e.IdleTimeout, DefaultIdleTimeout)
 	def(&e.WebSocketIdle, DefaultWebSocketIdle)
+	def(&e.PressureIdleTimeout, DefaultPressureIdleTimeout)
 	if e.MaxConns == 0 {
 		e.MaxConns = DefaultMaxConns
+	}
+	if e.MaxConnsPerClient == 0 {
+		e.MaxConnsPerClient = max(e.MaxConns/2, 1)
+		if e.MaxConns < 0 {
+			e.MaxConnsPerClient = -1
+		}
 	}
 	return e
 }

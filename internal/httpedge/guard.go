@@ -36,6 +36,8 @@ type Guard struct {
 	// key is APIKey as bytes, converted once for the comparison.
 	key []byte
 	log *slog.Logger
+	// conns holds the connections of the guard's listeners.
+	conns *connPool
 }
 
 // New builds the guard of e (its zero fields defaulted). An allowed host
@@ -57,7 +59,7 @@ func New(e Edge, opts *Options) (*Guard, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Guard{edge: e, hosts: hosts, o: o, key: []byte(o.APIKey), log: log}, nil
+	return &Guard{edge: e, hosts: hosts, o: o, key: []byte(o.APIKey), log: log, conns: newConnPool(e)}, nil
 }
 
 // Edge is the guard's edge with its defaults filled.

@@ -150,8 +150,9 @@ func TestRewardServeEdge(t *testing.T) {
 	})
 }
 
-// TestRewardServeConnectionLimit: with MaxConns 1, a second client waits
-// until the first leaves.
+// TestRewardServeConnectionLimit: with MaxConns 1, an idle keep-alive
+// connection is closed for a new client, a busy one is not: the next
+// client waits until it ends.
 func TestRewardServeConnectionLimit(t *testing.T) {
 	addr := serveEdge(t, &HandlerOptions{Edge: httpedge.Edge{MaxConns: 1}})
 	get := func(c net.Conn, wait time.Duration) error {
@@ -175,14 +176,21 @@ func TestRewardServeConnectionLimit(t *testing.T) {
 	if err := get(c1, 5*time.Second); err != nil {
 		t.Fatalf("within the limit: %v", err)
 	}
+	// A request whose body never ends keeps its connection busy.
+	busy := dial()
+	fmt.Fprintf(busy, "POST "+BatchPath+" HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", addr)
+	_ = c1.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c1.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the idle connection was not closed to make room")
+	}
 	c2 := dial()
 	var ne net.Error
-	if err := get(c2, 300*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
-		t.Fatalf("a second connection was served beside a held one: %v", err)
+	if err := get(c2, 1500*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("a client was served beside a busy one: %v", err)
 	}
-	c1.Close()
+	busy.Close()
 	_ = c2.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := http.ReadResponse(bufio.NewReader(c2), nil); err != nil {
-		t.Fatalf("the waiting client was not served once the slot freed: %v", err)
+		t.Fatalf("the waiting client was not served once the busy one ended: %v", err)
 	}
 }

@@ -346,8 +346,9 @@ func TestEdgeLongStepOutlivesTheTimeouts(t *testing.T) {
 	}
 }
 
-// TestEdgeConnectionLimit: with MaxConns 2, a third client waits until one
-// of the first two leaves.
+// TestEdgeConnectionLimit: with MaxConns 2, an idle keep-alive
+// connection is closed to make room for a new client; connections busy
+// with a request are not, and a client beyond them waits until one ends.
 func TestEdgeConnectionLimit(t *testing.T) {
 	base := serveApp(t, &Options{Edge: Edge{MaxConns: 2}})
 	host := strings.TrimPrefix(base, "http://")
@@ -360,25 +361,38 @@ func TestEdgeConnectionLimit(t *testing.T) {
 		}
 		return err
 	}
-	c1, b1 := rawConn(t, base)
-	c2, b2 := rawConn(t, base)
-	for _, c := range []struct {
-		c  net.Conn
-		br *bufio.Reader
-	}{{c1, b1}, {c2, b2}} {
-		if err := get(c.c, c.br, 5*time.Second); err != nil {
-			t.Fatalf("within the limit: %v", err)
-		}
+	// busy starts a session create whose body never ends: the server is
+	// reading it, within --read-timeout.
+	busy := func() net.Conn {
+		c, _ := rawConn(t, base)
+		fmt.Fprintf(c, "POST /v1/sessions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", host)
+		return c
 	}
-	c3, b3 := rawConn(t, base)
-	if err := get(c3, b3, 500*time.Millisecond); err == nil {
-		t.Fatal("a third connection was served beside two held ones")
+	idle, bi := rawConn(t, base)
+	if err := get(idle, bi, 5*time.Second); err != nil {
+		t.Fatalf("within the limit: %v", err)
 	}
-	c1.Close()
-	_ = c3.SetReadDeadline(time.Now().Add(5 * time.Second))
-	resp, err := http.ReadResponse(b3, nil)
+	b1 := busy()
+	c, bc := rawConn(t, base)
+	if err := get(c, bc, 5*time.Second); err != nil {
+		t.Fatalf("a client beside an idle and a busy connection: %v", err)
+	}
+	if !closedWithin(idle, bi, 5*time.Second) {
+		t.Fatal("the idle connection was not closed to make room")
+	}
+	busy() // takes c's place: c is idle now
+	if !closedWithin(c, bc, 5*time.Second) {
+		t.Fatal("the idle connection was not closed to make room")
+	}
+	w, bw := rawConn(t, base)
+	if err := get(w, bw, 1500*time.Millisecond); err == nil {
+		t.Fatal("a client was served beside two busy connections")
+	}
+	b1.Close()
+	_ = w.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bw, nil)
 	if err != nil {
-		t.Fatalf("the waiting client was not served once a slot freed: %v", err)
+		t.Fatalf("the waiting client was not served once a busy connection ended: %v", err)
 	}
 	resp.Body.Close()
 }
