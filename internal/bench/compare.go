@@ -17,11 +17,36 @@ type Comparison struct {
 	Labels []string `json:"labels"`
 	// Judges are the judges of each run's rows, in Labels order (see
 	// Report.Judges); runs judged differently are not on one scale.
-	Judges [][]string   `json:"judges"`
-	Rows   []CompareRow `json:"rows"`
+	Judges [][]string `json:"judges"`
+	// Prompts are the judge texts of each run (see Report.JudgePrompts);
+	// runs judged with different texts are not on one scale either.
+	Prompts [][]string   `json:"judge_prompts"`
+	Rows    []CompareRow `json:"rows"`
 	// Taxonomy holds each run's error taxonomy, in Labels order (nil for
 	// a report that has no trust report, e.g. one decoded from JSON).
 	Taxonomy []*taxonomy.Counts `json:"taxonomy"`
+}
+
+// PromptsDiffer reports runs whose LLM judges were given different texts
+// (agentworld's against the official one, or official files with
+// different SHA-256): like different judges, their scores are not on one
+// scale.
+func (c *Comparison) PromptsDiffer() bool {
+	for _, p := range c.Prompts[1:] {
+		if !slices.Equal(p, c.Prompts[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// PromptsText names each run's judge texts.
+func (c *Comparison) PromptsText() string {
+	var parts []string
+	for i, l := range c.Labels {
+		parts = append(parts, l+": "+strings.Join(c.Prompts[i], " + "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // JudgesDiffer reports runs scored by different judges (the offline rules
@@ -83,6 +108,7 @@ func Compare(reports ...*Report) *Comparison {
 			tx = r.Trust.Taxonomy
 		}
 		c.Taxonomy = append(c.Taxonomy, tx)
+		c.Prompts = append(c.Prompts, slices.Clone(r.JudgePrompts))
 	}
 	metrics := append(append([]string(nil), Dimensions...), "total")
 	for _, d := range unionOrder(reports) {
@@ -178,6 +204,11 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	ew := &errWriter{w: w}
 	if c.JudgesDiffer() {
 		ew.printf("WARNING: these runs were scored by different judges (%s); their scores are not on one scale\n\n", c.judgesText())
+	}
+	if c.PromptsDiffer() {
+		ew.printf("WARNING: these runs' judges were given different texts (%s); their scores are not on one scale\n\n", c.PromptsText())
+	} else if len(c.Prompts) > 0 && len(c.Prompts[0]) > 0 {
+		ew.printf("judge prompts: %s\n\n", strings.Join(c.Prompts[0], " + "))
 	}
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "domain\tmetric\t")

@@ -60,10 +60,12 @@ const DefaultJudgeAttempts = 3
 // judger scores predictions with an LLM judge or the rules.
 type judger struct {
 	// name is recorded in every row ("rules" for the offline scorer).
-	name      string
-	model     worldmodel.Completer // nil with rules
-	rubric    Rubric
-	rules     RuleJudge
+	name   string
+	model  worldmodel.Completer // nil with rules
+	rubric Rubric
+	rules  RuleJudge
+	// prompts labels the judge text in every row (not for rules).
+	prompts   string
 	settings  JudgeSettings
 	cache     *Cache
 	attempts  int
@@ -90,6 +92,7 @@ func (jd *judger) judge(ctx context.Context, rec *trajectory.Record, p Predictio
 		j.setVerdict(v)
 		return j, nil
 	}
+	j.JudgePrompts = jd.prompts
 	msgs, generic := jd.rubric.Messages(rec, p.Prediction)
 	j.GenericJudge = generic
 	req := jd.settings.request(msgs)

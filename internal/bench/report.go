@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/agree"
 	"github.com/agentworld/agentworld/internal/chart"
+	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/taxonomy"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -40,6 +41,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.RulesOnly() {
 		ew.printf("NOTE: scored by the offline rules scorer, not the rubric judge; not comparable with published scores\n")
 	}
+	r.writePrompts(ew)
 	ew.printf("\n")
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "domain\tn\tvalid\tfailed\tformat\tfactuality\tconsistency\trealism\tquality\ttotal\t95%% CI\t\n")
@@ -70,6 +72,29 @@ func (r *Report) WriteText(w io.Writer) error {
 		writeTrustText(ew, r.Trust, r.Order)
 	}
 	return ew.err
+}
+
+// writePrompts says which judge text the rows were judged with, the
+// official files' SHA-256 and a warning for files that differ from the
+// pinned commit's.
+func (r *Report) writePrompts(ew *errWriter) {
+	for _, p := range r.JudgePrompts {
+		ew.printf("judge prompts: %s\n", p)
+	}
+	if len(r.JudgePrompts) > 1 {
+		ew.printf("WARNING: rows judged with different judge texts are not on one scale\n")
+	}
+	for _, f := range r.PromptFiles {
+		ew.printf("  sha256 %s  %s\n", f.SHA256, f.Path)
+	}
+	if len(r.PromptsUnpinned) > 0 {
+		ew.printf("WARNING: %d judge prompt files differ from the official commit's (%s): not the published text\n", len(r.PromptsUnpinned), strings.Join(r.PromptsUnpinned, ", "))
+	}
+	for _, p := range r.JudgePrompts {
+		if p == score.OwnPromptsLabel {
+			ew.printf("  (scores judged with agentworld's text are not comparable with the published table; --prompts DIR judges with the official text)\n")
+		}
+	}
 }
 
 func ciText(ci [2]Num) string {
@@ -431,6 +456,9 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;border:1px sol
 <p>Overall (all samples pooled, the published script's figure): {{.Report.OverallSampleMean}}</p>
 {{if .Report.Strict}}<p class="note">Strict: failed samples are scored 1 on every dimension.</p>{{else}}<p>Failed samples are excluded from the means (published convention); their counts are shown beside each score.</p>{{end}}
 {{if .Report.RulesOnly}}<p class="note">Scored by the offline rules scorer, not the rubric judge: not comparable with published scores.</p>{{end}}
+{{range .Report.JudgePrompts}}<p>Judge prompts: {{.}}</p>{{end}}
+{{if .Report.PromptFiles}}<table><tr><th>judge prompt file</th><th>SHA-256</th></tr>{{range .Report.PromptFiles}}<tr><td>{{.Path}}</td><td><code>{{.SHA256}}</code></td></tr>{{end}}</table>{{end}}
+{{if .Report.PromptsUnpinned}}<p class="note">These judge prompt files differ from the official commit's: {{range .Report.PromptsUnpinned}}{{.}} {{end}}</p>{{end}}
 <figure role="img" aria-label="score by domain">{{.Chart}}</figure>
 <table><tr><th>domain</th><th>n</th><th>valid</th><th>failed</th><th>format</th><th>factuality</th><th>consistency</th><th>realism</th><th>quality</th><th>total</th><th>95% CI</th><th>failure reasons</th></tr>
 {{range .Domains}}<tr><td>{{.Name}}</td><td>{{.S.N}}</td><td>{{.S.Valid}}</td><td>{{.S.Failed}}</td><td>{{.S.Format}}</td><td>{{.S.Factuality}}</td><td>{{.S.Consistency}}</td><td>{{.S.Realism}}</td><td>{{.S.Quality}}</td><td><b>{{.S.Total}}</b></td><td>{{ci .S.CI95}}</td><td>{{.Failures}}</td></tr>

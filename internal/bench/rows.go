@@ -56,7 +56,12 @@ type Judged struct {
 	Judge string `json:"judge"`
 	// GenericJudge is set when the domain was unknown and a generic judge
 	// prompt was used.
-	GenericJudge bool     `json:"generic_judge,omitempty"`
+	GenericJudge bool `json:"generic_judge,omitempty"`
+	// JudgePrompts says which judge text an LLM judge was given (see
+	// [score.JudgeText]): "agentworld (not the official text)" or the
+	// official text's label with its digest. Empty for the rules scorer
+	// (and in rows of older writers, which used agentworld's text).
+	JudgePrompts string   `json:"judge_prompts,omitempty"`
 	JudgeOutput  string   `json:"judge_output,omitempty"`
 	Scores       *Scores  `json:"scores,omitempty"`
 	Total        float64  `json:"total"`

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -84,6 +85,10 @@ type Options struct {
 	JudgeModel worldmodel.Completer
 	Rubric     Rubric
 	Rules      RuleJudge
+	// JudgeText says which text the Rubric gives the judge; it is recorded
+	// in run.json, every judged row and the report. nil means agentworld's
+	// own text (score.OwnPromptsLabel).
+	JudgeText *score.JudgeText
 	// JudgeName names the judge model in rows and cache keys; JudgeURL is
 	// only recorded in run.json.
 	JudgeName, JudgeURL string
@@ -158,6 +163,9 @@ type stageMeta struct {
 	// Template is the version the model's system prompts were rendered
 	// under; absent when rows were sent as they are.
 	Template *templateMeta `json:"template,omitempty"`
+	// Prompts is the LLM judge's text, with the SHA-256 of each file read
+	// when it is the official one.
+	Prompts *score.JudgeText `json:"prompts,omitempty"`
 }
 
 type templateMeta struct {
@@ -177,8 +185,8 @@ func sameStage(a, b *stageMeta) bool {
 	if a == nil || b == nil {
 		return true
 	}
-	ja, _ := json.Marshal(stageMeta{Name: a.Name, Settings: a.Settings, Template: a.Template})
-	jb, _ := json.Marshal(stageMeta{Name: b.Name, Settings: b.Settings, Template: b.Template})
+	ja, _ := json.Marshal(stageMeta{Name: a.Name, Settings: a.Settings, Template: a.Template, Prompts: a.Prompts})
+	jb, _ := json.Marshal(stageMeta{Name: b.Name, Settings: b.Settings, Template: b.Template, Prompts: b.Prompts})
 	var va, vb any
 	_ = json.Unmarshal(ja, &va)
 	_ = json.Unmarshal(jb, &vb)
@@ -236,7 +244,10 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 			attempts: o.JudgeAttempts, retryWait: o.JudgeRetryWait}
 		if o.Rules != nil {
 			jd.name, jd.model, jd.rubric = RulesJudgeName, nil, nil
-		} else if o.JudgeModel == nil {
+		} else {
+			jd.prompts = o.judgeText().Label
+		}
+		if o.Rules == nil && o.JudgeModel == nil {
 			return nil, errors.New("bench: a rubric judge needs a judge model")
 		}
 		if jd.attempts <= 0 {
@@ -449,6 +460,7 @@ func ScoreFile(judgedPath, out string, opts *ScoreOptions) (*Report, error) {
 		return nil, fmt.Errorf("score: %w", err)
 	}
 	rep := Score(rows, opts)
+	rep.attachPromptFiles(filepath.Dir(judgedPath))
 	if out != "" {
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
@@ -580,12 +592,16 @@ func (p *pipeline) checkMeta() error {
 		meta.Model = st
 	}
 	if p.jd != nil {
-		st := &stageMeta{Name: p.jd.name, URL: o.JudgeURL, Settings: o.Judge}
+		st := &stageMeta{Name: p.jd.name, URL: o.JudgeURL, Settings: o.Judge, Prompts: o.judgeText()}
 		if p.jd.rules != nil {
-			st.URL, st.Settings = "", nil
+			st.URL, st.Settings, st.Prompts = "", nil, nil
 		}
 		if !sameStage(old.Judge, st) {
-			return fmt.Errorf("%w: %s was judged by %q with settings %s; use another output directory", ErrSettingsChanged, o.Out, old.Judge.Name, jsonText(old.Judge.Settings))
+			prompts := "no judge prompts recorded (an older run)"
+			if old.Judge.Prompts != nil {
+				prompts = "judge prompts " + old.Judge.Prompts.Label
+			}
+			return fmt.Errorf("%w: %s was judged by %q with settings %s, %s; use another output directory", ErrSettingsChanged, o.Out, old.Judge.Name, jsonText(old.Judge.Settings), prompts)
 		}
 		meta.Judge = st
 	}
@@ -596,9 +612,35 @@ func (p *pipeline) checkMeta() error {
 	return writeFileAtomic(path, append(b, '\n'))
 }
 
+// judgeText is the LLM judge's text: JudgeText, or agentworld's own.
+func (o *Options) judgeText() *score.JudgeText {
+	if o.JudgeText != nil {
+		return o.JudgeText
+	}
+	return &score.JudgeText{Label: score.OwnPromptsLabel}
+}
+
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// attachPromptFiles copies the official judge files and their SHA-256 from
+// the run.json in dir when it recorded the text the rows were judged with.
+func (r *Report) attachPromptFiles(dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, RunFile))
+	if err != nil {
+		return
+	}
+	var m runMeta
+	if json.Unmarshal(b, &m) != nil || m.Judge == nil || m.Judge.Prompts == nil {
+		return
+	}
+	for _, l := range r.JudgePrompts {
+		if l == m.Judge.Prompts.Label {
+			r.PromptFiles, r.PromptsUnpinned = m.Judge.Prompts.Files, m.Judge.Prompts.Unpinned
+		}
+	}
 }
 
 // RunData returns the data dir recorded in a run directory's run.json, so

@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -107,6 +108,15 @@ type Report struct {
 	OverallSampleMean Num `json:"overall_sample_mean"`
 	// Failures counts failed samples per domain and reason.
 	Failures map[string]map[string]int `json:"failures"`
+	// JudgePrompts lists the judge texts of the LLM-judged rows (see
+	// Judged.JudgePrompts), sorted: one entry for a run judged alike,
+	// "agentworld (not the official text)" unless the official text was
+	// given. PromptFiles are the official files and their SHA-256, from
+	// the run's run.json; PromptsUnpinned those that differ from the
+	// official commit's.
+	JudgePrompts    []string           `json:"judge_prompts"`
+	PromptFiles     []score.PromptFile `json:"judge_prompt_files,omitempty"`
+	PromptsUnpinned []string           `json:"judge_prompts_unpinned,omitempty"`
 
 	Label       string   `json:"-"`
 	Order       []string `json:"-"` // domains in leaderboard order, unknown ones after, sorted
@@ -266,6 +276,7 @@ func Score(rows []*Judged, opts *ScoreOptions) *Report {
 	// clusters[domain][key] accumulates the counted rows of one trajectory.
 	clusters := map[string]map[string]*sums{}
 	judges := map[string]bool{}
+	prompts := map[string]bool{}
 	var pooled sums
 	for _, j := range rows {
 		d := DomainOf(j)
@@ -278,6 +289,12 @@ func Score(rows []*Judged, opts *ScoreOptions) *Report {
 		ds.N++
 		if j.Judge != "" {
 			judges[j.Judge] = true
+		}
+		switch {
+		case j.JudgePrompts != "":
+			prompts[j.JudgePrompts] = true
+		case j.Judge != RulesJudgeName && j.Scores != nil:
+			prompts[score.OwnPromptsLabel] = true // an older row: our text
 		}
 		sc := Scores{}
 		if j.Valid() {
@@ -312,6 +329,11 @@ func Score(rows []*Judged, opts *ScoreOptions) *Report {
 		r.Judges = append(r.Judges, j)
 	}
 	sort.Strings(r.Judges)
+	r.JudgePrompts = []string{}
+	for p := range prompts {
+		r.JudgePrompts = append(r.JudgePrompts, p)
+	}
+	sort.Strings(r.JudgePrompts)
 
 	// Point estimates.
 	domainSums := make([]*sums, len(r.Order))

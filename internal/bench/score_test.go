@@ -253,7 +253,7 @@ func TestScoreJSONShape(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
-	if diff := cmp.Diff([]string{"domains", "failures", "overall_domain_mean", "overall_sample_mean"}, keys(top)); diff != "" {
+	if diff := cmp.Diff([]string{"domains", "failures", "judge_prompts", "overall_domain_mean", "overall_sample_mean"}, keys(top)); diff != "" {
 		t.Errorf("top-level keys (-want +got):\n%s", diff)
 	}
 	var doms map[string]map[string]json.RawMessage

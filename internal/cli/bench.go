@@ -52,15 +52,37 @@ command and finished samples are skipped.`,
 
 // judgeFlags select and configure the judge.
 type judgeFlags struct {
-	kind string
-	tf   transportFlags
-	gf   genFlags
+	kind    string
+	prompts string
+	tf      transportFlags
+	gf      genFlags
+}
+
+// promptsUsage documents --prompts wherever the rubric judge is called.
+const promptsUsage = "checkout of the official Qwen-AgentWorld repository: judge with its text (prompts/<domain>/judge_system_prompt.txt and the templates of eval/lwm_eval_utils/task_configs.py) for scores comparable with the published table; default: agentworld's own text, which is not"
+
+// loadJudgePrompts reads --prompts (nil for agentworld's own text) and
+// warns, on stderr, about files that differ from the official commit's.
+func loadJudgePrompts(cmd *cobra.Command, dir string) (*judge.Prompts, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	p, err := judge.LoadPrompts(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--prompts: %w", err)
+	}
+	if u := p.Unpinned(); len(u) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: --prompts %s: %d of %d judge files differ from the official commit %s (%s); the scores are not those of the published text\n",
+			dir, len(u), len(p.Files()), judge.OfficialCommit, strings.Join(u, ", "))
+	}
+	return p, nil
 }
 
 func (j *judgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&j.kind, "judge", "llm", `judge: "llm" (the rubric judge at --judge-url) or "rules" (offline deterministic scorer, no model needed; not comparable with published scores)`)
 	j.tf.register(cmd, "judge-", "judge", envconfig.JudgeAPIKey, envconfig.OpenAIAPIKey)
 	cmd.Flags().StringVar(&j.tf.model, "judge-model", "", "model name of the judge")
+	cmd.Flags().StringVar(&j.prompts, "prompts", "", promptsUsage)
 	j.gf.register(cmd, "judge-", 0, 0, "judge")
 }
 
@@ -68,6 +90,9 @@ func (j *judgeFlags) register(cmd *cobra.Command) {
 func (j *judgeFlags) apply(cmd *cobra.Command, o *bench.Options) error {
 	switch j.kind {
 	case "rules":
+		if j.prompts != "" {
+			return errors.New("--prompts is the LLM judge's text; the rules scorer (--judge rules) has none")
+		}
 		o.Rules = judge.RuleScorer{}
 		return nil
 	case "llm", "":
@@ -85,7 +110,12 @@ func (j *judgeFlags) apply(cmd *cobra.Command, o *bench.Options) error {
 		mt = 0
 	}
 	o.Judge = bench.JudgeSettings{MaxTokens: mt, MaxCompletionTokens: j.gf.maxCompletionTokens, Temperature: temp, TopP: topP, Seed: seed, Extra: extra}
-	o.Rubric = judge.Rubric{}
+	p, err := loadJudgePrompts(cmd, j.prompts)
+	if err != nil {
+		return err
+	}
+	text := p.Text()
+	o.Rubric, o.JudgeText = judge.Rubric{Prompts: p}, &text
 	o.JudgeModel = j.tf.client(cmd)
 	o.JudgeName, o.JudgeURL = j.tf.model, j.tf.url
 	return nil
@@ -548,8 +578,10 @@ first run: positive means the run scores higher than the first) and whether
 their 95% intervals are disjoint.
 
 Runs scored by different judges (--judge rules against an LLM judge, or two
-LLM judges) are not on one scale and are refused; --mixed-judges compares them
-anyway, naming each run's judge above the table.`,
+LLM judges), or by judges given different judge texts (agentworld's own
+against the official one from --prompts, or official files whose SHA-256
+differ), are not on one scale and are refused; --mixed-judges compares them
+anyway, naming each run's judge and text above the table.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := bench.CompareRuns(args, &bench.ScoreOptions{Strict: strict})
@@ -562,6 +594,9 @@ anyway, naming each run's judge above the table.`,
 					parts = append(parts, fmt.Sprintf("%s: %s", l, strings.Join(c.Judges[i], "+")))
 				}
 				return fmt.Errorf("the runs were scored by different judges (%s), so their scores are not on one scale; judge them alike, or pass --mixed-judges to compare anyway", strings.Join(parts, "; "))
+			}
+			if c.PromptsDiffer() && !mixed {
+				return fmt.Errorf("the runs' judges were given different judge texts (%s), so their scores are not on one scale; judge them with the same --prompts, or pass --mixed-judges to compare anyway", c.PromptsText())
 			}
 			return writeResult(cmd, asJSON, c, c.WriteText)
 		},

@@ -26,6 +26,7 @@ func newRewardCmd() *cobra.Command {
 
 // rewardFlags configure the scorer; serve and score share them.
 type rewardFlags struct {
+	prompts     string
 	tf          transportFlags
 	o           reward.Options
 	policy      string
@@ -36,6 +37,7 @@ func (f *rewardFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	f.tf.register(cmd, "judge-", "rubric judge", envconfig.JudgeAPIKey, envconfig.OpenAIAPIKey)
 	fl.StringVar(&f.tf.model, "judge-model", "", "model name of the rubric judge (with --judge-url)")
+	fl.StringVar(&f.prompts, "prompts", "", promptsUsage)
 	fl.StringVar(&f.o.PolicyModel, "policy-model", "", "model name of the policy under training; a judge of the same family is refused")
 	fl.BoolVar(&f.o.AllowSameFamily, "allow-same-family", false, "let a judge of the policy's model family score it")
 	fl.Float64Var(&f.o.RubricWeight, "rubric-weight", 0.9, "weight of the rubric component (with --rule-weight, sums to 1)")
@@ -60,6 +62,14 @@ func (f *rewardFlags) scorer(cmd *cobra.Command, onJudgeCall func(time.Duration,
 	o.OnJudgeFailure = reward.Policy(f.policy)
 	o.Logger = logger(cmd)
 	o.OnJudgeCall = onJudgeCall
+	if f.prompts != "" && f.tf.url == "" {
+		return nil, errors.New("--prompts is the LLM judge's text; it needs --judge-url (without it the rules scorer judges)")
+	}
+	p, err := loadJudgePrompts(cmd, f.prompts)
+	if err != nil {
+		return nil, err
+	}
+	o.Prompts = p
 	if f.temperature >= 0 {
 		t := f.temperature
 		o.Temperature = &t
@@ -135,7 +145,7 @@ multiplies what the trainer routes return (0.04 gives [0, 1]).`,
 				return err
 			}
 			logger(cmd).Info("agentworld reward serve", "addr", ln.Addr().String(), "judge", s.JudgeModel(), "auth", ho.APIKey != "")
-			fmt.Fprintf(cmd.ErrOrStderr(), "serving rewards on http://%s (judge %s)\n", ln.Addr(), s.JudgeModel())
+			fmt.Fprintf(cmd.ErrOrStderr(), "serving rewards on http://%s (judge %s; judge prompts: %s)\n", ln.Addr(), s.JudgeModel(), s.Prompts().Label())
 			return h.Serve(cmd.Context(), ln, drain)
 		},
 	}
@@ -186,9 +196,10 @@ kept, a torn last line is cut, and only the missing items are scored.`,
 				return err
 			}
 			st := s.Stats()
-			return writeResult(cmd, asJSON, map[string]any{"summary": sum, "stats": st}, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "%d items: %d resumed, %d scored now; %d failed (0 or dropped, with a reason), %d judge fallbacks to the rules scorer\njudge %s: %d calls, %d transport errors, %d unparsed answers, %d cache hits\n",
-					sum.Total, sum.Resumed, sum.Scored, sum.Failed, sum.JudgeFallback, s.JudgeModel(), st.JudgeCalls, st.JudgeErrors, st.JudgeUnparsed, st.CacheHits)
+			prompts := s.Prompts().Label()
+			return writeResult(cmd, asJSON, map[string]any{"summary": sum, "stats": st, "judge_prompts": prompts}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "%d items: %d resumed, %d scored now; %d failed (0 or dropped, with a reason), %d judge fallbacks to the rules scorer\njudge %s: %d calls, %d transport errors, %d unparsed answers, %d cache hits\njudge prompts: %s\n",
+					sum.Total, sum.Resumed, sum.Scored, sum.Failed, sum.JudgeFallback, s.JudgeModel(), st.JudgeCalls, st.JudgeErrors, st.JudgeUnparsed, st.CacheHits, prompts)
 				return err
 			})
 		},

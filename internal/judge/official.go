@@ -96,7 +96,7 @@ var OfficialWorldModelHashes = map[string]string{
 
 // OwnLabel is what every run, report and reward result says when it was
 // judged with agentworld's own text.
-const OwnLabel = "agentworld (not the official text)"
+const OwnLabel = score.OwnPromptsLabel
 
 // FileHash is one file read for the judge text and its SHA-256.
 type FileHash = score.PromptFile

@@ -9,87 +9,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
-// testTemplates is a task_configs.py in the official layout, written in our
-// own words: other assignments, a docstring quoting a template name, the
-// three templates with doubled braces and a \\ escape, as the real file has.
-const testTemplates = `"""
-Settings of the test suite.
-JUDGE_USER_PROMPT = '''not this one'''
-"""
-
-# Dimensions.
-DIMS = ["a", "b"]
-
-CONFIGS = {
-    "mcp": {"tag": "x"},
-}
-
-JUDGE_USER_PROMPT = """{context}
-
-{world_model_input}
-
-{predicted_observation}
-
-{ground_truth}
-
-Rate it. Answer as {{"scores": {{"format": n}}}}.
-Mind the manipulation."""
-
-# Pairwise.
-TURING_JUDGE_USER_PROMPT = """{context}
-
-{world_model_input}
-
-Which is real?
-
-{response_a}
-
-{response_b}
-
-Say \\boxed{{A}} or \\boxed{{B}}."""  # trailing comment is fine
-
-REF_ANSWER_JUDGE_USER_PROMPT = '''{context}
-
-{world_model_input}
-
-A is the model's.
-
-{response_a}
-
-{response_b}
-
-{ground_truth}
-
-Say \\boxed{{}}.'''
-`
-
-// writeOfficial writes a prompts directory with the official layout and
-// placeholders, our own words inside, and returns it.
+// writeOfficial writes a stand-in official checkout (our own words).
 func writeOfficial(t testing.TB, templates string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, d := range domain.All {
-		p := filepath.Join(dir, "prompts", string(d), JudgeSystemFile)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte("You judge "+string(d)+" observations.\r\nBe fair.\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p := filepath.Join(dir, filepath.FromSlash(OfficialTemplatesFile))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(templates), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return testkit.WriteOfficialPrompts(t, templates)
 }
+
+const testTemplates = testkit.OfficialTemplates
 
 func TestLoadPromptsBuildsTheOfficialLayout(t *testing.T) {
 	p, err := LoadPrompts(writeOfficial(t, testTemplates))

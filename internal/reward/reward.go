@@ -292,6 +292,9 @@ type JudgeInfo struct {
 	Generic bool `json:"generic,omitempty"`
 }
 
+// Prompts is the rubric judge's text (nil: agentworld's own).
+func (s *Scorer) Prompts() *judge.Prompts { return s.o.Prompts }
+
 // Score computes the reward of one item. It never fails: an item that
 // cannot be scored gets 0 (or is dropped) with a reason. Only the
 // cancellation of ctx ends it early, with a reason saying so.

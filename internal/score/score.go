@@ -51,6 +51,10 @@ type Verdict struct {
 // (judge.Rules), which is not the rubric judge.
 const RulesJudgeName = "rules"
 
+// OwnPromptsLabel is what every run, report and reward result judged with
+// agentworld's own judge text says about its prompts.
+const OwnPromptsLabel = "agentworld (not the official text)"
+
 // PromptFile is one file the judge's text was read from, with its SHA-256
 // (lower-case hex).
 type PromptFile struct {
