@@ -22,7 +22,7 @@ func newWorldCmd() *cobra.Command {
 		Use:   "world",
 		Short: "Build and inspect world specs: import from a real MCP server, check a fictional world's ledger, browse a generated world library",
 	}
-	cmd.AddCommand(newWorldFromMCPCmd(), newWorldCheckCmd(), newWorldListCmd(), newWorldShowCmd(), newWorldSampleCmd())
+	cmd.AddCommand(newWorldFromMCPCmd(), newWorldCheckCmd(), newWorldListCmd(), newWorldShowCmd(), newWorldSampleCmd(), newWorldGenerateCmd())
 	return cmd
 }
 

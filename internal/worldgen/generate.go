@@ -1,0 +1,889 @@
+// Package worldgen generates worlds and tasks with an LLM and proves them
+// in simulation before they enter a world library: candidates come from
+// seed descriptions, from mutations of imported MCP worlds, from a domain
+// × topic mixture, or as fictional fact graphs whose documents and
+// questions are rendered by code; each climbs a validation ladder (parse,
+// schema and tool-schema compilation, action parsing, near-duplicate
+// collapse, the initial state not meeting the check, fictional answers
+// retrievable, the reference solution passing in at least 4 of 5
+// replays, a no-op and a random agent passing in none) with survivors
+// counted per rung and every rejection's reason kept.
+//
+// A run is a journal: every generator answer is appended before it is
+// validated and every verdict after, so a run killed at any moment
+// resumes without asking the generator again or losing an answer.
+package worldgen
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/itemf1"
+	"github.com/agentworld/agentworld/internal/library"
+	"github.com/agentworld/agentworld/internal/progress"
+	"github.com/agentworld/agentworld/internal/searchindex"
+	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/world"
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+// Journal files, under LIB/generate/.
+const (
+	JournalDir   = "generate"
+	AnswersFile  = "answers.jsonl"
+	VerdictsFile = "verdicts.jsonl"
+	SummaryFile  = "summary.json"
+)
+
+// Defaults of [Options].
+const (
+	DefaultConcurrency    = 8
+	DefaultTasksPerWorld  = 4
+	DefaultReplays        = 5
+	DefaultMaxAnswerBytes = 1 << 20
+	DefaultMaxTokens      = 8192
+)
+
+// Sources of candidates ([library.Provenance.Source]).
+const (
+	SourceSeed    = "seed"
+	SourceMCP     = "mcp"
+	SourceMixture = "mixture"
+	SourceFiction = "fiction"
+)
+
+// Seed is a seed description of a world to generate.
+type Seed struct {
+	ID          string `json:"id"`
+	Description string `json:"description"`
+}
+
+// Options configures [Run]. Generator and WorldModel are required.
+type Options struct {
+	// Count is the number of candidates (each a world with its tasks);
+	// required.
+	Count int
+	// Generator writes candidates; GeneratorModel names it in provenance.
+	Generator      worldmodel.Completer
+	GeneratorModel string
+	// WorldModel simulates the ladder's replays; required.
+	WorldModel worldmodel.Completer
+	// Seeds are seed descriptions, used in turn; with none, MCP worlds or
+	// the mixture are used.
+	Seeds []Seed
+	// FromMCP are imported MCP worlds, mutated in turn (rename, extend,
+	// remove tools, another state).
+	FromMCP []*world.Spec
+	// Domains limit the mixture ("fiction" draws fictional search
+	// worlds); nil means every domain and fiction.
+	Domains []string
+	// Seed makes the run reproducible: candidate i's plan and generator
+	// seed derive from it.
+	Seed int64
+	// Concurrency bounds candidates in flight; 0 means DefaultConcurrency.
+	Concurrency int
+	// TasksPerWorld is asked of the generator; 0 means DefaultTasksPerWorld.
+	TasksPerWorld int
+	// Replays per ladder agent; 0 means DefaultReplays (5). The reference
+	// must pass in all but at most one, the trivial agents in none.
+	Replays int
+	// MaxAnswerBytes rejects a longer generator answer; 0 means
+	// DefaultMaxAnswerBytes.
+	MaxAnswerBytes int
+	// MaxTokens is the generator's budget; 0 means DefaultMaxTokens.
+	MaxTokens int
+	// Shards of a new library; 0 means library.DefaultShards.
+	Shards int
+	// Progress receives a progress line; nil writes none.
+	Progress io.Writer
+	// ProgressEvery is its interval; 0 means 2s.
+	ProgressEvery time.Duration
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Stats counts a run's candidates per rung.
+type Stats struct {
+	Candidates int `json:"candidates"`
+	// Worlds and Tasks count, per rung in [Rungs] order, how many reached
+	// it and survived it.
+	Worlds []RungCount `json:"worlds"`
+	Tasks  []RungCount `json:"tasks"`
+	// AcceptedWorlds and AcceptedTasks entered the library.
+	AcceptedWorlds int `json:"accepted_worlds"`
+	AcceptedTasks  int `json:"accepted_tasks"`
+	// Reasons counts rejections by rung and reason (first 80 characters).
+	Reasons map[string]int `json:"reasons"`
+	// GeneratorRequests, PromptTokens, CompletionTokens and SimSteps are
+	// this call's spending (resumed candidates cost nothing).
+	GeneratorRequests int   `json:"generator_requests"`
+	PromptTokens      int64 `json:"prompt_tokens"`
+	CompletionTokens  int64 `json:"completion_tokens"`
+	SimSteps          int64 `json:"sim_steps"`
+	// Failed candidates hit an error (generator unavailable); a rerun
+	// tries them again.
+	Failed int `json:"failed"`
+}
+
+// RungCount is the survivors of one rung.
+type RungCount struct {
+	Rung     string `json:"rung"`
+	Survived int    `json:"survived"`
+	Rejected int    `json:"rejected"`
+}
+
+// verdict is a journal line: what became of candidate I.
+type verdict struct {
+	I        int          `json:"i"`
+	World    string       `json:"world,omitempty"`
+	Accepted bool         `json:"accepted"`
+	Rejected *rejection   `json:"rejected,omitempty"`
+	Tasks    int          `json:"tasks"`
+	TaskRej  []taskReject `json:"task_rejections,omitempty"`
+}
+
+type taskReject struct {
+	ID string `json:"id"`
+	rejection
+}
+
+type answerLine struct {
+	I       int    `json:"i"`
+	Request string `json:"request"`
+	Content string `json:"content"`
+	// Err is set when the generator's answer was refused before its text
+	// (over the size cap): a verdict without content.
+	Err string `json:"error,omitempty"`
+}
+
+// plan is what candidate Index is about.
+type plan struct {
+	Index      int
+	Seed       int64
+	Source     string
+	Parent     string
+	SeedText   string
+	ParentJSON string
+	Mutation   string
+	Domain     string
+	Topic      string
+	Tasks      int
+}
+
+// plans derives candidate i's plan from the run seed.
+func (o *Options) plan(i int) plan {
+	r := rand.New(rand.NewPCG(uint64(o.Seed), uint64(i)))
+	p := plan{Index: i, Seed: int64(r.Uint64() >> 1), Tasks: o.TasksPerWorld}
+	switch {
+	case len(o.Seeds) > 0:
+		s := o.Seeds[i%len(o.Seeds)]
+		p.Source, p.Parent, p.SeedText = SourceSeed, s.ID, s.Description
+	case len(o.FromMCP) > 0:
+		w := o.FromMCP[i%len(o.FromMCP)]
+		b, _ := json.Marshal(w)
+		p.Source, p.Parent, p.ParentJSON = SourceMCP, w.Name, string(b)
+		p.Mutation = mutationNames[r.IntN(len(mutationNames))]
+	default:
+		ds := o.Domains
+		if len(ds) == 0 {
+			ds = append(slices.Clone(allDomains), "fiction")
+		}
+		p.Domain = ds[r.IntN(len(ds))]
+		p.Topic = topics[r.IntN(len(topics))]
+		p.Source = SourceMixture
+		if p.Domain == "fiction" {
+			p.Source = SourceFiction
+		}
+	}
+	return p
+}
+
+// request is candidate p's generator request.
+func (o *Options) request(p plan) worldmodel.Request {
+	sys := systemPrompt
+	if p.Source == SourceFiction {
+		sys = fictionSystemPrompt
+	}
+	temp := 1.0
+	seed := p.Seed
+	return worldmodel.Request{
+		Messages:  []worldmodel.Message{{Role: "system", Content: sys}, {Role: "user", Content: p.userPrompt()}},
+		MaxTokens: o.MaxTokens, Temperature: &temp, Seed: &seed,
+	}
+}
+
+// Estimate is the cost of a run, said before it starts.
+type Estimate struct {
+	Candidates int
+	// PromptTokens and CompletionTokens bound the generator's tokens
+	// (prompt by characters / 4; completion by the budget).
+	PromptTokens, CompletionTokens int64
+	// SimSteps is about how many world-model steps the ladder takes:
+	// per task, Replays × (reference length + a random agent's 2 calls).
+	SimSteps int64
+}
+
+func (e Estimate) String() string {
+	return fmt.Sprintf("%d candidates: generator ≤ %d prompt + %d completion tokens; ladder ≈ %d world-model steps", e.Candidates, e.PromptTokens, e.CompletionTokens, e.SimSteps)
+}
+
+// LoadSeeds reads seed descriptions: JSONL rows {"id", "description"},
+// or plain text with one description per non-empty line (ids seed-N).
+func LoadSeeds(path string) ([]Seed, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []Seed
+	for n, ln := range strings.Split(string(b), "\n") {
+		ln = strings.TrimSpace(ln)
+		if ln == "" || strings.HasPrefix(ln, "#") {
+			continue
+		}
+		s := Seed{ID: fmt.Sprintf("seed-%d", n+1), Description: ln}
+		if strings.HasPrefix(ln, "{") {
+			if err := json.Unmarshal([]byte(ln), &s); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, n+1, err)
+			}
+			if strings.TrimSpace(s.Description) == "" {
+				return nil, fmt.Errorf("%s:%d: description: missing", path, n+1)
+			}
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no seed descriptions", path)
+	}
+	return out, nil
+}
+
+// EstimateCost estimates the run's spending for candidates not done yet.
+func EstimateCost(o Options, todo int) Estimate {
+	o.defaults()
+	e := Estimate{Candidates: todo}
+	for i := range min(todo, 16) { // prompts vary little: average a few
+		req := o.request(o.plan(i))
+		for _, m := range req.Messages {
+			e.PromptTokens += int64(len(m.Content) / 4)
+		}
+	}
+	if n := min(todo, 16); n > 0 {
+		e.PromptTokens = e.PromptTokens * int64(todo) / int64(n)
+	}
+	e.CompletionTokens = int64(todo) * int64(o.MaxTokens)
+	e.SimSteps = int64(todo) * int64(o.TasksPerWorld) * int64(o.Replays) * (3 + 2)
+	return e
+}
+
+func (o *Options) defaults() {
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.TasksPerWorld <= 0 {
+		o.TasksPerWorld = DefaultTasksPerWorld
+	}
+	if o.Replays <= 0 {
+		o.Replays = DefaultReplays
+	}
+	if o.MaxAnswerBytes <= 0 {
+		o.MaxAnswerBytes = DefaultMaxAnswerBytes
+	}
+	if o.MaxTokens <= 0 {
+		o.MaxTokens = DefaultMaxTokens
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// run is one Run call's state.
+type run struct {
+	o   Options
+	lib *library.Writer
+	ans *trajectory.Appender
+	ver *trajectory.Appender
+
+	mu       sync.Mutex
+	stats    *Stats
+	worldFPs map[uint64]string // world fingerprint → world name
+	taskFPs  map[uint64]string // instruction fingerprint → task id
+
+	done, resumed atomic.Int64
+}
+
+// Run generates Count candidates into the library at dir and returns the
+// statistics of every candidate in its journal. Candidates that failed on
+// an error (not a rejection) are counted in Stats.Failed and make Run
+// return an error; a rerun retries them.
+func Run(ctx context.Context, dir string, opts Options) (*Stats, error) {
+	o := opts
+	o.defaults()
+	if o.Count <= 0 {
+		return nil, errors.New("worldgen: count must be at least 1")
+	}
+	if o.Generator == nil || o.WorldModel == nil {
+		return nil, errors.New("worldgen: a generator and a world model are required")
+	}
+	lib, err := library.Create(dir, o.Shards)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{o: o, lib: lib, stats: newStats(), worldFPs: map[uint64]string{}, taskFPs: map[uint64]string{}}
+	defer func() { lib.Close() }()
+	jdir := filepath.Join(dir, JournalDir)
+	if r.ans, err = trajectory.OpenAppender(filepath.Join(jdir, AnswersFile), 0); err != nil {
+		return nil, err
+	}
+	defer r.ans.Close()
+	if r.ver, err = trajectory.OpenAppender(filepath.Join(jdir, VerdictsFile), 0); err != nil {
+		return nil, err
+	}
+	defer r.ver.Close()
+	decided, err := r.readVerdicts(filepath.Join(jdir, VerdictsFile))
+	if err != nil {
+		return nil, err
+	}
+	answers, err := readAnswers(filepath.Join(jdir, AnswersFile), decided)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.loadFingerprints(); err != nil {
+		return nil, err
+	}
+	var todo []int
+	for i := range o.Count {
+		if decided[i] {
+			r.resumed.Add(1)
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	started := time.Now()
+	var tick *progress.Ticker
+	if o.Progress != nil {
+		tick = progress.Start(o.Progress, o.ProgressEvery, func() string {
+			d, res := r.done.Load(), r.resumed.Load()
+			rate, eta := progress.Rate(d, res, int64(o.Count), started)
+			r.mu.Lock()
+			aw, at := r.stats.AcceptedWorlds, r.stats.AcceptedTasks
+			r.mu.Unlock()
+			return fmt.Sprintf("generate: %d/%d candidates (%d resumed), %d worlds and %d tasks accepted, %.2f/s, eta %s", d+res, o.Count, res, aw, at, rate, eta)
+		})
+	}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range o.Concurrency {
+		wg.Go(func() {
+			for i := range work {
+				if err := r.candidate(ctx, i, answers[i]); err != nil {
+					failed.Add(1)
+					o.Logger.Warn("candidate failed", "i", i, "err", err)
+				}
+				r.done.Add(1)
+			}
+		})
+	}
+feed:
+	for _, i := range todo {
+		select {
+		case work <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if tick != nil {
+		tick.Stop()
+	}
+	r.stats.Failed = int(failed.Load())
+	st := r.stats.finish()
+	b, _ := json.MarshalIndent(st, "", "  ")
+	if err := os.WriteFile(filepath.Join(jdir, SummaryFile), append(b, '\n'), 0o644); err != nil {
+		return st, err
+	}
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	if st.Failed > 0 {
+		return st, fmt.Errorf("worldgen: %d candidates failed (see the log); a rerun retries them", st.Failed)
+	}
+	return st, nil
+}
+
+// candidate takes candidate i from the generator (or the journal's
+// answer) through the ladder into the library or a rejection.
+func (r *run) candidate(ctx context.Context, i int, cached *answerLine) error {
+	p := r.o.plan(i)
+	req := r.o.request(p)
+	hash := req.Hash(r.o.GeneratorModel)
+	content, genErr := "", ""
+	if cached != nil && cached.Request == hash {
+		content, genErr = cached.Content, cached.Err
+	} else {
+		resp, err := r.o.Generator.Complete(ctx, req)
+		r.mu.Lock()
+		r.stats.GeneratorRequests++
+		if resp != nil {
+			r.stats.PromptTokens += int64(resp.PromptTokens)
+			r.stats.CompletionTokens += int64(resp.CompletionTokens)
+		}
+		r.mu.Unlock()
+		switch {
+		case errors.Is(err, worldmodel.ErrResponseTooLarge):
+			genErr = fmt.Sprintf("generator answer over the response cap: %v", err)
+		case err != nil:
+			return err
+		case len(resp.Content) > r.o.MaxAnswerBytes:
+			genErr = fmt.Sprintf("generator answer of %d bytes, over the %d-byte cap", len(resp.Content), r.o.MaxAnswerBytes)
+		default:
+			content = resp.Content
+		}
+		if err := r.ans.Append(answerLine{I: i, Request: hash, Content: content, Err: genErr}); err != nil {
+			return err
+		}
+	}
+	v := verdict{I: i}
+	if genErr != "" {
+		v.Rejected = reject(RungGenerate, "%s", genErr)
+		return r.decide(v, nil)
+	}
+	c, err := parseCandidate(p, content)
+	var rj *rejection
+	if errors.As(err, &rj) {
+		v.Rejected = rj
+		return r.decide(v, nil)
+	}
+	if err != nil {
+		return err
+	}
+	v.World = c.spec.Name
+	prov := library.Provenance{Source: p.Source, Generator: "agentworld " + PromptVersion, Model: r.o.GeneratorModel, Seed: p.Seed, Parent: p.Parent, Request: hash}
+	// task-level schema and actions rungs
+	var tasks []*library.TaskEntry
+	for _, t := range c.tasks {
+		t.Provenance = prov
+		t.Provenance.Parent = c.spec.Name
+		if err := checkTask(c.spec, t); err != nil {
+			v.TaskRej = append(v.TaskRej, taskReject{ID: t.ID, rejection: *asRejection(err)})
+			continue
+		}
+		tasks = append(tasks, t)
+	}
+	if len(tasks) == 0 {
+		v.Rejected = reject(RungActions, "%v", errNoTasks)
+		return r.decide(v, nil)
+	}
+	// dedup: the world, then each task's instruction
+	if rj := r.dedup(c.spec, &tasks, &v); rj != nil {
+		v.Rejected = rj
+		return r.decide(v, nil)
+	}
+	// the simulation rungs, task by task
+	var ix *searchindex.Index
+	if c.support != nil && c.spec.Facts != nil {
+		if ix, err = searchindex.New(c.spec.Facts.Documents); err != nil {
+			return err
+		}
+		defer ix.Close()
+	}
+	var kept []*library.TaskEntry
+	for _, t := range tasks {
+		if err := r.prove(ctx, c, t, ix); err != nil {
+			if rj := asRejection(err); rj != nil {
+				v.TaskRej = append(v.TaskRej, taskReject{ID: t.ID, rejection: *rj})
+				continue
+			}
+			return err
+		}
+		kept = append(kept, t)
+	}
+	if len(kept) == 0 {
+		last := v.TaskRej[len(v.TaskRej)-1]
+		v.Rejected = reject(last.Rung, "%v (last: %s)", errNoTasks, last.Reason)
+		return r.decide(v, nil)
+	}
+	if err := r.lib.Add(&library.WorldEntry{Spec: c.spec, Tags: tags(p), Provenance: prov}, kept); err != nil {
+		return err
+	}
+	v.Accepted, v.Tasks = true, len(kept)
+	return r.decide(v, kept)
+}
+
+func tags(p plan) []string {
+	t := []string{p.Source}
+	if p.Mutation != "" {
+		t = append(t, "mutation:"+p.Mutation)
+	}
+	if p.Topic != "" {
+		t = append(t, "topic:"+strings.ReplaceAll(p.Topic, " ", "-"))
+	}
+	return t
+}
+
+func asRejection(err error) *rejection {
+	var rj *rejection
+	if errors.As(err, &rj) {
+		return rj
+	}
+	return nil
+}
+
+// decide journals a verdict and counts it.
+func (r *run) decide(v verdict, _ []*library.TaskEntry) error {
+	if err := r.ver.Append(v); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.stats.add(v)
+	r.mu.Unlock()
+	return nil
+}
+
+// fingerprint hashes normalized text.
+func fingerprint(parts ...string) uint64 {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return binary.BigEndian.Uint64(h.Sum(nil))
+}
+
+// worldFP is a world's near-duplicate fingerprint: its domain, its tools
+// (names and schemas, in name order) and its normalized state (the
+// initial state, and a fictional world's facts).
+func worldFP(s *world.Spec) uint64 {
+	tools := make([]string, 0, len(s.ActionSpace.Tools))
+	for _, t := range s.ActionSpace.Tools {
+		sc, _ := conversation.CanonicalJSON(string(t.InputSchema))
+		tools = append(tools, strings.ToLower(t.Name)+" "+sc)
+	}
+	sort.Strings(tools)
+	state := s.InitialState
+	if s.Facts != nil {
+		state += "\n" + s.Facts.Render()
+	}
+	return fingerprint(string(s.Domain), strings.Join(tools, "\n"), itemf1.Normalize(s.ActionSpace.Description), itemf1.Normalize(state))
+}
+
+func taskFP(t *library.TaskEntry) uint64 { return fingerprint(itemf1.Normalize(t.Instruction)) }
+
+// dedup is the dedup rung: a world whose fingerprint an accepted (or
+// earlier in-flight) world has is rejected; a task whose instruction an
+// earlier task has is dropped. Fingerprints are claimed here and kept
+// even if the candidate fails a later rung: its near-duplicates would
+// most likely fail the same way.
+func (r *run) dedup(s *world.Spec, tasks *[]*library.TaskEntry, v *verdict) *rejection {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fp := worldFP(s)
+	if prev, ok := r.worldFPs[fp]; ok {
+		return reject(RungDedup, "near-duplicate of world %s (same tools and state)", prev)
+	}
+	var kept []*library.TaskEntry
+	claimed := map[uint64]bool{}
+	for _, t := range *tasks {
+		tf := taskFP(t)
+		if prev, ok := r.taskFPs[tf]; ok || claimed[tf] {
+			if !ok {
+				prev = "a task of the same world"
+			}
+			v.TaskRej = append(v.TaskRej, taskReject{ID: t.ID, rejection: *reject(RungDedup, "same instruction as %s", prev)})
+			continue
+		}
+		claimed[tf] = true
+		kept = append(kept, t)
+	}
+	if len(kept) == 0 {
+		return reject(RungDedup, "every task duplicates an earlier one")
+	}
+	r.worldFPs[fp] = s.Name
+	for _, t := range kept {
+		r.taskFPs[taskFP(t)] = t.ID
+	}
+	*tasks = kept
+	return nil
+}
+
+// loadFingerprints claims the fingerprints of the library's worlds and
+// tasks (a resumed run, or a library generated into again).
+func (r *run) loadFingerprints() error {
+	if err := r.lib.Worlds(library.Filter{}, func(w *library.WorldEntry) error {
+		r.worldFPs[worldFP(w.Spec)] = w.Spec.Name
+		return nil
+	}); err != nil {
+		return err
+	}
+	return r.lib.Tasks(library.Filter{}, func(t *library.TaskEntry, _ string) error {
+		r.taskFPs[taskFP(t)] = t.ID
+		return nil
+	})
+}
+
+// prove runs a task's remaining rungs: initial state, answerable
+// (fiction), the reference in simulation, the trivial agents.
+func (r *run) prove(ctx context.Context, c *candidate, t *library.TaskEntry, ix *searchindex.Index) error {
+	init := world.Ending{Final: c.spec.InitialState, Observations: []string{c.spec.InitialState}}
+	if c.spec.Facts != nil {
+		init.Final += "\n" + c.spec.Facts.Render()
+		init.Observations = []string{init.Final}
+	}
+	if ok, _ := t.Check.Decide(init); ok {
+		return reject(RungInitial, "the initial state already meets the check")
+	}
+	if ix != nil && t.Check.Answer != nil {
+		if err := answerable(ix, t, c.support[t.ID]); err != nil {
+			return err
+		}
+	}
+	spec := library.TaskSpec(c.spec, t)
+	m := sim.New(&sim.Options{
+		Worlds:   map[string]*world.Spec{spec.Name: spec},
+		Backends: map[string]sim.BackendFactory{sim.BackendModel: sim.NewModelBackend(r.o.WorldModel, &sim.ModelOptions{MaxTokens: 4096})},
+	})
+	defer m.Close(context.WithoutCancel(ctx))
+	n := r.o.Replays
+	pass := 0
+	for k := range n {
+		ok, err := r.episode(ctx, m, spec, t.Reference, int64(k))
+		if err != nil {
+			return err
+		}
+		if ok {
+			pass++
+		}
+	}
+	if pass < n-1 {
+		return reject(RungRef, "the reference solution passed in %d of %d replays (need %d)", pass, n, n-1)
+	}
+	noop := []json.RawMessage{noopAction(spec.Domain)}
+	for k := range n {
+		if ok, err := r.episode(ctx, m, spec, noop, int64(100+k)); err != nil {
+			return err
+		} else if ok {
+			return reject(RungTrivial, "a no-op agent passed (replay %d of %d)", k+1, n)
+		}
+	}
+	rng := rand.New(rand.NewPCG(uint64(r.o.Seed), uint64(len(t.ID))))
+	for k := range n {
+		if ok, err := r.episode(ctx, m, spec, randomAgent(spec, rng), int64(200+k)); err != nil {
+			return err
+		} else if ok {
+			return reject(RungTrivial, "a random agent passed (replay %d of %d)", k+1, n)
+		}
+	}
+	return nil
+}
+
+// episode plays actions in a fresh session of spec (ending it if they do
+// not) and reports whether the success rule fired.
+func (r *run) episode(ctx context.Context, m *sim.Manager, spec *world.Spec, actions []json.RawMessage, seed int64) (bool, error) {
+	rep, err := m.Create(ctx, sim.CreateRequest{WorldID: spec.Name, Seed: &seed})
+	if err != nil {
+		return false, err
+	}
+	defer m.Delete(context.WithoutCancel(ctx), rep.SessionID)
+	steps := append(slices.Clone(actions), noopAction(spec.Domain))
+	for turn, a := range steps {
+		res, err := m.Step(ctx, rep.SessionID, sim.StepRequest{Action: a, Turn: turn + 1})
+		if err != nil {
+			if errors.Is(err, conversation.ErrBadAction) {
+				return false, nil
+			}
+			return false, err
+		}
+		r.mu.Lock()
+		r.stats.SimSteps++
+		r.mu.Unlock()
+		if res.Terminated || res.Truncated {
+			return res.Info.RewardComponents["success"] > 0, nil
+		}
+	}
+	return false, nil
+}
+
+// randomAgent makes two random actions and a wrong final answer: tool
+// calls of random tools with empty arguments in tool domains, the world's
+// demonstrated actions elsewhere.
+func randomAgent(s *world.Spec, rng *rand.Rand) []json.RawMessage {
+	var out []json.RawMessage
+	for range 2 {
+		switch {
+		case len(s.ActionSpace.Tools) > 0 && (s.Domain == domain.MCP || s.Domain == domain.Search || s.Domain == domain.SWE):
+			t := s.ActionSpace.Tools[rng.IntN(len(s.ActionSpace.Tools))]
+			b, _ := json.Marshal(map[string]any{"name": t.Name, "arguments": map[string]any{}})
+			out = append(out, b)
+		case len(s.Demonstrations) > 0:
+			b, _ := json.Marshal(s.Demonstrations[rng.IntN(len(s.Demonstrations))].Action)
+			out = append(out, b)
+		}
+	}
+	if s.Domain == domain.MCP || s.Domain == domain.Search || s.Domain == domain.SWE {
+		out = append(out, json.RawMessage(fmt.Sprintf(`"I could not find it (%d)."`, rng.IntN(1000))))
+	}
+	return out
+}
+
+func newStats() *Stats { return &Stats{Reasons: map[string]int{}} }
+
+// rungIndex is the position of a rung in [Rungs].
+func rungIndex(r string) int {
+	if i := slices.Index(Rungs, r); i >= 0 {
+		return i
+	}
+	return len(Rungs)
+}
+
+// add counts a verdict: a world rejected at rung k survived the rungs
+// before k; an accepted world survived all; tasks likewise.
+func (s *Stats) add(v verdict) {
+	s.Candidates++
+	if len(s.Worlds) == 0 {
+		for _, r := range Rungs {
+			s.Worlds = append(s.Worlds, RungCount{Rung: r})
+			s.Tasks = append(s.Tasks, RungCount{Rung: r})
+		}
+	}
+	wk := len(Rungs)
+	if v.Rejected != nil {
+		wk = rungIndex(v.Rejected.Rung)
+		s.Reasons[v.Rejected.Rung+": "+clip(v.Rejected.Reason, 80)]++
+	}
+	for i := range s.Worlds {
+		switch {
+		case i < wk:
+			s.Worlds[i].Survived++
+		case i == wk:
+			s.Worlds[i].Rejected++
+		}
+	}
+	for _, tr := range v.TaskRej {
+		k := rungIndex(tr.Rung)
+		s.Reasons["task "+tr.Rung+": "+clip(tr.Reason, 80)]++
+		for i := range s.Tasks {
+			switch {
+			case i < k:
+				s.Tasks[i].Survived++
+			case i == k:
+				s.Tasks[i].Rejected++
+			}
+		}
+	}
+	if v.Accepted {
+		s.AcceptedWorlds++
+		s.AcceptedTasks += v.Tasks
+		for i := range s.Tasks {
+			s.Tasks[i].Survived += v.Tasks
+		}
+	}
+}
+
+func (s *Stats) finish() *Stats {
+	if len(s.Worlds) == 0 {
+		for _, r := range Rungs {
+			s.Worlds = append(s.Worlds, RungCount{Rung: r})
+			s.Tasks = append(s.Tasks, RungCount{Rung: r})
+		}
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// readVerdicts counts the journal's verdicts and says which candidates
+// are decided.
+func (r *run) readVerdicts(path string) (map[int]bool, error) {
+	decided := map[int]bool{}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return decided, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	lr := trajectory.NewLineReader(f, path, 0)
+	for {
+		line, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return decided, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var v verdict
+		if err := json.Unmarshal(line, &v); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if !decided[v.I] {
+			decided[v.I] = true
+			r.stats.add(v)
+		}
+	}
+}
+
+// readAnswers keeps the journal's answers of undecided candidates: the
+// generator is not asked again for them.
+func readAnswers(path string, decided map[int]bool) (map[int]*answerLine, error) {
+	out := map[int]*answerLine{}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	lr := trajectory.NewLineReader(f, path, 0)
+	for {
+		line, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var peek struct {
+			I int `json:"i"`
+		}
+		if err := json.Unmarshal(line, &peek); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if decided[peek.I] {
+			continue
+		}
+		var a answerLine
+		if err := json.Unmarshal(line, &a); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		out[a.I] = &a
+	}
+}

@@ -1,0 +1,180 @@
+package worldgen
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentworld/agentworld/internal/library"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
+	"github.com/agentworld/agentworld/internal/worldmodel"
+)
+
+func seeds(kinds ...string) []Seed {
+	var out []Seed
+	for i, k := range kinds {
+		out = append(out, Seed{ID: "s" + k, Description: "KIND=" + k + " " + strings.Repeat("x", i%2)})
+	}
+	return out
+}
+
+func newOpts(t *testing.T, gen, wm *fakellm.Server) Options {
+	return Options{
+		Generator: worldmodel.New(gen.URL, "gen-fake", &worldmodel.Options{MaxRetries: -1}), GeneratorModel: "gen-fake",
+		WorldModel: worldmodel.New(wm.URL, "wm-fake", &worldmodel.Options{MaxRetries: -1}),
+		Seed:       3, Concurrency: 3, Shards: 4,
+	}
+}
+
+// TestLadder: a fake generator emits good, broken, duplicated, trivially
+// solved and flaky candidates; each bad one is rejected at the right rung
+// with its reason, duplicates collapse, and the good ones enter the
+// library with provenance.
+func TestLadder(t *testing.T) {
+	gen, wm := fakellm.New(fakeGenerator(0)), fakellm.New(fakeWorldModel(0))
+	defer gen.Close()
+	defer wm.Close()
+	o := newOpts(t, gen, wm)
+	o.Seeds = seeds("GOOD-1", "GOOD-2", "DUP", "BROKEN-JSON", "BAD-DOMAIN", "BAD-TOOL-SCHEMA", "BAD-ACTION", "NOOP-SOLVED", "INITIAL-SOLVED", "FLAKY", "HUGE", "GOOD-0")
+	o.Count = len(o.Seeds)
+	dir := filepath.Join(t.TempDir(), "lib")
+	st, err := Run(context.Background(), dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{ // a world's rejection: rung and words of its reason
+		"BROKEN-JSON":     "parse: malformed JSON",
+		"BAD-DOMAIN":      "schema: world: invalid world spec: field domain",
+		"BAD-TOOL-SCHEMA": "schema: action_space.tools[0] (t).input_schema",
+		"BAD-ACTION":      "actions: no task survived",
+		"NOOP-SOLVED":     "trivial-agents: no task survived (last: a no-op agent passed",
+		"INITIAL-SOLVED":  "initial: no task survived (last: the initial state already meets the check",
+		"FLAKY":           "reference: no task survived (last: the reference solution passed in 3 of 5",
+		"HUGE":            "generate: generator answer over the response cap",
+	}
+	got := map[string]string{}
+	verdicts, _ := os.ReadFile(filepath.Join(dir, JournalDir, VerdictsFile))
+	for i, s := range o.Seeds {
+		kind := strings.TrimPrefix(s.ID, "s")
+		for _, ln := range strings.Split(string(verdicts), "\n") {
+			if strings.HasPrefix(ln, `{"i":`+itoa(i)+`,`) {
+				got[kind] = ln
+			}
+		}
+	}
+	for kind, reason := range want {
+		if !strings.Contains(got[kind], `"accepted":false`) || !strings.Contains(strings.ReplaceAll(got[kind], `","reason":"`, ": "), `"rung":"`+reason) {
+			t.Errorf("%s: verdict %s, want rejected at %q", kind, got[kind], reason)
+		}
+	}
+	// GOOD-0 and DUP are the same world: whichever came second collapsed
+	dup := strings.Contains(got["DUP"], "near-duplicate of world") != strings.Contains(got["GOOD-0"], "near-duplicate of world")
+	if !dup {
+		t.Errorf("the duplicate pair did not collapse to one:\n%s\n%s", got["DUP"], got["GOOD-0"])
+	}
+	// each good world's second task repeats its first: dropped at dedup
+	if !strings.Contains(got["GOOD-1"], `"accepted":true`) || !strings.Contains(got["GOOD-1"], "same instruction as") {
+		t.Errorf("GOOD-1: %s", got["GOOD-1"])
+	}
+	if st.AcceptedWorlds != 3 || st.AcceptedTasks != 3 {
+		t.Errorf("accepted %d worlds, %d tasks; want 3 and 3\n%+v", st.AcceptedWorlds, st.AcceptedTasks, st)
+	}
+	if st.Worlds[0].Survived != len(o.Seeds)-1 || st.Worlds[0].Rejected != 1 {
+		t.Errorf("generate rung %+v", st.Worlds[0])
+	}
+	lib, err := library.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := lib.Count(library.Filter{Source: SourceSeed, Model: "gen-fake"})
+	if err != nil || c.Worlds != 3 || c.Tasks != 3 {
+		t.Errorf("library holds %+v, %v", c, err)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestResumeAsksNothingTwice: a second run over the same library skips
+// the decided candidates, and an answer journaled without a verdict (a
+// kill between the two) is validated from the journal, not asked again.
+func TestResumeAsksNothingTwice(t *testing.T) {
+	gen, wm := fakellm.New(fakeGenerator(0)), fakellm.New(fakeWorldModel(0))
+	defer gen.Close()
+	defer wm.Close()
+	o := newOpts(t, gen, wm)
+	o.Seeds = seeds("GOOD-1", "GOOD-2", "GOOD-3", "GOOD-4")
+	o.Count = 2
+	dir := filepath.Join(t.TempDir(), "lib")
+	if _, err := Run(context.Background(), dir, o); err != nil {
+		t.Fatal(err)
+	}
+	if gen.Count() != 2 {
+		t.Fatalf("%d generator requests, want 2", gen.Count())
+	}
+	// a kill after candidate 2's answer was journaled, before its verdict
+	o.Count = 3
+	od := o
+	od.defaults() // the request as Run makes it
+	p := od.plan(2)
+	req := od.request(p)
+	resp, err := o.Generator.Complete(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.OpenFile(filepath.Join(dir, JournalDir, AnswersFile), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(mustJSON(answerLine{I: 2, Request: req.Hash(o.GeneratorModel), Content: resp.Content}) + "\n")
+	f.Close()
+	gen.Reset()
+	o.Count = 4
+	st, err := Run(context.Background(), dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gen.Count() != 1 {
+		t.Errorf("%d generator requests on resume, want 1 (candidate 3 only)", gen.Count())
+	}
+	if st.Candidates != 4 || st.AcceptedWorlds != 4 {
+		t.Errorf("after resume: %+v", st)
+	}
+}
+
+// TestFictionQuestionsAnswerable: every question of a generated fictional
+// world is answerable from its documents: retrieval finds a supporting
+// document, the answer items are in it, and the reference passes.
+func TestFictionQuestionsAnswerable(t *testing.T) {
+	gen, wm := fakellm.New(fakeGenerator(0)), fakellm.New(fakeWorldModel(0))
+	defer gen.Close()
+	defer wm.Close()
+	o := newOpts(t, gen, wm)
+	o.Domains = []string{"fiction"}
+	o.Count = 3
+	dir := filepath.Join(t.TempDir(), "lib")
+	st, err := Run(context.Background(), dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.AcceptedWorlds != 3 {
+		t.Fatalf("%+v", st)
+	}
+	lib, _ := library.Open(dir)
+	multi := 0
+	err = lib.Tasks(library.Filter{}, func(tk *library.TaskEntry, _ string) error {
+		if len(tk.Check.Answer.Items) > 1 {
+			multi++
+		}
+		return nil
+	})
+	if err != nil || multi != 3 {
+		t.Errorf("%d multi-item questions, want one per world (%v)", multi, err)
+	}
+	// every question of every candidate, accepted or not, passed the
+	// answerable rung
+	for _, r := range st.Tasks {
+		if r.Rung == RungAnswer && r.Rejected != 0 {
+			t.Errorf("answerable rung rejected %d", r.Rejected)
+		}
+	}
+}
