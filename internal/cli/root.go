@@ -50,6 +50,7 @@ func New() *cobra.Command {
 		newServeCmd(),
 		newPlayCmd(),
 		newRolloutCmd(),
+		newUICmd(),
 		newTemplateCmd(),
 		newResearchCmd(),
 	)

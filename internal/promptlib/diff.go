@@ -31,6 +31,12 @@ func Diff(a, b *Version) string {
 	return out.String()
 }
 
+// LineDiff is the line diff of x and y: each line prefixed by "-"
+// (only in x), "+" (only in y) or " " (in both), from a longest common
+// subsequence. Its table is len(x)×len(y) lines: callers with long texts
+// bound them first.
+func LineDiff(x, y string) string { return lineDiff(x, y) }
+
 // lineDiff is the LCS line diff of x and y. Templates are a few hundred
 // lines, so the quadratic table is small.
 func lineDiff(x, y string) string {

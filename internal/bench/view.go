@@ -1,0 +1,754 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/agentworld/agentworld/internal/agree"
+	"github.com/agentworld/agentworld/internal/atomicfile"
+	"github.com/agentworld/agentworld/internal/judge"
+	"github.com/agentworld/agentworld/internal/runview"
+	"github.com/agentworld/agentworld/internal/taxonomy"
+	"github.com/agentworld/agentworld/internal/trajectory"
+)
+
+// IndexFile is the index a run browser keeps in a run directory: a header
+// line with the run's figures, then one short line per sample (its place
+// in judged.jsonl, scores, failure and error categories), so a page of
+// samples is read without reading the judged rows, which carry every
+// generation and judge answer. It is rebuilt whenever judged.jsonl
+// changes size or time.
+const IndexFile = "view.index"
+
+// indexVersion changes when the index format does.
+const indexVersion = 1
+
+// DefaultPageSize is the number of samples a page holds by default.
+const DefaultPageSize = 50
+
+type indexHeader struct {
+	Version int   `json:"version"`
+	Size    int64 `json:"judged_size"`
+	MTime   int64 `json:"judged_mtime"`
+	// Count is the number of entry lines after the header.
+	Count      int              `json:"count"`
+	Info       runview.RunInfo  `json:"info"`
+	Domains    []runview.Domain `json:"domains"`
+	SampleMean runview.Num      `json:"sample_mean"`
+	Taxonomy   *taxonomy.Counts `json:"taxonomy"`
+	Trust      *agree.Report    `json:"trust"`
+}
+
+// indexEntry is one sample of the index.
+type indexEntry struct {
+	Off     int64               `json:"o"`
+	Len     int                 `json:"n"`
+	Key     string              `json:"k"`
+	Domain  string              `json:"d"`
+	Task    string              `json:"task"`
+	ID      string              `json:"i"`
+	Turn    int                 `json:"t"`
+	Model   string              `json:"m"`
+	Judge   string              `json:"j"`
+	Scores  *Scores             `json:"s,omitempty"`
+	Failure string              `json:"f,omitempty"`
+	Cats    []taxonomy.Category `json:"c,omitempty"`
+}
+
+func (e *indexEntry) valid() bool { return e.Failure == "" && e.Scores != nil }
+
+func (e *indexEntry) row() runview.SampleRow {
+	r := runview.SampleRow{Key: e.Key, Domain: e.Domain, ID: e.ID, Turn: e.Turn, Total: runview.NaN(), Failure: e.Failure, Categories: e.Cats}
+	if e.valid() {
+		r.Total = runview.Num(e.Scores.Total())
+	}
+	return r
+}
+
+// ViewOptions configure a [ViewSource]; nil means defaults.
+type ViewOptions struct {
+	// Resamples for the run figures' intervals. Zero: DefaultResamples.
+	Resamples int
+}
+
+// ViewSource reads run directories for the run browser
+// ([runview.Source]): each of its roots is a run directory (holding
+// judged.jsonl) or a directory of run directories. A run is named by its
+// directory's base name. Each run's index ([IndexFile]) is written into
+// its directory when it can be, and kept in memory otherwise.
+type ViewSource struct {
+	roots []string
+	o     ViewOptions
+
+	mu  sync.Mutex
+	mem map[string]*memIndex // run dir → an index that could not be written
+}
+
+type memIndex struct {
+	hdr     *indexHeader
+	entries []byte
+}
+
+var _ runview.Source = (*ViewSource)(nil)
+
+// NewViewSource returns a source over roots.
+func NewViewSource(roots []string, opts *ViewOptions) *ViewSource {
+	var o ViewOptions
+	if opts != nil {
+		o = *opts
+	}
+	return &ViewSource{roots: roots, o: o, mem: map[string]*memIndex{}}
+}
+
+// dirs lists the run directories under the roots, by name.
+func (v *ViewSource) dirs() (map[string]string, []string, error) {
+	out := map[string]string{}
+	var names []string
+	add := func(dir string) {
+		name := filepath.Base(dir)
+		if _, dup := out[name]; dup {
+			name = filepath.Base(filepath.Dir(dir)) + "-" + name
+		}
+		out[name] = dir
+		names = append(names, name)
+	}
+	for _, r := range v.roots {
+		st, err := os.Stat(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("runs: %w", err)
+		}
+		if !st.IsDir() {
+			return nil, nil, fmt.Errorf("runs: %s is not a directory", r)
+		}
+		if isRunDir(r) {
+			add(filepath.Clean(r))
+			continue
+		}
+		ents, err := os.ReadDir(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("runs: %w", err)
+		}
+		for _, e := range ents {
+			if d := filepath.Join(r, e.Name()); e.IsDir() && isRunDir(d) {
+				add(d)
+			}
+		}
+	}
+	sort.Strings(names)
+	return out, names, nil
+}
+
+// isRunDir reports whether dir holds a run's files.
+func isRunDir(dir string) bool {
+	for _, f := range []string{JudgedFile, PredictionsFile, RunFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *ViewSource) dir(name string) (string, error) {
+	m, _, err := v.dirs()
+	if err != nil {
+		return "", err
+	}
+	d, ok := m[name]
+	if !ok {
+		return "", fmt.Errorf("run %q: %w", name, runview.ErrNotFound)
+	}
+	return d, nil
+}
+
+// Runs implements runview.Source. A run that cannot be read is listed
+// with its error.
+func (v *ViewSource) Runs(ctx context.Context) ([]runview.RunInfo, error) {
+	m, names, err := v.dirs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runview.RunInfo, 0, len(names))
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		hdr, _, err := v.index(m[n])
+		if err != nil {
+			out = append(out, runview.RunInfo{Name: n, Overall: runview.NaN(), CI: [2]runview.Num{runview.NaN(), runview.NaN()}, Err: err.Error()})
+			continue
+		}
+		info := hdr.Info
+		info.Name = n
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// Run implements runview.Source.
+func (v *ViewSource) Run(ctx context.Context, name string, labels []agree.Label) (*runview.Run, error) {
+	d, err := v.dir(name)
+	if err != nil {
+		return nil, err
+	}
+	hdr, ents, err := v.index(d)
+	if err != nil {
+		return nil, err
+	}
+	hdr.Info.Name = name
+	r := &runview.Run{Info: hdr.Info, Domains: hdr.Domains, SampleMean: hdr.SampleMean, Trust: hdr.Trust, Taxonomy: hdr.Taxonomy}
+	if len(labels) > 0 {
+		es, err := readEntries(ents, func(*indexEntry) bool { return true })
+		if err != nil {
+			return nil, err
+		}
+		samples := make([]agree.Sample, len(es))
+		for i, e := range es {
+			samples[i] = entrySample(e)
+		}
+		r.Trust = agree.Analyze(samples, labels, nil)
+	}
+	return r, nil
+}
+
+func entrySample(e *indexEntry) agree.Sample {
+	s := agree.Sample{Key: e.Key, Cluster: e.Task + "\x00" + e.ID, Domain: e.Domain, Model: e.Model, Judge: e.Judge,
+		Failed: !e.valid(), JudgeUnparsable: e.Failure == FailJudgeUnparsable}
+	if e.Scores != nil {
+		s.Scores = *e.Scores
+	}
+	return s
+}
+
+// index returns the run's index header and an opener of its entry lines,
+// building the index when it is missing or stale.
+func (v *ViewSource) index(dir string) (*indexHeader, func() (io.ReadCloser, error), error) {
+	jp := filepath.Join(dir, JudgedFile)
+	st, err := os.Stat(jp)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("run %s: not judged yet (no %s)", filepath.Base(dir), JudgedFile)
+		}
+		return nil, nil, err
+	}
+	ip := filepath.Join(dir, IndexFile)
+	if hdr, off, err := readIndexHeader(ip); err == nil && hdr.Version == indexVersion && hdr.Size == st.Size() && hdr.MTime == st.ModTime().UnixNano() {
+		return hdr, func() (io.ReadCloser, error) { return openAt(ip, off) }, nil
+	}
+	v.mu.Lock()
+	if mi := v.mem[dir]; mi != nil && mi.hdr.Size == st.Size() && mi.hdr.MTime == st.ModTime().UnixNano() {
+		v.mu.Unlock()
+		return mi.hdr, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(mi.entries)), nil }, nil
+	}
+	v.mu.Unlock()
+	hdr, entries, err := v.build(dir, jp, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	hb, err := json.Marshal(hdr)
+	if err != nil {
+		return nil, nil, err
+	}
+	file := append(append(hb, '\n'), entries...)
+	if err := atomicfile.WriteFile(ip, file, nil); err == nil {
+		return hdr, func() (io.ReadCloser, error) { return openAt(ip, int64(len(hb)+1)) }, nil
+	}
+	v.mu.Lock()
+	v.mem[dir] = &memIndex{hdr: hdr, entries: entries}
+	v.mu.Unlock()
+	return hdr, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(entries)), nil }, nil
+}
+
+func openAt(path string, off int64) (io.ReadCloser, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// readIndexHeader reads the first line of an index and where the entries
+// start.
+func readIndexHeader(path string) (*indexHeader, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	line, err := bufio.NewReaderSize(f, 64<<10).ReadBytes('\n')
+	if err != nil {
+		return nil, 0, err
+	}
+	hdr := new(indexHeader)
+	if err := json.Unmarshal(line, hdr); err != nil {
+		return nil, 0, err
+	}
+	return hdr, int64(len(line)), nil
+}
+
+// build streams judged.jsonl once: each row is classified and reduced to
+// an index entry (its texts dropped), so memory holds the entries, not
+// the rows. A row repeated by a resumed run replaces the earlier one. A
+// torn last line (a run killed mid-write) or a malformed one is an error
+// naming file and line.
+func (v *ViewSource) build(dir, jp string, st os.FileInfo) (*indexHeader, []byte, error) {
+	f, err := os.Open(jp)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var ents []*indexEntry
+	at := map[string]int{}
+	var off int64
+	tax := taxonomy.NewCounts()
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if len(line) == 0 && errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, nil, err
+		}
+		body := bytes.TrimSpace(line)
+		if len(body) == 0 {
+			off += int64(len(line))
+			continue
+		}
+		j := new(Judged)
+		if jerr := json.Unmarshal(body, j); jerr != nil {
+			if err != nil { // no newline: the last line was cut
+				return nil, nil, fmt.Errorf("run %s: %s:%d: the last line is cut short (%d bytes, no newline): the run was stopped mid-write; rerun it to finish or remove the line", filepath.Base(dir), jp, n, len(line))
+			}
+			return nil, nil, &trajectory.LineError{File: jp, Line: n, Err: jerr}
+		}
+		e := &indexEntry{Off: off, Len: len(line), Key: j.Sample, Domain: DomainOf(j), Task: j.Task, ID: j.ID, Turn: j.TurnIdx,
+			Model: j.Model, Judge: j.Judge, Scores: j.Scores, Failure: j.Failure}
+		if !j.Valid() && e.Failure == "" {
+			e.Failure = FailUnscored
+		}
+		if Classifiable(j) {
+			for _, fd := range taxonomy.Classify(TaxonomyInput(j, nil)) {
+				e.Cats = append(e.Cats, fd.Category)
+			}
+		}
+		off += int64(len(line))
+		if i, ok := at[e.Key]; ok && e.Key != "" {
+			ents[i] = e
+		} else {
+			at[e.Key] = len(ents)
+			ents = append(ents, e)
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+	}
+	// The figures, from slim rows.
+	rows := make([]*Judged, len(ents))
+	for i, e := range ents {
+		rows[i] = &Judged{Prediction: Prediction{Sample: e.Key, Task: e.Task, Domain: e.Domain, ID: e.ID, Model: e.Model, Failure: e.Failure}, Judge: e.Judge, Scores: e.Scores}
+		if e.Failure == FailUnscored {
+			rows[i].Failure = ""
+		}
+		if e.valid() || e.Failure == FailLength {
+			tax.Add(e.Domain, e.Key, catFindings(e.Cats))
+		}
+	}
+	rep := Score(rows, &ScoreOptions{Resamples: v.o.Resamples})
+	hdr := &indexHeader{Version: indexVersion, Size: st.Size(), MTime: st.ModTime().UnixNano(), Count: len(ents),
+		SampleMean: runview.Num(rep.OverallSampleMean), Taxonomy: tax, Trust: rep.Trust.Agree}
+	info := runview.RunInfo{Name: filepath.Base(dir), Overall: runview.Num(rep.OverallDomainMean), CI: [2]runview.Num{runview.Num(rep.OverallCI95[0]), runview.Num(rep.OverallCI95[1])}}
+	models, judges := map[string]bool{}, map[string]bool{}
+	for _, e := range ents {
+		models[e.Model], judges[e.Judge] = true, true
+	}
+	info.Model, info.Judge = joinKeys(models), joinKeys(judges)
+	for _, d := range rep.Order {
+		ds := rep.Domains[d]
+		info.Judged += ds.N
+		info.Valid += ds.Valid
+		info.Failed += ds.Failed
+		dm := runview.Domain{Name: d, N: ds.N, Valid: ds.Valid, Failed: ds.Failed, Total: runview.Num(ds.Total),
+			CI: [2]runview.Num{runview.Num(ds.CI95[0]), runview.Num(ds.CI95[1])}, Failures: reasonsText(rep.Failures[d])}
+		for i, x := range ds.Dims() {
+			dm.Dims[i] = runview.Num(x)
+		}
+		hdr.Domains = append(hdr.Domains, dm)
+	}
+	hdr.Info = info
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, e := range ents {
+		if err := enc.Encode(e); err != nil {
+			return nil, nil, err
+		}
+	}
+	return hdr, buf.Bytes(), nil
+}
+
+func catFindings(cats []taxonomy.Category) []taxonomy.Finding {
+	out := make([]taxonomy.Finding, len(cats))
+	for i, c := range cats {
+		out[i] = taxonomy.Finding{Category: c}
+	}
+	return out
+}
+
+func joinKeys(m map[string]bool) string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		if k != "" {
+			ks = append(ks, k)
+		}
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, "+")
+}
+
+// readEntries decodes the entries keep accepts.
+func readEntries(open func() (io.ReadCloser, error), keep func(*indexEntry) bool) ([]*indexEntry, error) {
+	rc, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var out []*indexEntry
+	for sc.Scan() {
+		e := new(indexEntry)
+		if err := json.Unmarshal(sc.Bytes(), e); err != nil {
+			return nil, fmt.Errorf("%s: %w", IndexFile, err)
+		}
+		if keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out, sc.Err()
+}
+
+// textMatches returns the keys of the judged rows of dir that contain
+// text, case-insensitively, streaming the file.
+func textMatches(dir, text string) (map[string]bool, error) {
+	f, err := os.Open(filepath.Join(dir, JudgedFile))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	needle := bytes.ToLower([]byte(text))
+	out := map[string]bool{}
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && bytes.Contains(bytes.ToLower(line), needle) {
+			var k struct {
+				Sample string `json:"sample"`
+			}
+			if json.Unmarshal(line, &k) == nil {
+				out[k.Sample] = true
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+	}
+}
+
+func (q runQuery) keep(e *indexEntry, text map[string]bool) bool {
+	if q.Domain != "" && e.Domain != q.Domain {
+		return false
+	}
+	switch {
+	case q.Category == "clean":
+		if len(e.Cats) > 0 || !e.valid() {
+			return false
+		}
+	case q.Category != "":
+		if !slices.Contains(e.Cats, taxonomy.Category(q.Category)) {
+			return false
+		}
+	}
+	if q.Min.Known() || q.Max.Known() {
+		if !e.valid() {
+			return false
+		}
+		t := e.Scores.Total()
+		if (q.Min.Known() && t < float64(q.Min)) || (q.Max.Known() && t > float64(q.Max)) {
+			return false
+		}
+	}
+	return text == nil || text[e.Key]
+}
+
+type runQuery struct{ runview.Query }
+
+// Samples implements runview.Source. Unfiltered, it reads only the index
+// lines up to the end of the page.
+func (v *ViewSource) Samples(ctx context.Context, name string, q runview.Query) (*runview.Page, error) {
+	d, err := v.dir(name)
+	if err != nil {
+		return nil, err
+	}
+	hdr, open, err := v.index(d)
+	if err != nil {
+		return nil, err
+	}
+	if q.Limit <= 0 {
+		q.Limit = DefaultPageSize
+	}
+	q.Offset = max(q.Offset, 0)
+	p := &runview.Page{Offset: q.Offset, Total: -1}
+	if q.Unfiltered() {
+		p.Total = hdr.Count
+		rc, err := open()
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		br := bufio.NewReaderSize(rc, 64<<10)
+		for i := 0; ; i++ {
+			line, err := br.ReadSlice('\n')
+			if errors.Is(err, bufio.ErrBufferFull) {
+				return nil, fmt.Errorf("%s: entry %d too long", IndexFile, i+1)
+			}
+			if len(line) == 0 {
+				return p, nil
+			}
+			if i >= q.Offset+q.Limit {
+				p.More = true
+				return p, nil
+			}
+			if i >= q.Offset {
+				e := new(indexEntry)
+				if err := json.Unmarshal(line, e); err != nil {
+					return nil, fmt.Errorf("%s: %w", IndexFile, err)
+				}
+				p.Rows = append(p.Rows, e.row())
+			}
+			if err != nil {
+				return p, nil
+			}
+		}
+	}
+	var text map[string]bool
+	if q.Text != "" {
+		if text, err = textMatches(d, q.Text); err != nil {
+			return nil, err
+		}
+	}
+	rq := runQuery{q}
+	es, err := readEntries(open, func(e *indexEntry) bool { return rq.keep(e, text) })
+	if err != nil {
+		return nil, err
+	}
+	total := func(e *indexEntry) float64 {
+		if !e.valid() {
+			return math.Inf(-1)
+		}
+		return e.Scores.Total()
+	}
+	switch q.Sort {
+	case "total":
+		sort.SliceStable(es, func(i, j int) bool { return total(es[i]) < total(es[j]) })
+	case "-total":
+		sort.SliceStable(es, func(i, j int) bool { return total(es[i]) > total(es[j]) })
+	}
+	p.Total = len(es)
+	for _, e := range es[min(q.Offset, len(es)):min(q.Offset+q.Limit, len(es))] {
+		p.Rows = append(p.Rows, e.row())
+	}
+	p.More = q.Offset+q.Limit < len(es)
+	return p, nil
+}
+
+// Sample implements runview.Source: the row is read at its place in
+// judged.jsonl, its record from the run's data.
+func (v *ViewSource) Sample(ctx context.Context, name, key string) (*runview.Sample, error) {
+	d, err := v.dir(name)
+	if err != nil {
+		return nil, err
+	}
+	_, open, err := v.index(d)
+	if err != nil {
+		return nil, err
+	}
+	es, err := readEntries(open, func(e *indexEntry) bool { return e.Key == key })
+	if err != nil {
+		return nil, err
+	}
+	if len(es) == 0 {
+		return nil, fmt.Errorf("run %s: sample %q: %w", name, key, runview.ErrNotFound)
+	}
+	e := es[0]
+	f, err := os.Open(filepath.Join(d, JudgedFile))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, e.Len)
+	if _, err := f.ReadAt(buf, e.Off); err != nil {
+		return nil, fmt.Errorf("run %s: read sample %q: %w", name, key, err)
+	}
+	j := new(Judged)
+	if err := json.Unmarshal(bytes.TrimSpace(buf), j); err != nil {
+		return nil, fmt.Errorf("run %s: sample %q: %w (rebuild the index by touching %s)", name, key, err, JudgedFile)
+	}
+	s := &runview.Sample{Row: e.row(), Model: j.Model, Judge: j.Judge, Prediction: j.Prediction.Prediction, Generation: j.Generation,
+		Reasoning: j.Reasoning, Scores: j.Scores, Strengths: j.Strengths, Weaknesses: j.Weaknesses, JudgeOutput: j.JudgeOutput,
+		Truncated: j.Truncated, FinishReason: j.FinishReason, JudgeAttempts: j.Attempts}
+	dataDir, _ := RunData(d)
+	recs, rerr := LoadRecords(dataDir, []*Judged{j})
+	rec := recs[j.Sample]
+	switch {
+	case rerr != nil:
+		s.RecordErr = rerr.Error()
+	case rec == nil:
+		s.RecordErr = fmt.Sprintf("record %s:%d not found under the run's data %q", j.File, j.Line, dataDir)
+	case rec.Validate() != nil:
+		s.RecordErr = rec.Validate().Error()
+		rec = nil
+	}
+	if rec != nil {
+		for i := 0; i < rec.TurnIdx-1; i++ {
+			s.History = append(s.History, runview.Turn{Action: rec.Prompt[i], Observation: rec.Response[i]})
+		}
+		s.Action = rec.CurrentPrompt
+		if s.Action == "" {
+			s.Action = rec.Prompt[rec.TurnIdx-1]
+		}
+		s.Truth = rec.GroundTruth()
+		sc, verdict := judge.Rules(rec, j.Prediction.Prediction)
+		s.Rules = &sc
+		s.RuleFindings = verdict.Weaknesses
+	}
+	s.Findings = taxonomy.Classify(TaxonomyInput(j, rec))
+	return s, nil
+}
+
+// Compare implements runview.Source: the two runs' samples joined by
+// sample key, filtered, sorted and paged. Min and Max bound B's total.
+func (v *ViewSource) Compare(ctx context.Context, a, b string, q runview.Query) (*runview.Comparison, error) {
+	da, err := v.dir(a)
+	if err != nil {
+		return nil, err
+	}
+	db, err := v.dir(b)
+	if err != nil {
+		return nil, err
+	}
+	ha, oa, err := v.index(da)
+	if err != nil {
+		return nil, err
+	}
+	hb, ob, err := v.index(db)
+	if err != nil {
+		return nil, err
+	}
+	all := func(*indexEntry) bool { return true }
+	ea, err := readEntries(oa, all)
+	if err != nil {
+		return nil, err
+	}
+	eb, err := readEntries(ob, all)
+	if err != nil {
+		return nil, err
+	}
+	var ta, tb map[string]bool
+	if q.Text != "" {
+		if ta, err = textMatches(da, q.Text); err != nil {
+			return nil, err
+		}
+		if tb, err = textMatches(db, q.Text); err != nil {
+			return nil, err
+		}
+	}
+	byB := make(map[string]*indexEntry, len(eb))
+	for _, e := range eb {
+		byB[e.Key] = e
+	}
+	c := &runview.Comparison{A: ha.Info, B: hb.Info, Offset: max(q.Offset, 0)}
+	c.A.Name, c.B.Name = a, b
+	num := func(e *indexEntry) runview.Num {
+		if e == nil || !e.valid() {
+			return runview.NaN()
+		}
+		return runview.Num(e.Scores.Total())
+	}
+	seen := map[string]bool{}
+	var rows []runview.ComparePair
+	rq := runQuery{q}
+	rq.Min, rq.Max, rq.Category = runview.NaN(), runview.NaN(), ""
+	for _, x := range ea {
+		seen[x.Key] = true
+		y := byB[x.Key]
+		if y == nil {
+			c.OnlyA++
+			continue
+		}
+		if !rq.keep(x, nil) {
+			continue
+		}
+		if ta != nil && !ta[x.Key] && !tb[x.Key] {
+			continue
+		}
+		if q.Category != "" {
+			cat := taxonomy.Category(q.Category)
+			if !slices.Contains(x.Cats, cat) && !slices.Contains(y.Cats, cat) {
+				continue
+			}
+		}
+		p := runview.ComparePair{Key: x.Key, Domain: x.Domain, ID: x.ID, Turn: x.Turn, A: num(x), B: num(y), CatsA: x.Cats, CatsB: y.Cats}
+		p.Delta = p.B - p.A
+		if (q.Min.Known() && (!p.B.Known() || p.B < q.Min)) || (q.Max.Known() && (!p.B.Known() || p.B > q.Max)) {
+			continue
+		}
+		rows = append(rows, p)
+	}
+	for _, y := range eb {
+		if !seen[y.Key] {
+			c.OnlyB++
+		}
+	}
+	key := func(n runview.Num) float64 {
+		if !n.Known() {
+			return math.Inf(-1)
+		}
+		return float64(n)
+	}
+	switch q.Sort {
+	case "delta":
+		sort.SliceStable(rows, func(i, j int) bool { return key(rows[i].Delta) < key(rows[j].Delta) })
+	case "-delta":
+		sort.SliceStable(rows, func(i, j int) bool { return key(rows[i].Delta) > key(rows[j].Delta) })
+	case "absdelta":
+		sort.SliceStable(rows, func(i, j int) bool { return math.Abs(key(rows[i].Delta)) > math.Abs(key(rows[j].Delta)) })
+	case "total":
+		sort.SliceStable(rows, func(i, j int) bool { return key(rows[i].A) < key(rows[j].A) })
+	case "-total":
+		sort.SliceStable(rows, func(i, j int) bool { return key(rows[i].A) > key(rows[j].A) })
+	}
+	if q.Limit <= 0 {
+		q.Limit = DefaultPageSize
+	}
+	c.Total = len(rows)
+	c.Rows = rows[min(c.Offset, len(rows)):min(c.Offset+q.Limit, len(rows))]
+	return c, nil
+}
