@@ -183,7 +183,8 @@ type ComparePair struct {
 
 // Comparison is one page of two runs' samples side by side.
 type Comparison struct {
-	A, B   RunInfo       `json:"runs"`
+	A      RunInfo       `json:"a"`
+	B      RunInfo       `json:"b"`
 	Rows   []ComparePair `json:"rows"`
 	Offset int           `json:"offset"`
 	Total  int           `json:"total"`
