@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,6 +23,8 @@ func newRolloutCmd() *cobra.Command {
 		polTemp           float64
 		opts              rollout.Options
 		stepTimeout       time.Duration
+		curriculum        bool
+		histPath          string
 	)
 	cmd := &cobra.Command{
 		Use:   "rollout --tasks FILE|DIR --policy-url URL --policy-model M --out DIR",
@@ -33,14 +36,19 @@ server) until the episode ends or --episode-turns run out. MCP, search and
 SWE worlds give the policy their tools; the other domains expect the
 domain's text action. Rows go to DIR/episodes.jsonl (one per trajectory,
 token ids and logprobs as the policy server returned them), group
-statistics to DIR/summary.json. A rerun with the same --out resumes: no
-finished episode runs again.
+statistics to DIR/summary.json (with how many groups carried signal:
+rewards that differ). A rerun with the same --out resumes: no finished
+episode runs again. Each run appends its per-task pass counts to a pass
+history (--pass-history, default pass-history.jsonl beside DIR);
+--curriculum then runs only the tasks whose pass rate over that history
+lies strictly between 0 and 1 (a group of equal rewards teaches GRPO
+nothing), and tasks not tried yet.
 
 Tasks are JSONL rows {"id", "world", "instruction", "max_turns", "seed"}
 (a directory: every *.jsonl in it), or a world library made by
 "agentworld world generate": its tasks run in the worlds that carry their
-checks, and without --sim or --worlds the in-process simulator loads it. Without --sim the simulator runs
-in-process with serve's flags (by default the embedded replay over the
+checks, and without --sim or --worlds the in-process simulator loads it.
+Without --sim the simulator runs in-process with serve's flags (by default the embedded replay over the
 bundled worlds); with --sim it uses a running serve's session API.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -71,6 +79,22 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 			} else if tasks, err = rollout.LoadTasks(tasksPath); err != nil {
 				return flagErr("tasks", err)
 			}
+			if histPath == "" {
+				histPath = rollout.DefaultHistoryPath(out)
+			}
+			if curriculum {
+				hist, err := rollout.ReadHistory(histPath)
+				if err != nil {
+					return flagErr("pass-history", err)
+				}
+				var cs rollout.CurriculumStats
+				tasks, cs = rollout.Curriculum(tasks, hist)
+				fmt.Fprintf(cmd.ErrOrStderr(), "curriculum (%s): %d tasks with a pass rate strictly between 0 and 1, %d not tried yet; left out %d always failed, %d always passed\n",
+					histPath, cs.Kept, cs.Unseen, cs.AlwaysFailed, cs.AlwaysPassed)
+				if len(tasks) == 0 {
+					return flagErr("curriculum", errors.New("no task left: every task always passed or always failed"))
+				}
+			}
 			if cmd.Flags().Changed("policy-temperature") {
 				pol.Temperature = &polTemp
 			}
@@ -95,8 +119,15 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 			res, err := rollout.Run(cmd.Context(), s, tasks, out, &opts)
 			if res != nil && res.Summary != nil {
 				sum := res.Summary
-				fmt.Fprintf(cmd.OutOrStdout(), "%d episodes in %d groups: reward mean %.3f, pass@1 %.3f, pass@%d %.3f (%s)\n",
-					sum.Episodes, len(sum.Groups), sum.RewardMean, sum.PassAt1, sum.K, sum.PassAtK, out)
+				fmt.Fprintf(cmd.OutOrStdout(), "%d episodes in %d groups: reward mean %.3f, pass@1 %.3f, pass@%d %.3f; %d of %d groups carried signal (%s)\n",
+					sum.Episodes, len(sum.Groups), sum.RewardMean, sum.PassAt1, sum.K, sum.PassAtK, sum.SignalGroups, len(sum.Groups), out)
+				abs, aerr := filepath.Abs(out)
+				if aerr != nil {
+					abs = out
+				}
+				if herr := rollout.AppendHistory(histPath, abs, sum); herr != nil {
+					err = errors.Join(err, fmt.Errorf("pass history: %w", herr))
+				}
 			}
 			return err
 		},
@@ -117,6 +148,8 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 	fl.StringVar(&remote, "sim", "", "use a running `agentworld serve` at this URL instead of the in-process simulator")
 	fl.StringVar(&remoteKey, "sim-api-key", "", "bearer token for --sim (default: "+envconfig.APIKey.Name+")")
 	fl.DurationVar(&stepTimeout, "step-timeout", rollout.DefaultStepTimeout, "with --sim, how long one request to the server (a step, a fork) may take before it fails; 0: no limit")
+	fl.BoolVar(&curriculum, "curriculum", false, "run only tasks whose pass rate over earlier runs (--pass-history) is strictly between 0 and 1, and tasks not tried yet")
+	fl.StringVar(&histPath, "pass-history", "", "per-task pass counts of every run, appended after each (default: "+rollout.HistoryFile+" beside --out)")
 	usesEnv(cmd, envconfig.APIKey)
 	return cmd
 }

@@ -21,10 +21,13 @@ type Summary struct {
 	// SimPassed those of them that passed in simulation, Deceived those
 	// that passed in simulation and failed in reality. DeceivedRate is
 	// Deceived / SimPassed (0 when none passed).
-	RealChecked  int            `json:"real_checked,omitempty"`
-	SimPassed    int            `json:"sim_passed,omitempty"`
-	Deceived     int            `json:"deceived,omitempty"`
-	DeceivedRate float64        `json:"deceived_rate,omitempty"`
+	RealChecked  int     `json:"real_checked,omitempty"`
+	SimPassed    int     `json:"sim_passed,omitempty"`
+	Deceived     int     `json:"deceived,omitempty"`
+	DeceivedRate float64 `json:"deceived_rate,omitempty"`
+	// SignalGroups counts the groups whose rewards differ (reward_std >
+	// 0): only those give GRPO a learning signal.
+	SignalGroups int            `json:"signal_groups"`
 	Groups       []GroupSummary `json:"groups"`
 }
 
@@ -174,6 +177,9 @@ func (s *summarizer) summary() *Summary {
 			gs.DeceivedRate = float64(gs.Deceived) / float64(gs.SimPassed)
 		}
 		out.Episodes += gs.N
+		if gs.RewardStd > 0 {
+			out.SignalGroups++
+		}
 		out.RealChecked += gs.RealChecked
 		out.SimPassed += gs.SimPassed
 		out.Deceived += gs.Deceived

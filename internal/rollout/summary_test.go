@@ -36,6 +36,7 @@ func TestSummarize(t *testing.T) {
 		Episodes: 6, K: 2, RewardMean: (0.9 + 1) / 6,
 		PassAt1: (1 + 2.0/3) / 2, PassAtK: 1,
 		RealChecked: 3, SimPassed: 2, Deceived: 1, DeceivedRate: 0.5,
+		SignalGroups: 1, // a's rewards are all equal: no signal
 		Groups: []GroupSummary{
 			{GroupID: "a", TaskID: "task-a", N: 3, Passed: 3, RewardMean: 0.3, RewardStd: 0, RewardMin: 0.3, RewardMax: 0.3, PassAt1: 1, PassAtK: 1},
 			{GroupID: "b", TaskID: "task-b", N: 3, Passed: 2, RewardMean: bMean, RewardStd: bStd, RewardMin: -0.5, RewardMax: 1, PassAt1: 2.0 / 3, PassAtK: 1,
