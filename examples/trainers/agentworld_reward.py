@@ -27,7 +27,25 @@ def score_items(items, timeout=600):
         return json.load(resp)["results"]
 
 
-def item(data_source, response, ground_truth, action="", id=""):
-    """One reward item; action is the turn's action prompt (the judge's current turn)."""
-    return {"id": str(id), "data_source": data_source, "prompt": action or "",
+def messages(prompt):
+    """A prompt column as plain {role, content} messages (Parquet readers hand lists as arrays)."""
+    return [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
+
+
+def prompt_of(prompt=None, extra_info=None):
+    """What the judge needs of a row: its prompt messages (the history and the current action),
+    else extra_info["messages"] as `agentworld data export --mode rl` writes them (for trainers
+    that hand a reward function extra_info but not the prompt), else extra_info["action"]."""
+    if prompt is not None and not isinstance(prompt, str) and len(prompt) > 0:
+        return messages(prompt)
+    info = extra_info or {}
+    if info.get("messages") is not None and len(info["messages"]) > 0:
+        return messages(info["messages"])
+    return prompt if isinstance(prompt, str) and prompt else info.get("action", "")
+
+
+def item(data_source, response, ground_truth, prompt="", id=""):
+    """One reward item. prompt is the row's prompt as chat messages, so the judge sees the
+    history as `agentworld bench judge` does, or the action prompt as text (see prompt_of)."""
+    return {"id": str(id), "data_source": data_source, "prompt": prompt or "",
             "response": response, "ground_truth": ground_truth}

@@ -11,13 +11,13 @@ column as keyword arguments. The columns here are those of `agentworld data expo
 """
 from swift.rewards import ORM, orms
 
-from agentworld_reward import item, score_items
+from agentworld_reward import item, prompt_of, score_items
 
 
 class AgentWorldReward(ORM):
     def __call__(self, completions, data_source, reward_model, extra_info=None, **kwargs):
         extra_info = extra_info or [{}] * len(completions)
-        results = score_items([item(ds, c, rm["ground_truth"], (ei or {}).get("action", ""), (ei or {}).get("id", ""))
+        results = score_items([item(ds, c, rm["ground_truth"], prompt_of(None, ei), (ei or {}).get("id", ""))
                                for c, ds, rm, ei in zip(completions, data_source, reward_model, extra_info)])
         return [r["score"] if r["score"] is not None else 0.0 for r in results]
 

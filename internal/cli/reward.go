@@ -104,6 +104,7 @@ func newRewardServeCmd() *cobra.Command {
 
 Routes:
   POST /v1/rewards:batch  native: {"items": [{id, data_source, prompt, response, ground_truth, extra_info}]}
+                          (prompt: the RL row's chat messages, a chat-templated string, or the action)
   POST /get_reward        OpenRLHF remote reward model (--reward.remote_url http://HOST:PORT/get_reward)
   POST /slime             slime remote_rm (--rm-type remote_rm --rm-url http://HOST:PORT/slime --reward-key score)
   POST /verify            NeMo Gym resources-server verify
@@ -112,6 +113,9 @@ Routes:
 --on-judge-failure drop leaves a failed item without a score, which only
 the batch API can say: it needs --batch-only (the trainer routes would
 read it as 0).
+
+The judge sees the history and current turn the prompt holds (for verl,
+extra_info.messages), exactly as bench judge sees the record.
 
 Scores are in [0, 25] (rubric in [5, 25] mixed with rule 0 or 25); --scale
 multiplies what the trainer routes return (0.04 gives [0, 1]).`,

@@ -112,14 +112,19 @@ type ExtraInfo struct {
 	Jac          float64 `parquet:"jac" json:"jac"`
 	R            float64 `parquet:"r" json:"r"`
 	// Action is the turn's action prompt ("### Turn N\n**Action:**\n…"),
-	// which the reward's judge shows as the current turn: verl hands a
-	// reward function extra_info but not the prompt.
+	// which the reward's judge shows as the current turn.
 	Action string `parquet:"action" json:"action"`
+	// Messages is the prompt without its system message: the earlier
+	// turns and the current action, from which `agentworld reward` builds
+	// the judge conversation with the same history as `bench judge`. verl
+	// hands a reward function extra_info but not the prompt; the judge
+	// does not read the (long) system prompt, so it is not repeated here.
+	Messages []Message `parquet:"messages,list" json:"messages"`
 }
 
 // RLRowOf builds the verl row of a sample; the index is set by the writer.
 func RLRowOf(s *Sample, split, style string) RLRow {
-	return RLRow{
+	row := RLRow{
 		DataSource:  "agentworld/" + s.Domain,
 		Prompt:      s.Prompt(),
 		Ability:     "world_model",
@@ -132,6 +137,12 @@ func RLRowOf(s *Sample, split, style string) RLRow {
 			Action: conversation.ActionPrompt(s.Turn, s.Action),
 		},
 	}
+	for _, m := range row.Prompt {
+		if m.Role != "system" {
+			row.ExtraInfo.Messages = append(row.ExtraInfo.Messages, m)
+		}
+	}
+	return row
 }
 
 // ExportOptions configure Export; nil means FormatSamples with dedup on.

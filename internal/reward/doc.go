@@ -17,6 +17,11 @@
 // bounded in concurrency and rate, and a judge that never parses is handled
 // by an explicit policy ([Policy]) and counted, never silently 0.
 //
+// An item's prompt is the RL row's chat messages (or a chat-templated
+// rendering of them): the judge conversation is built from them with the
+// same history, current turn, prediction and truth as `bench judge` builds
+// for the record the row came from ([judge.Messages], one builder).
+//
 // [Scorer] scores items; [Handler] serves it over HTTP with the native batch
 // API and the routes OpenRLHF, slime and NeMo Gym call; [ScoreFile] scores
 // a JSONL file offline and resumes after a crash.

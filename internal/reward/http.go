@@ -246,9 +246,11 @@ type label struct {
 	ExtraInfo   json.RawMessage `json:"extra_info"`
 }
 
-// itemOf builds an item from a trainer's prompt, response and label.
-func (h *Handler) itemOf(id, prompt, response string, raw json.RawMessage) (Item, error) {
-	it := Item{ID: id, DataSource: h.o.DataSource, Response: response, Prompt: actionOf(prompt)}
+// itemOf builds an item from a trainer's prompt (text, or messages),
+// response and label.
+func (h *Handler) itemOf(id, prompt string, msgs []Message, response string, raw json.RawMessage) (Item, error) {
+	it := Item{ID: id, DataSource: h.o.DataSource, Response: response}
+	it.setPrompt(prompt, msgs)
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
 		// A label string holding a JSON object is the object.
@@ -267,7 +269,7 @@ func (h *Handler) itemOf(id, prompt, response string, raw json.RawMessage) (Item
 	if l.DataSource != "" {
 		it.DataSource = l.DataSource
 	}
-	if l.Action != "" {
+	if l.Action != "" && len(it.Messages) == 0 {
 		it.Prompt = l.Action
 	}
 	return it, nil
@@ -332,7 +334,7 @@ func (h *Handler) openRLHF(w http.ResponseWriter, r *http.Request) {
 		// The query is the prompt and the response decoded together; the
 		// response is what follows the prompt.
 		resp := strings.TrimPrefix(q, prompt)
-		it, err := h.itemOf(fmt.Sprint(i), prompt, resp, req.Labels[i])
+		it, err := h.itemOf(fmt.Sprint(i), prompt, nil, resp, req.Labels[i])
 		if err != nil {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("field labels[%d]: %v", i, err))
 			return
@@ -386,7 +388,7 @@ func (h *Handler) slime(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, &req) {
 		return
 	}
-	prompt, err := promptText(req.Prompt)
+	prompt, msgs, err := decodePrompt(req.Prompt)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "field prompt: "+err.Error())
 		return
@@ -395,7 +397,7 @@ func (h *Handler) slime(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "field label: missing (the ground truth)")
 		return
 	}
-	it, err := h.itemOf("0", prompt, req.Response, req.Label)
+	it, err := h.itemOf("0", prompt, msgs, req.Response, req.Label)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "field "+err.Error())
 		return
@@ -405,33 +407,6 @@ func (h *Handler) slime(w http.ResponseWriter, r *http.Request) {
 		Score: res.Value() * h.o.Scale, Rubric: res.Components.Rubric * h.o.Scale, Rule: res.Components.Rule * h.o.Scale,
 		JudgeFailed: oneIf(res.Judge.Failed), Dropped: oneIf(res.Dropped),
 	})
-}
-
-// promptText reads a prompt given as a string or as a list of messages:
-// chat messages ({role, content}) or Responses API input items, whose
-// content is a string or a list of parts; the last user message's text
-// counts.
-func promptText(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var msgs []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return "", errors.New("want a string or a list of messages")
-	}
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
-			return contentText(msgs[i].Content), nil
-		}
-	}
-	return "", nil
 }
 
 // contentText reads message content that is a string or a list of parts
@@ -478,7 +453,7 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	prompt, err := promptText(params.Input)
+	prompt, msgs, err := decodePrompt(params.Input)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "field responses_create_params.input: "+err.Error())
 		return
@@ -505,7 +480,8 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(body[k], &s)
 		return s
 	}
-	it := Item{ID: str("id"), DataSource: str("data_source"), Prompt: actionOf(prompt), Response: text.String(), GroundTruth: str("ground_truth"), ExtraInfo: body["extra_info"]}
+	it := Item{ID: str("id"), DataSource: str("data_source"), Response: text.String(), GroundTruth: str("ground_truth"), ExtraInfo: body["extra_info"]}
+	it.setPrompt(prompt, msgs)
 	if it.GroundTruth == "" {
 		it.GroundTruth = str("expected_answer")
 	}
