@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -20,8 +21,11 @@ type Comparison struct {
 	Judges [][]string `json:"judges"`
 	// Prompts are the judge texts of each run (see Report.JudgePrompts);
 	// runs judged with different texts are not on one scale either.
-	Prompts [][]string   `json:"judge_prompts"`
-	Rows    []CompareRow `json:"rows"`
+	Prompts [][]string `json:"judge_prompts"`
+	// Modes are the judge modes of each run ("pointwise", "turing",
+	// "reference"); runs of different modes measure different things.
+	Modes []string     `json:"judge_modes"`
+	Rows  []CompareRow `json:"rows"`
 	// Taxonomy holds each run's error taxonomy, in Labels order (nil for
 	// a report that has no trust report, e.g. one decoded from JSON).
 	Taxonomy []*taxonomy.Counts `json:"taxonomy"`
@@ -34,6 +38,17 @@ type Comparison struct {
 func (c *Comparison) PromptsDiffer() bool {
 	for _, p := range c.Prompts[1:] {
 		if !slices.Equal(p, c.Prompts[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// ModesDiffer reports runs judged in different judge modes: a detection
+// rate, a win rate and a rubric score cannot be compared.
+func (c *Comparison) ModesDiffer() bool {
+	for _, m := range c.Modes[1:] {
+		if m != c.Modes[0] {
 			return true
 		}
 	}
@@ -109,6 +124,11 @@ func Compare(reports ...*Report) *Comparison {
 		}
 		c.Taxonomy = append(c.Taxonomy, tx)
 		c.Prompts = append(c.Prompts, slices.Clone(r.JudgePrompts))
+		c.Modes = append(c.Modes, cmp.Or(r.JudgeMode, ModePointwise))
+	}
+	if reports[0].Pair != nil {
+		c.Rows = comparePairs(reports)
+		return c
 	}
 	metrics := append(append([]string(nil), Dimensions...), "total")
 	for _, d := range unionOrder(reports) {
@@ -204,6 +224,9 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	ew := &errWriter{w: w}
 	if c.JudgesDiffer() {
 		ew.printf("WARNING: these runs were scored by different judges (%s); their scores are not on one scale\n\n", c.judgesText())
+	}
+	if len(c.Modes) > 0 && c.Modes[0] != ModePointwise && !c.ModesDiffer() {
+		ew.printf("judge mode: %s (rate: %s)\n", c.Modes[0], map[string]string{ModeTuring: "detection %, 50 = indistinguishable", ModeReference: "model closer to the truth than the reference %"}[c.Modes[0]])
 	}
 	if c.PromptsDiffer() {
 		ew.printf("WARNING: these runs' judges were given different texts (%s); their scores are not on one scale\n\n", c.PromptsText())
@@ -301,4 +324,52 @@ func (c *Comparison) writeTaxonomy(ew *errWriter) {
 		fmt.Fprintln(tw)
 	}
 	_ = tw.Flush()
+}
+
+// comparePairs builds the rows of pairwise reports: per domain and overall,
+// the rate (with intervals), the position bias and the flip rate.
+func comparePairs(reports []*Report) []CompareRow {
+	doms := map[string]*DomainScore{}
+	for _, r := range reports {
+		if r.Pair == nil {
+			continue
+		}
+		for d := range r.Pair.Domains {
+			doms[d] = nil
+		}
+	}
+	var rows []CompareRow
+	nan := Num(math.NaN())
+	for _, d := range append(domainOrder(doms), "overall") {
+		get := func(r *Report) *PairScore {
+			if r.Pair == nil {
+				return nil
+			}
+			if d == "overall" {
+				return r.Pair.Overall
+			}
+			return r.Pair.Domains[d]
+		}
+		for _, m := range []string{"rate", "position_a", "flip_rate"} {
+			vals := make([]Num, len(reports))
+			cis := make([][2]Num, len(reports))
+			for i, r := range reports {
+				vals[i], cis[i] = nan, [2]Num{nan, nan}
+				s := get(r)
+				if s == nil {
+					continue
+				}
+				switch m {
+				case "rate":
+					vals[i], cis[i] = s.Rate, s.CI95
+				case "position_a":
+					vals[i] = s.PositionA
+				case "flip_rate":
+					vals[i] = s.FlipRate
+				}
+			}
+			rows = append(rows, newRow(d, m, vals, cis))
+		}
+	}
+	return rows
 }

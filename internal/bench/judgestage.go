@@ -65,7 +65,15 @@ type judger struct {
 	rubric Rubric
 	rules  RuleJudge
 	// prompts labels the judge text in every row (not for rules).
-	prompts   string
+	prompts string
+	// mode is the judge mode; pair answers the pairwise modes, with
+	// reference predictions by sample in reference mode, and both asks each
+	// pair in both orders; seed decides the turing order.
+	mode      string
+	pair      PairRubric
+	refs      map[string]*Prediction
+	both      bool
+	seed      uint64
 	settings  JudgeSettings
 	cache     *Cache
 	attempts  int
@@ -93,27 +101,61 @@ func (jd *judger) judge(ctx context.Context, rec *trajectory.Record, p Predictio
 		return j, nil
 	}
 	j.JudgePrompts = jd.prompts
+	if jd.mode != ModePointwise {
+		return jd.judgePair(ctx, rec, p, j)
+	}
 	msgs, generic := jd.rubric.Messages(rec, p.Prediction)
 	j.GenericJudge = generic
+	var v Verdict
+	a, err := jd.ask(ctx, msgs, func(out string) (err error) {
+		v, err = jd.rubric.Parse(out)
+		return err
+	})
+	if err != nil {
+		return j, err
+	}
+	j.Attempts, j.JudgeOutput = a.attempts, a.output
+	if a.ok {
+		j.setVerdict(v)
+		return j, nil
+	}
+	j.Failure, j.Error = a.failure(jd, p)
+	return j, nil
+}
+
+// answer is what asking the judge one question came to.
+type answer struct {
+	// output is the last answer received (the accepted one when ok).
+	output string
+	// attempts counts the calls made (0 when the cache answered).
+	attempts  int
+	ok        bool
+	transport bool // the last attempt failed on the endpoint, not the parse
+	lastErr   error
+}
+
+// ask puts one conversation to the judge: a cached answer that parses is
+// used as is; otherwise up to jd.attempts calls, a transport error waiting
+// before the next, a parse failure retrying at once. An answer that parses
+// and was not cut by the token budget is cached. Only the cancellation of
+// ctx is returned as an error.
+func (jd *judger) ask(ctx context.Context, msgs []worldmodel.Message, parse func(string) error) (answer, error) {
 	req := jd.settings.request(msgs)
 	key := jd.cache.Key(req, jd.name)
 	if resp, ok := jd.cache.Get(key); ok {
-		if v, err := jd.rubric.Parse(resp.Content); err == nil {
-			j.JudgeOutput = resp.Content
-			j.setVerdict(v)
-			return j, nil
+		if parse(resp.Content) == nil {
+			return answer{output: resp.Content, ok: true}, nil
 		}
 	}
-	var lastErr error
-	transport := false
+	var a answer
 	for attempt := 1; attempt <= jd.attempts; attempt++ {
-		j.Attempts = attempt
+		a.attempts = attempt
 		resp, err := jd.model.Complete(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
-				return j, ctx.Err()
+				return a, ctx.Err()
 			}
-			lastErr, transport = err, true
+			a.lastErr, a.transport = err, true
 			// The client already retried with backoff; wait once more before
 			// the next judge attempt.
 			if attempt < jd.attempts {
@@ -122,33 +164,34 @@ func (jd *judger) judge(ctx context.Context, rec *trajectory.Record, p Predictio
 				case <-t.C:
 				case <-ctx.Done():
 					t.Stop()
-					return j, ctx.Err()
+					return a, ctx.Err()
 				}
 			}
 			continue
 		}
-		transport = false
-		j.JudgeOutput = resp.Content
-		v, err := jd.rubric.Parse(resp.Content)
-		if err != nil {
-			lastErr = err
+		a.transport = false
+		a.output = resp.Content
+		if err := parse(resp.Content); err != nil {
+			a.lastErr = err
 			continue // a parse failure retries at once
 		}
 		if !resp.Truncated() {
 			jd.cache.Put(key, resp)
 		}
-		j.setVerdict(v)
-		return j, nil
+		a.ok = true
+		return a, nil
 	}
+	return a, nil
+}
+
+// failure is the reason and message of a question that never got a
+// parseable answer.
+func (a answer) failure(jd *judger, p Prediction) (reason, msg string) {
 	where := fmt.Sprintf("judge %s: sample %s (%s:%d, task %q id %s turn %d)", jd.name, p.Sample, p.File, p.Line, p.Task, p.ID, p.TurnIdx)
-	if transport {
-		j.Failure = FailTransport
-		j.Error = fmt.Sprintf("%s: %d attempts failed: %v", where, jd.attempts, lastErr)
-	} else {
-		j.Failure = FailJudgeUnparsable
-		j.Error = fmt.Sprintf("%s: no parseable verdict in %d attempts: %v", where, jd.attempts, lastErr)
+	if a.transport {
+		return FailTransport, fmt.Sprintf("%s: %d attempts failed: %v", where, jd.attempts, a.lastErr)
 	}
-	return j, nil
+	return FailJudgeUnparsable, fmt.Sprintf("%s: no parseable verdict in %d attempts: %v", where, jd.attempts, a.lastErr)
 }
 
 func (j *Judged) setVerdict(v Verdict) {

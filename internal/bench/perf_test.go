@@ -197,7 +197,9 @@ func BenchmarkRun840(b *testing.B) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		time.Sleep(latency)
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","model":"wm","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"<predicted_observation>ok</predicted_observation>"}}],"usage":{"prompt_tokens":40000,"completion_tokens":9}}`)
+		// One answer serves the model (its prediction is "ok") and the
+		// pairwise judge (its letter is A).
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","model":"wm","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"<predicted_observation>ok</predicted_observation> \\boxed{A}"}}],"usage":{"prompt_tokens":40000,"completion_tokens":9}}`)
 	}))
 	// Connections opened: a transport that keeps too few idle ones opens
 	// far more than the 64 in flight.
@@ -210,12 +212,24 @@ func BenchmarkRun840(b *testing.B) {
 	defer srv.Close()
 	data := b.TempDir()
 	size := writeRealisticData(b, data, samples)
-	floor := time.Duration(samples) * latency
 	ideal := idealCPU(b, data)
+	// The reference mode's reference predictions: an inference run, once.
+	refOut := b.TempDir()
+	if _, err := bench.Run(context.Background(), &bench.Options{Data: data, Out: refOut, Concurrency: concurrency, ModelName: "ref", Model: worldmodel.New(srv.URL, "ref", nil)}); err != nil {
+		b.Fatal(err)
+	}
 	// cache=on is `bench run` without --no-cache: a fresh response cache,
 	// so every request is hashed, misses and its answer is stored.
-	for _, variant := range []string{"judge=none", "judge=rules", "judge=none,cache=on"} {
+	// The pairwise variants ask the judge both orders: three calls per
+	// sample (the model's and two judge calls), all counted in the floor.
+	for _, variant := range []string{"judge=none", "judge=rules", "judge=none,cache=on", "judge=turing,both-orders", "judge=reference,both-orders"} {
 		judgeName, cacheOn := strings.TrimPrefix(strings.TrimSuffix(variant, ",cache=on"), "judge="), strings.HasSuffix(variant, ",cache=on")
+		pairMode, pairwise := strings.CutSuffix(judgeName, ",both-orders")
+		calls := 1
+		if pairwise {
+			calls = 3
+		}
+		floor := time.Duration(samples*calls) * latency
 		b.Run(variant, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				o := &bench.Options{Data: data, Out: b.TempDir(), Concurrency: concurrency, ModelName: "wm",
@@ -224,6 +238,13 @@ func BenchmarkRun840(b *testing.B) {
 					Model: worldmodel.New(srv.URL, "wm", nil)}
 				if judgeName == "rules" {
 					o.Rules = judge.RuleScorer{}
+				}
+				if pairwise {
+					o.JudgeModel, o.JudgeName, o.Rubric = worldmodel.New(srv.URL, "judge", nil), "judge", judge.Rubric{}
+					o.JudgeMode, o.BothOrders = pairMode, true
+					if pairMode == bench.ModeReference {
+						o.Reference = filepath.Join(refOut, bench.PredictionsFile)
+					}
 				}
 				if cacheOn {
 					c, err := bench.OpenCache(filepath.Join(o.Out, bench.CacheDir), nil)
@@ -249,8 +270,11 @@ func BenchmarkRun840(b *testing.B) {
 				if cacheOn && sum.CacheMisses != samples {
 					b.Fatalf("cache misses %d, want %d (one per sample)", sum.CacheMisses, samples)
 				}
-				if sum.Done != samples || sum.Failed[bench.FailTransport] != 0 {
+				if sum.Done != samples || len(sum.Failed) != 0 {
 					b.Fatalf("summary %+v", sum)
+				}
+				if pairwise && (sum.Report == nil || sum.Report.Pair == nil || sum.Report.Pair.Overall.Judgments != 2*samples) {
+					b.Fatalf("pairwise report %+v", sum.Report)
 				}
 				perSample := cpu / samples
 				b.ReportMetric(floor.Seconds()/el.Seconds(), "x_floor")
@@ -259,8 +283,8 @@ func BenchmarkRun840(b *testing.B) {
 				avg, first := load.average()
 				b.ReportMetric(avg, "in_flight")
 				b.ReportMetric(float64(conns.Load()), "connections")
-				b.Logf("%d samples (%.0f KB/row), %d in flight, %s/call, %s: elapsed %s = %.1f× the sequential floor %s (goal ≥ 50×); CPU %s/sample, ideal %s/sample (%.1f×); at the endpoint %.1f in flight on average over %d connections, the first request after %s",
-					samples, float64(size)/samples/1024, concurrency, latency, variant, el.Round(time.Millisecond), floor.Seconds()/el.Seconds(), floor,
+				b.Logf("%d samples (%.0f KB/row), %d in flight, %s/call, %s: elapsed %s = %.1f× the sequential floor %s (%d calls per sample; goal ≥ 50×); CPU %s/sample, ideal %s/sample (%.1f×); at the endpoint %.1f in flight on average over %d connections, the first request after %s",
+					samples, float64(size)/samples/1024, concurrency, latency, variant, el.Round(time.Millisecond), floor.Seconds()/el.Seconds(), floor, calls,
 					perSample.Round(10*time.Microsecond), ideal.Round(10*time.Microsecond), float64(perSample)/float64(ideal),
 					avg, conns.Load(), first.Sub(start).Round(time.Millisecond))
 			}

@@ -28,6 +28,9 @@ import (
 // figures, labelled, and the failure reasons.
 func (r *Report) WriteText(w io.Writer) error {
 	ew := &errWriter{w: w}
+	if r.Pair != nil {
+		return r.writePairText(ew)
+	}
 	title := "AgentWorldBench scores"
 	if r.Label != "" {
 		title += ": " + r.Label
@@ -70,6 +73,28 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if r.Trust != nil {
 		writeTrustText(ew, r.Trust, r.Order)
+	}
+	return ew.err
+}
+
+// writePairText renders the report of a pairwise run.
+func (r *Report) writePairText(ew *errWriter) error {
+	if err := r.Pair.writeText(ew, r.Label); err != nil {
+		return err
+	}
+	if r.Strict {
+		ew.printf("strict: each failed sample counts against the world model (turing: detected; reference: not closer)\n")
+	} else {
+		ew.printf("failed samples are left out of the rates; see failures below\n")
+	}
+	r.writePrompts(ew)
+	if len(r.Failures) > 0 {
+		ew.printf("\nFailures:\n")
+		for _, d := range domainOrderPairs(r.Pair.Domains) {
+			if f := r.Failures[d]; len(f) > 0 {
+				ew.printf("  %s: %s\n", d, reasonsText(f))
+			}
+		}
 	}
 	return ew.err
 }
@@ -452,13 +477,20 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;border:1px sol
 .weak li{color:#a33}
 </style></head><body>
 <h1>{{.Title}}{{if .Label}}: {{.Label}}{{end}}</h1>
-<p class="headline">Overall (mean of domain scores, leaderboard headline): {{.Report.OverallDomainMean}} <small>95% CI {{ci .Report.OverallCI95}}</small></p>
-<p>Overall (all samples pooled, the published script's figure): {{.Report.OverallSampleMean}}</p>
-{{if .Report.Strict}}<p class="note">Strict: failed samples are scored 1 on every dimension.</p>{{else}}<p>Failed samples are excluded from the means (published convention); their counts are shown beside each score.</p>{{end}}
-{{if .Report.RulesOnly}}<p class="note">Scored by the offline rules scorer, not the rubric judge: not comparable with published scores.</p>{{end}}
 {{range .Report.JudgePrompts}}<p>Judge prompts: {{.}}</p>{{end}}
 {{if .Report.PromptFiles}}<table><tr><th>judge prompt file</th><th>SHA-256</th></tr>{{range .Report.PromptFiles}}<tr><td>{{.Path}}</td><td><code>{{.SHA256}}</code></td></tr>{{end}}</table>{{end}}
 {{if .Report.PromptsUnpinned}}<p class="note">These judge prompt files differ from the official commit's: {{range .Report.PromptsUnpinned}}{{.}} {{end}}</p>{{end}}
+{{with .Report.Pair}}<h2>{{.Title}}</h2>
+<p>{{.Meaning}}. Position A is the share of "A" answers (50% = no position bias){{if .BothOrders}}; flip is the share of samples judged in both orders whose answers picked different sides{{end}}.</p>
+<table><tr><th>domain</th><th>n</th><th>valid</th><th>failed</th><th>judgments</th><th>{{.RateLabel}}</th><th>95% CI</th><th>position A %</th><th>flip %</th></tr>
+{{range .Rows}}<tr><td>{{.Name}}</td><td>{{.S.N}}</td><td>{{.S.Valid}}</td><td>{{.S.Failed}}</td><td>{{.S.Judgments}}</td><td><b>{{.S.Rate}}</b></td><td>{{ci .S.CI95}}</td><td>{{.S.PositionA}}</td><td>{{.S.FlipRate}}</td></tr>
+{{end}}</table>
+<p><small>Overall pools every judgment; mean of the domain rates: {{.DomainMean}}. Intervals: bootstrap over trajectories ((task, id) clusters).</small></p>
+{{if $.Report.Strict}}<p class="note">Strict: each failed sample counts against the world model.</p>{{else}}<p>Failed samples are left out of the rates.</p>{{end}}
+{{end}}{{if not .Report.Pair}}<p class="headline">Overall (mean of domain scores, leaderboard headline): {{.Report.OverallDomainMean}} <small>95% CI {{ci .Report.OverallCI95}}</small></p>
+<p>Overall (all samples pooled, the published script's figure): {{.Report.OverallSampleMean}}</p>
+{{if .Report.Strict}}<p class="note">Strict: failed samples are scored 1 on every dimension.</p>{{else}}<p>Failed samples are excluded from the means (published convention); their counts are shown beside each score.</p>{{end}}
+{{if .Report.RulesOnly}}<p class="note">Scored by the offline rules scorer, not the rubric judge: not comparable with published scores.</p>{{end}}
 <figure role="img" aria-label="score by domain">{{.Chart}}</figure>
 <table><tr><th>domain</th><th>n</th><th>valid</th><th>failed</th><th>format</th><th>factuality</th><th>consistency</th><th>realism</th><th>quality</th><th>total</th><th>95% CI</th><th>failure reasons</th></tr>
 {{range .Domains}}<tr><td>{{.Name}}</td><td>{{.S.N}}</td><td>{{.S.Valid}}</td><td>{{.S.Failed}}</td><td>{{.S.Format}}</td><td>{{.S.Factuality}}</td><td>{{.S.Consistency}}</td><td>{{.S.Realism}}</td><td>{{.S.Quality}}</td><td><b>{{.S.Total}}</b></td><td>{{ci .S.CI95}}</td><td>{{.Failures}}</td></tr>
@@ -481,7 +513,7 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;border:1px sol
 {{if .Context}}<details><summary>context (end of history and current action)</summary><pre>{{.Context}}</pre></details>{{end}}
 <div class="pair"><div><b>prediction</b><pre>{{.Prediction}}</pre></div><div><b>ground truth</b><pre>{{.Truth}}</pre></div></div>
 </div>{{end}}
-</body></html>
+{{end}}</body></html>
 `))
 
 // pctText renders a rate as a percentage with one decimal.

@@ -68,6 +68,10 @@ type Judged struct {
 	Strengths    []string `json:"strengths,omitempty"`
 	Weaknesses   []string `json:"weaknesses,omitempty"`
 	Attempts     int      `json:"judge_attempts,omitempty"`
+	// JudgeMode is the pairwise mode the row was judged in ("turing",
+	// "reference"); empty for pointwise. Pair holds its judgments.
+	JudgeMode string       `json:"judge_mode,omitempty"`
+	Pair      *PairVerdict `json:"pair,omitempty"`
 }
 
 // Valid reports whether the sample counts in the means.

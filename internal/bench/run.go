@@ -94,6 +94,20 @@ type Options struct {
 	JudgeName, JudgeURL string
 	// Judge are the judge's generation parameters (zero value: none sent).
 	Judge JudgeSettings
+	// JudgeMode is ModePointwise (""), ModeTuring or ModeReference. The
+	// pairwise modes need a Rubric that is also a PairRubric.
+	JudgeMode string
+	// BothOrders asks every pairwise question in both orders (two judge
+	// calls per sample) and reports the flip rate. It is refused in
+	// reference mode with the official text, whose template says which
+	// response is the world model's.
+	BothOrders bool
+	// OrderSeed decides, per sample, whether the real observation is
+	// Response A in turing mode; 0 means DefaultSeed.
+	OrderSeed uint64
+	// Reference is the reference model's predictions file (a
+	// predictions.jsonl of the same data), required in reference mode.
+	Reference string
 	// JudgeAttempts per sample; 0 means DefaultJudgeAttempts.
 	JudgeAttempts int
 	// JudgeRetryWait is the wait before a judge attempt that follows a
@@ -166,6 +180,18 @@ type stageMeta struct {
 	// Prompts is the LLM judge's text, with the SHA-256 of each file read
 	// when it is the official one.
 	Prompts *score.JudgeText `json:"prompts,omitempty"`
+	// Mode, BothOrders, Seed and Reference are a pairwise judge's settings
+	// (absent for pointwise).
+	Mode       string    `json:"mode,omitempty"`
+	BothOrders bool      `json:"both_orders,omitempty"`
+	Seed       uint64    `json:"seed,omitempty"`
+	Reference  *fileMeta `json:"reference,omitempty"`
+}
+
+// fileMeta names an input file of a run by path and content.
+type fileMeta struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
 }
 
 type templateMeta struct {
@@ -185,8 +211,15 @@ func sameStage(a, b *stageMeta) bool {
 	if a == nil || b == nil {
 		return true
 	}
-	ja, _ := json.Marshal(stageMeta{Name: a.Name, Settings: a.Settings, Template: a.Template, Prompts: a.Prompts})
-	jb, _ := json.Marshal(stageMeta{Name: b.Name, Settings: b.Settings, Template: b.Template, Prompts: b.Prompts})
+	decisive := func(s *stageMeta) stageMeta {
+		d := stageMeta{Name: s.Name, Settings: s.Settings, Template: s.Template, Prompts: s.Prompts, Mode: s.Mode, BothOrders: s.BothOrders, Seed: s.Seed}
+		if s.Reference != nil {
+			d.Reference = &fileMeta{SHA256: s.Reference.SHA256} // the file may move
+		}
+		return d
+	}
+	ja, _ := json.Marshal(decisive(a))
+	jb, _ := json.Marshal(decisive(b))
 	var va, vb any
 	_ = json.Unmarshal(ja, &va)
 	_ = json.Unmarshal(jb, &vb)
@@ -255,6 +288,9 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 		}
 		if jd.retryWait <= 0 {
 			jd.retryWait = 2 * time.Second
+		}
+		if err := jd.setMode(o); err != nil {
+			return nil, err
 		}
 		p.jd = jd
 	}
@@ -596,10 +632,34 @@ func (p *pipeline) checkMeta() error {
 		if p.jd.rules != nil {
 			st.URL, st.Settings, st.Prompts = "", nil, nil
 		}
+		if p.jd.mode != ModePointwise {
+			st.Mode, st.BothOrders = p.jd.mode, p.jd.both
+			if p.jd.mode == ModeTuring {
+				st.Seed = p.jd.seed
+			}
+			if p.jd.mode == ModeReference {
+				sum, err := fileSHA256(o.Reference)
+				if err != nil {
+					return err
+				}
+				st.Reference = &fileMeta{Path: o.Reference, SHA256: sum}
+			}
+		}
 		if !sameStage(old.Judge, st) {
 			prompts := "no judge prompts recorded (an older run)"
 			if old.Judge.Prompts != nil {
 				prompts = "judge prompts " + old.Judge.Prompts.Label
+			}
+			mode := old.Judge.Mode
+			if mode == "" {
+				mode = ModePointwise
+			}
+			prompts += ", judge mode " + mode
+			if old.Judge.BothOrders {
+				prompts += " in both orders"
+			}
+			if old.Judge.Reference != nil {
+				prompts += " against reference " + old.Judge.Reference.Path + " (sha256 " + old.Judge.Reference.SHA256[:12] + ")"
 			}
 			return fmt.Errorf("%w: %s was judged by %q with settings %s, %s; use another output directory", ErrSettingsChanged, o.Out, old.Judge.Name, jsonText(old.Judge.Settings), prompts)
 		}

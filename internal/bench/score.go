@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,7 +115,11 @@ type Report struct {
 	// given. PromptFiles are the official files and their SHA-256, from
 	// the run's run.json; PromptsUnpinned those that differ from the
 	// official commit's.
-	JudgePrompts    []string           `json:"judge_prompts"`
+	JudgePrompts []string `json:"judge_prompts"`
+	// JudgeMode is the pairwise mode of the rows ("turing", "reference");
+	// empty for pointwise. Pair is then the report, and Domains is empty.
+	JudgeMode       string             `json:"judge_mode,omitempty"`
+	Pair            *PairReport        `json:"pair,omitempty"`
 	PromptFiles     []score.PromptFile `json:"judge_prompt_files,omitempty"`
 	PromptsUnpinned []string           `json:"judge_prompts_unpinned,omitempty"`
 
@@ -277,6 +282,13 @@ func Score(rows []*Judged, opts *ScoreOptions) *Report {
 	clusters := map[string]map[string]*sums{}
 	judges := map[string]bool{}
 	prompts := map[string]bool{}
+	mode := ""
+	for _, j := range rows {
+		if j.JudgeMode != "" && j.JudgeMode != ModePointwise {
+			mode = j.JudgeMode
+			break
+		}
+	}
 	var pooled sums
 	for _, j := range rows {
 		d := DomainOf(j)
@@ -295,6 +307,15 @@ func Score(rows []*Judged, opts *ScoreOptions) *Report {
 			prompts[j.JudgePrompts] = true
 		case j.Judge != RulesJudgeName && j.Scores != nil:
 			prompts[score.OwnPromptsLabel] = true // an older row: our text
+		}
+		if mode != "" {
+			if !j.pairValid() {
+				if r.Failures[d] == nil {
+					r.Failures[d] = map[string]int{}
+				}
+				r.Failures[d][cmp.Or(j.Failure, FailUnscored)]++
+			}
+			continue
 		}
 		sc := Scores{}
 		if j.Valid() {
@@ -334,6 +355,16 @@ func Score(rows []*Judged, opts *ScoreOptions) *Report {
 		r.JudgePrompts = append(r.JudgePrompts, p)
 	}
 	sort.Strings(r.JudgePrompts)
+	if mode != "" {
+		// A pairwise run: the rows have no dimension scores, so the
+		// pointwise tables would only count them as failed.
+		r.JudgeMode = mode
+		r.Pair = scorePairs(rows, mode, o.Strict, r.Resamples, o.Seed)
+		r.Domains, r.Order = map[string]*DomainScore{}, nil
+		r.OverallDomainMean, r.OverallSampleMean = Num(math.NaN()), Num(math.NaN())
+		r.OverallCI95 = [2]Num{Num(math.NaN()), Num(math.NaN())}
+		return r
+	}
 
 	// Point estimates.
 	domainSums := make([]*sums, len(r.Order))

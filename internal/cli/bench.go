@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,8 +55,13 @@ command and finished samples are skipped.`,
 type judgeFlags struct {
 	kind    string
 	prompts string
-	tf      transportFlags
-	gf      genFlags
+	// The pairwise modes (bench judge and bench run only).
+	mode       string
+	bothOrders bool
+	reference  string
+	orderSeed  uint64
+	tf         transportFlags
+	gf         genFlags
 }
 
 // promptsUsage documents --prompts wherever the rubric judge is called.
@@ -86,12 +92,24 @@ func (j *judgeFlags) register(cmd *cobra.Command) {
 	j.gf.register(cmd, "judge-", 0, 0, "judge")
 }
 
+// registerModes adds the judge-mode flags (bench judge and bench run).
+func (j *judgeFlags) registerModes(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&j.mode, "judge-mode", bench.ModePointwise, `"pointwise" (the rubric: five scores per prediction), "turing" (the real observation and the prediction in a seeded random order: can the judge tell which is real? reports the detection rate, 50% = indistinguishable) or "reference" (the prediction against --reference's, both against the ground truth: which is closer?)`)
+	f.BoolVar(&j.bothOrders, "both-orders", false, "turing/reference: ask every pair in both orders (two judge calls per sample) and report the flip rate (reference: only with agentworld's text, whose template does not say which response is the world model's)")
+	f.StringVar(&j.reference, "reference", "", "reference mode: another model's predictions.jsonl on the same data (e.g. a frontier model's)")
+	f.Uint64Var(&j.orderSeed, "order-seed", 0, "turing: seed of the per-sample order of the real observation and the prediction (0: the default seed)")
+}
+
 // apply sets the judge of o.
 func (j *judgeFlags) apply(cmd *cobra.Command, o *bench.Options) error {
 	switch j.kind {
 	case "rules":
 		if j.prompts != "" {
 			return errors.New("--prompts is the LLM judge's text; the rules scorer (--judge rules) has none")
+		}
+		if j.mode != "" && j.mode != bench.ModePointwise {
+			return fmt.Errorf("--judge-mode %s needs an LLM judge, not --judge rules", j.mode)
 		}
 		o.Rules = judge.RuleScorer{}
 		return nil
@@ -116,6 +134,10 @@ func (j *judgeFlags) apply(cmd *cobra.Command, o *bench.Options) error {
 	}
 	text := p.Text()
 	o.Rubric, o.JudgeText = judge.Rubric{Prompts: p}, &text
+	if _, err := judge.ParseMode(cmp.Or(j.mode, bench.ModePointwise)); err != nil {
+		return fmt.Errorf("--judge-mode: %w", err)
+	}
+	o.JudgeMode, o.BothOrders, o.Reference, o.OrderSeed = j.mode, j.bothOrders, j.reference, j.orderSeed
 	o.JudgeModel = j.tf.client(cmd)
 	o.JudgeName, o.JudgeURL = j.tf.model, j.tf.url
 	return nil
@@ -206,6 +228,7 @@ OUT/judged.jsonl and write OUT/scores.json. The records are read again from
 	cmd.Flags().StringVar(&predictions, "predictions", "", "predictions.jsonl to judge")
 	rf.register(cmd)
 	jf.register(cmd)
+	jf.registerModes(cmd)
 	return cmd
 }
 
@@ -241,6 +264,7 @@ rerun with the same settings costs no calls (--no-cache forces them).`,
 	cmd.Flags().StringVar(&tf.model, "model", "", "model name of the world model under test")
 	gf.register(cmd, "", bench.DefaultMaxTokens, bench.DefaultTemperature, "model under test")
 	jf.register(cmd)
+	jf.registerModes(cmd)
 	return cmd
 }
 
@@ -542,7 +566,7 @@ func printBenchSummary(w io.Writer, s *bench.Summary) {
 	}
 	if len(s.Failed) > 0 {
 		var parts []string
-		for _, k := range []string{bench.FailNoGeneration, bench.FailLength, bench.FailJudgeUnparsable, bench.FailTransport, bench.FailInvalidRecord} {
+		for _, k := range []string{bench.FailNoGeneration, bench.FailLength, bench.FailJudgeUnparsable, bench.FailTransport, bench.FailInvalidRecord, bench.FailNoReference} {
 			if n := s.Failed[k]; n > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", k, n))
 			}
@@ -594,6 +618,9 @@ anyway, naming each run's judge and text above the table.`,
 					parts = append(parts, fmt.Sprintf("%s: %s", l, strings.Join(c.Judges[i], "+")))
 				}
 				return fmt.Errorf("the runs were scored by different judges (%s), so their scores are not on one scale; judge them alike, or pass --mixed-judges to compare anyway", strings.Join(parts, "; "))
+			}
+			if c.ModesDiffer() {
+				return fmt.Errorf("the runs were judged in different judge modes (%s): a rubric score, a detection rate and a win rate measure different things; compare runs of one mode", strings.Join(c.Modes, ", "))
 			}
 			if c.PromptsDiffer() && !mixed {
 				return fmt.Errorf("the runs' judges were given different judge texts (%s), so their scores are not on one scale; judge them with the same --prompts, or pass --mixed-judges to compare anyway", c.PromptsText())

@@ -146,3 +146,48 @@ func TestPromptsFlagBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchJudgeModes: bench run --judge-mode turing --both-orders reports
+// the detection rate, position bias and flip rate; compare refuses to set
+// it beside a pointwise run; a pairwise mode with the rules scorer is
+// refused.
+func TestBenchJudgeModes(t *testing.T) {
+	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		if r.Model == "judge" {
+			return fakellm.Reply{Content: "Both look plausible. \\boxed{A}"}
+		}
+		return fakellm.Reply{Content: "<predicted_observation>ok</predicted_observation>"}
+	})
+	defer srv.Close()
+	data := filepath.Join("..", "..", "examples", "bench")
+	turing, point := filepath.Join(t.TempDir(), "turing"), filepath.Join(t.TempDir(), "point")
+	stdout, stderr, err := runBenchCLI(t, "bench", "run", "--data", data, "--model-url", srv.URL, "--model", "wm",
+		"--judge-url", srv.URL, "--judge-model", "judge", "--out", turing, "--judge-mode", "turing", "--both-orders")
+	if err != nil {
+		t.Fatalf("bench run: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"Turing test", "overall", "50.00", "100.00", "judge prompts: " + judge.OwnLabel} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("turing report lacks %q:\n%s", want, stdout)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(turing, bench.RunFile))
+	if !strings.Contains(string(b), `"mode": "turing"`) || !strings.Contains(string(b), `"both_orders": true`) {
+		t.Errorf("run.json:\n%s", b)
+	}
+	if _, stderr, err := runBenchCLI(t, "bench", "run", "--data", data, "--model-url", srv.URL, "--model", "wm",
+		"--judge", "rules", "--out", point); err != nil {
+		t.Fatalf("bench run: %v\n%s", err, stderr)
+	}
+	if _, _, err := runBenchCLI(t, "bench", "compare", "--mixed-judges", point, turing); err == nil || !strings.Contains(err.Error(), "different judge modes") {
+		t.Errorf("compare across modes: %v", err)
+	}
+	if _, _, err := runBenchCLI(t, "bench", "run", "--data", data, "--model-url", srv.URL, "--model", "wm",
+		"--judge", "rules", "--out", t.TempDir(), "--judge-mode", "turing"); err == nil || !strings.Contains(err.Error(), "needs an LLM judge") {
+		t.Errorf("turing with the rules scorer: %v", err)
+	}
+	if _, _, err := runBenchCLI(t, "bench", "run", "--data", data, "--model-url", srv.URL, "--model", "wm",
+		"--judge-url", srv.URL, "--judge-model", "judge", "--out", t.TempDir(), "--judge-mode", "duel"); err == nil || !strings.Contains(err.Error(), "unknown judge mode") {
+		t.Errorf("unknown mode: %v", err)
+	}
+}
