@@ -17,6 +17,7 @@ var forbidden = []struct{ path, why string }{
 	{"gonum.org/v1/plot", "4.4 MB of bundled fonts (and a PDF and LaTeX stack) for two simple charts; internal/chart draws them"},
 	{"codeberg.org/go-fonts", "bundled fonts: SVG text uses the viewer's fonts, PNG text x/image's bitmap face"},
 	{"github.com/golang/freetype", "font rasterizing came with gonum/plot"},
+	{"github.com/chromedp", "the browser driver of the web UI's tests (chromedp, cdproto): test-only"},
 	{"github.com/agentworld/agentworld/internal/testkit", "the shared test kit (fakellm, the fake model server, included): only tests may import it"},
 }
 

@@ -249,9 +249,11 @@ func (s *Server) sample(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.o.Labels != nil {
 		d.Token, d.Nonce = s.token(run, key), newNonce()
-		d.First, d.Second = smp.Prediction, smp.Truth
+		// The marker is stripped from both, or it would name the truth.
+		pred, truth := conversation.StripObservationMarker(smp.Prediction), conversation.StripObservationMarker(smp.Truth)
+		d.First, d.Second = pred, truth
 		if s.truthFirst(d.Nonce) {
-			d.First, d.Second = smp.Truth, smp.Prediction
+			d.First, d.Second = truth, pred
 		}
 		all, err := s.o.Labels.List(r.Context(), run)
 		if err != nil {
