@@ -473,13 +473,15 @@ func (ts tokenizers) Tokenize(ctx context.Context, text string) (worldmodel.Toke
 	return worldmodel.TokenCount{}, err
 }
 
-// worldControlHooks are the step hooks every simulator runs: fictional
-// worlds' ledger first (world-state text), then perturbation rules (control
+// worldControlHooks are the step hooks every simulator runs: the tool
+// check first (a call the world's tools refuse is answered as a real
+// server would, before anything else spends on it), then fictional
+// worlds' ledger (world-state text), then perturbation rules (control
 // text, direct faults, latency held to lim).
 func worldControlHooks(l *fiction.Ledger, lim perturb.Limits, log *slog.Logger) []sim.StepHook {
 	p := worldhooks.NewPerturbations(log)
 	p.Limits = lim
-	return []sim.StepHook{worldhooks.NewLedger(l, log), p}
+	return []sim.StepHook{mcpworld.NewToolCalls(), worldhooks.NewLedger(l, log), p}
 }
 
 // newFacade serves every world that has an MCP form (mounted by the

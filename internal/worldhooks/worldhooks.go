@@ -32,6 +32,10 @@ const ExtraFault = "perturb_fault"
 // BackendPerturb names what answered a step that a direct fault ended.
 const BackendPerturb = "perturb"
 
+// BackendToolCheck names what answered a tool call its world's tool
+// definitions refuse (mcpworld.ToolCalls): no environment saw it.
+const BackendToolCheck = "tool_check"
+
 // Perturbations applies each world's perturbation rules: instructed rules
 // add control text to the step's last user message, direct faults answer
 // the step without calling the environment (rendered by
@@ -280,7 +284,7 @@ func (h *Ledger) AfterStep(ctx context.Context, s sim.SessionInfo, in sim.StepIn
 		return
 	}
 	switch out.Info.Backend {
-	case BackendPerturb, "rule", "hook":
+	case BackendPerturb, BackendToolCheck, "rule", "hook":
 		return
 	}
 	if strings.TrimSpace(out.Observation) == "" {
