@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -77,4 +78,38 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.key)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestBareMCPEndpointPointsToWorlds: an MCP client given /mcp (the MCP
+// Inspector posts initialize there) is told where the MCP worlds are, and
+// /mcp?world=NAME serves that world as /mcp/NAME does.
+func TestBareMCPEndpointPointsToWorlds(t *testing.T) {
+	_, s := newAppServer(t, app.Config{}, nil)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	h := &harness{t: t, srv: srv}
+	var rep rpcResponse
+	init := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"inspector","version":"0.15.0"}}}`
+	if st := h.do("POST", "/mcp", init, &rep); st != 200 || rep.Error == nil {
+		t.Fatalf("initialize at /mcp: %d %+v", st, rep)
+	}
+	for _, want := range []string{"/mcp/WORLD", "/mcp?world=issue-tracker-mcp", "perturbed-tracker"} {
+		if !strings.Contains(rep.Error.Message, want) {
+			t.Errorf("initialize error %q does not mention %s", rep.Error.Message, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "bare-test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp?world=perturbed-tracker", DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if init := cs.InitializeResult(); init.ServerInfo.Name != "perturbed-tracker" {
+		t.Errorf("server %+v", init.ServerInfo)
+	}
+	if lt, err := cs.ListTools(ctx, nil); err != nil || len(lt.Tools) != 4 {
+		t.Fatalf("tools %v %v", lt, err)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
+	"strings"
 
 	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/mcpworld"
@@ -353,7 +355,47 @@ func (s *Server) openEnvRPC(ctx context.Context, raw []byte, conn *rpcConn) rpcR
 		}
 		return ok(out)
 	}
+	if req.Method == "initialize" {
+		// An MCP client pointed at the OpenEnv endpoint: say where the
+		// MCP servers are instead of a bare "method not found".
+		return rpcFail(req.ID, rpcMethodNotFound, "Method not found: initialize: /mcp is OpenEnv's JSON-RPC endpoint (openenv/session/create, tools/list, tools/call); MCP clients connect to "+s.mcpWorldsHint())
+	}
 	return rpcFail(req.ID, rpcMethodNotFound, "Method not found: "+req.Method)
+}
+
+// mcpRoot is /mcp. With ?world=NAME it is that world's MCP server, as
+// /mcp/NAME is (an MCP client given the bare endpoint can still pick a
+// world); otherwise POST /mcp is OpenEnv's production-mode JSON-RPC
+// endpoint, where an MCP initialize is answered with where the MCP
+// worlds are.
+func (s *Server) mcpRoot(w http.ResponseWriter, r *http.Request) {
+	if name := r.URL.Query().Get("world"); name != "" && s.opts.MCP != nil {
+		r.SetPathValue("world", name)
+		s.opts.MCP.Handler().ServeHTTP(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		s.writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Public: "POST /mcp is OpenEnv's JSON-RPC endpoint; MCP clients connect to " + s.mcpWorldsHint(), Code: "method_not_allowed"})
+		return
+	}
+	s.openEnvMCP(w, r)
+}
+
+// mcpWorldsHint says where MCP clients connect, with the worlds served
+// there.
+func (s *Server) mcpWorldsHint() string {
+	if s.opts.MCP == nil {
+		return "/mcp/WORLD (this server serves no MCP worlds)"
+	}
+	worlds := s.opts.MCP.Worlds()
+	sort.Strings(worlds)
+	if len(worlds) == 0 {
+		return "/mcp/WORLD (this server serves no MCP worlds)"
+	}
+	// The MCP Inspector's CLI (0.15) replaces any path not ending in /mcp
+	// with /mcp, so the query form is the one every client can use.
+	return fmt.Sprintf("/mcp?world=WORLD or /mcp/WORLD, e.g. /mcp?world=%s (MCP worlds here: %s)", worlds[0], strings.Join(worlds, ", "))
 }
 
 // openEnvMCP is POST /mcp, OpenEnv's production-mode JSON-RPC endpoint.

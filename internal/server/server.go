@@ -169,7 +169,7 @@ func (s *Server) routes() {
 	s.handleFunc("GET /schema", s.openEnvSchema)
 	s.handleFunc("GET /metadata", s.openEnvMetadata)
 	s.handleFunc("GET /ws", s.openEnvWS)
-	s.handleFunc("POST /mcp", s.openEnvMCP)
+	s.handleFunc("/mcp", s.mcpRoot)
 	s.openEnvWorldRoutes()
 }
 
