@@ -92,9 +92,9 @@ func lookups(lib *Library, world string, hist []sim.HistoryTurn) []Match {
 
 func TestExactLookupsHitAfterRecordAndReload(t *testing.T) {
 	want := []Match{
-		{Observation: episode[0].Observation, Action: episode[0].Action, World: testWorld, Score: 1},
-		{Observation: episode[1].Observation, Action: episode[1].Action, World: testWorld, Score: 1},
-		{Observation: episode[2].Observation, Action: episode[2].Action, World: testWorld, Score: 1},
+		{Observation: episode[0].Observation, Action: episode[0].Action, World: testWorld, Score: 1, ActionSimilarity: 1},
+		{Observation: episode[1].Observation, Action: episode[1].Action, World: testWorld, Score: 1, ActionSimilarity: 1},
+		{Observation: episode[2].Observation, Action: episode[2].Action, World: testWorld, Score: 1, ActionSimilarity: 1},
 	}
 	tests := []struct {
 		name string

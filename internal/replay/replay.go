@@ -2,7 +2,11 @@
 // exact match on domain + history + action returns the recorded
 // observation; otherwise the nearest recorded transition of the same
 // domain (by word similarity of the action and the preceding observation)
-// answers, marked approximate. It is the simulator's default backend when
+// answers, marked approximate, but only when its action is close to the
+// one asked about (a share of their words, [DefaultMinSimilarity]): an
+// action further from every recording is answered with an "unrecorded
+// action" observation naming the nearest recorded actions, never with the
+// answer to something else. It is the simulator's default backend when
 // no world model is configured, and, as a Cache, a transition cache in
 // front of a real model that records what the model answers.
 //
@@ -98,6 +102,8 @@ type Library struct {
 	log *slog.Logger
 	// strict is Options.Strict.
 	strict bool
+	// minSim is Options.MinSimilarity, defaulted.
+	minSim float64
 }
 
 // Options tunes a Library.
@@ -109,7 +115,21 @@ type Options struct {
 	// nearest recorded action given as a hint) instead of answering with
 	// the nearest recorded transition; false answers, marked approximate.
 	Strict bool
+	// MinSimilarity is how close (the share of words two actions have in
+	// common, see [Match.ActionSimilarity]) a recorded action must be to
+	// answer for another as an approximate match; an action further from
+	// every recording gets the "unrecorded action" observation. 0 means
+	// [DefaultMinSimilarity]; a negative value answers with the nearest
+	// recording however far it is.
+	MinSimilarity float64
 }
+
+// DefaultMinSimilarity is the action similarity an approximate answer
+// needs by default: half the words of the two actions in common ("python
+// -m pytest -q tests" answered by "python -m pytest -q" is 0.8, a search
+// for a company's founder answered by one for the tallest building about
+// 0.1, "echo step1" answered by "ls" 0).
+const DefaultMinSimilarity = 0.5
 
 // syncWriter is what Record appends to: an *os.File, or a test double.
 type syncWriter interface {
@@ -132,7 +152,7 @@ type transition struct {
 
 // index computes the word sets of nearest-neighbour scoring, once.
 func (t *transition) index() {
-	t.once.Do(func() { t.words, t.prevWords = words(t.action), words(t.prevObs) })
+	t.once.Do(func() { t.words, t.prevWords = actionWords(t.action), words(t.prevObs) })
 }
 
 // New returns an empty library; o may be nil.
@@ -141,9 +161,12 @@ func New(o *Options) *Library {
 	if o != nil && o.Logger != nil {
 		log = o.Logger
 	}
-	l := &Library{exact: map[Key][]*transition{}, byDomain: map[string][]*transition{}, after: map[Key]string{}, log: log}
+	l := &Library{exact: map[Key][]*transition{}, byDomain: map[string][]*transition{}, after: map[Key]string{}, log: log, minSim: DefaultMinSimilarity}
 	if o != nil {
 		l.strict = o.Strict
+		if o.MinSimilarity != 0 {
+			l.minSim = o.MinSimilarity
+		}
 	}
 	return l
 }
@@ -293,6 +316,41 @@ func canonical(d, action string) string {
 	return action
 }
 
+// actionWords are the words of what an action says: the string values of
+// a JSON action (a tool's name and its arguments' text, a terminal action's
+// keystrokes), not its keys, numbers or punctuation, which every action of
+// a domain shares ("name", "arguments", "keystrokes", "duration"). Any
+// other action is taken as text.
+func actionWords(action string) map[string]struct{} {
+	t := strings.TrimSpace(action)
+	if t == "" || (t[0] != '{' && t[0] != '[') {
+		return words(action)
+	}
+	var v any
+	if json.Unmarshal([]byte(t), &v) != nil {
+		return words(action)
+	}
+	var b strings.Builder
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			b.WriteString(x)
+			b.WriteByte(' ')
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return words(b.String())
+}
+
 func words(s string) map[string]struct{} {
 	out := map[string]struct{}{}
 	for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
@@ -348,7 +406,22 @@ type Match struct {
 	Action, World string
 	// Score is the similarity of a nearest-neighbour match (1 for exact).
 	Score float64
+	// ActionSimilarity is the share of words the recorded action has in
+	// common with the one asked about (Jaccard over [actionWords]; 1 for
+	// an exact match).
+	ActionSimilarity float64
+	// Unrecorded is true when no recorded action is within the library's
+	// MinSimilarity of the one asked about: Observation is then empty and
+	// Nearest names the closest recorded actions.
+	Unrecorded bool
+	// Nearest are, for an unrecorded action, the closest recorded actions
+	// (at most [nearestShown], best first, preferring the session's world).
+	Nearest []Nearest
 }
+
+// nearestShown is how many recorded actions an unrecorded action's answer
+// names.
+const nearestShown = 3
 
 // Lookup finds the recorded answer to action at a, preferring recordings
 // of a.World. ok is false when the domain has no recordings at all.
@@ -363,26 +436,73 @@ func (l *Library) Lookup(a At, action string) (Match, bool) {
 				break
 			}
 		}
-		return Match{Observation: best.observation, Action: best.action, World: best.world, Score: 1}, true
+		return Match{Observation: best.observation, Action: best.action, World: best.world, Score: 1, ActionSimilarity: 1}, true
 	}
 	all := l.byDomain[a.Domain]
 	if len(all) == 0 {
 		return Match{}, false
 	}
-	aw, pw := words(action), words(a.Prev)
-	var best *transition
-	bestScore := -1.0
+	aw, pw := actionWords(action), words(a.Prev)
+	// The best answer among the recordings close enough, and the closest
+	// few of all, for naming when none is.
+	var best *scored
+	var near []scored
 	for _, t := range all {
 		t.index()
-		s := 0.7*jaccard(aw, t.words) + 0.3*jaccard(pw, t.prevWords)
+		c := scored{t: t, act: jaccard(aw, t.words)}
+		c.score = 0.7*c.act + 0.3*jaccard(pw, t.prevWords)
 		if t.world == a.World && a.World != "" {
-			s += 0.1
+			c.score += 0.1
 		}
-		if s > bestScore {
-			best, bestScore = t, s
+		if (l.minSim < 0 || c.act >= l.minSim) && (best == nil || c.score > best.score) {
+			cc := c
+			best = &cc
+		}
+		near = keepNearest(near, c)
+	}
+	if best == nil {
+		m := Match{Approximate: true, Unrecorded: true}
+		for _, c := range near {
+			m.Nearest = append(m.Nearest, Nearest{Action: c.t.action, World: c.t.world, Similarity: c.score, ActionSimilarity: c.act})
+		}
+		return m, true
+	}
+	return Match{Observation: best.t.observation, Approximate: true, Action: best.t.action, World: best.t.world, Score: best.score, ActionSimilarity: best.act}, true
+}
+
+// scored is a recorded transition weighed against a step: its ranking
+// score and its action's similarity to the step's.
+type scored struct {
+	t          *transition
+	score, act float64
+}
+
+// keepNearest inserts c into near (best score first, at most
+// nearestShown, one entry per action text) when it ranks there.
+func keepNearest(near []scored, c scored) []scored {
+	for i := range near {
+		if near[i].t.action == c.t.action {
+			if c.score <= near[i].score {
+				return near
+			}
+			near = append(near[:i], near[i+1:]...)
+			break
 		}
 	}
-	return Match{Observation: best.observation, Approximate: true, Action: best.action, World: best.world, Score: bestScore}, true
+	i := 0
+	for i < len(near) && near[i].score >= c.score {
+		i++
+	}
+	if i >= nearestShown {
+		return near
+	}
+	near = append(near, scored{})
+	copy(near[i+1:], near[i:])
+	near[i] = c
+	if len(near) > nearestShown {
+		near = near[:nearestShown]
+	}
+	return near
 }
 
 // cached is the exact answer to action at a recorded for a's own world and
@@ -517,12 +637,19 @@ func (e *replayEnv) Step(ctx context.Context, in sim.StepInput) (sim.Observation
 	}
 	if m.Approximate {
 		if e.lib.strict {
+			nearest := m.Action
+			if m.Unrecorded && len(m.Nearest) > 0 {
+				nearest = m.Nearest[0].Action
+			}
 			return sim.Observation{}, fielderr.New(sim.ErrBadRequest, "action",
-				"no recorded transition answers this action after this history (strict replay); the nearest recorded action is %.200q", m.Action)
+				"no recorded transition answers this action after this history (strict replay); the nearest recorded action is %.200q", nearest)
+		}
+		if m.Unrecorded {
+			return e.unrecorded(m, start)
 		}
 		// The answer is about another action: say which, so nobody reads
 		// it as the answer to the action sent.
-		b, err := json.Marshal(Nearest{Action: m.Action, World: m.World, Similarity: m.Score})
+		b, err := json.Marshal(Nearest{Action: m.Action, World: m.World, Similarity: m.Score, ActionSimilarity: m.ActionSimilarity})
 		if err != nil {
 			return sim.Observation{}, err
 		}
@@ -532,8 +659,45 @@ func (e *replayEnv) Step(ctx context.Context, in sim.StepInput) (sim.Observation
 	return sim.Observation{Text: m.Observation, Info: info}, nil
 }
 
+// unrecorded answers an action no recording is close enough to: an
+// observation saying so and naming the nearest recorded actions (also in
+// info.extra, ExtraUnrecorded), with info.error set, so nobody takes it
+// for the environment's answer.
+func (e *replayEnv) unrecorded(m Match, start time.Time) (sim.Observation, error) {
+	b, err := json.Marshal(m.Nearest)
+	if err != nil {
+		return sim.Observation{}, err
+	}
+	info := sim.StepInfo{Backend: BackendReplay, Approximate: true, Extra: map[string]json.RawMessage{ExtraUnrecorded: b},
+		Error: fmt.Sprintf("unrecorded action: no recorded %s action within similarity %.2f of it", e.s.Spec.Domain, e.lib.minSim)}
+	info.LatencyMS = time.Since(start).Milliseconds()
+	return sim.Observation{Text: UnrecordedText(m.Nearest), Info: info}, nil
+}
+
+// UnrecordedText is the observation of an action no recording answers:
+// what happened, the nearest recorded actions, and the ways on.
+func UnrecordedText(near []Nearest) string {
+	var b strings.Builder
+	b.WriteString("[replay: unrecorded action] No recording answers this action, and none is close enough to answer for it.")
+	if len(near) > 0 {
+		b.WriteString(" The nearest recorded actions:")
+		for i, n := range near {
+			fmt.Fprintf(&b, "\n  %d. %.200s", i+1, n.Action)
+			if n.World != "" {
+				fmt.Fprintf(&b, "  (world %s, %.0f%% of the words in common)", n.World, 100*n.ActionSimilarity)
+			}
+		}
+	}
+	b.WriteString("\nSend one of them (recordings: examples/recordings), or serve a world model (--model URL) to simulate any action.")
+	return b.String()
+}
+
 // ExtraNearest is the info.extra key of an approximate answer's Nearest.
 const ExtraNearest = "replay_nearest"
+
+// ExtraUnrecorded is the info.extra key of an unrecorded action's answer:
+// the nearest recorded actions, a list of Nearest.
+const ExtraUnrecorded = "replay_unrecorded"
 
 // Nearest says which recorded transition an approximate replay answer
 // comes from.
@@ -546,6 +710,9 @@ type Nearest struct {
 	// Similarity is the match score: 0.7 × word overlap of the actions +
 	// 0.3 × word overlap of the previous observations (+0.1 same world).
 	Similarity float64 `json:"similarity"`
+	// ActionSimilarity is the word overlap of the actions alone, which an
+	// approximate answer needs at least Options.MinSimilarity of.
+	ActionSimilarity float64 `json:"action_similarity"`
 }
 
 // Cache returns a BackendFactory that answers exact hits recorded for the

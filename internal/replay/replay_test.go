@@ -185,3 +185,57 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestUnrecordedActionsAreNotAnsweredWithAnotherAction: an action far from
+// every recording (below MinSimilarity) is answered with the "unrecorded
+// action" observation naming the nearest recorded actions, never with the
+// answer to another action; a negative MinSimilarity answers with the
+// nearest however far.
+func TestUnrecordedActionsAreNotAnsweredWithAnotherAction(t *testing.T) {
+	lib := New(nil)
+	if err := lib.LoadFS(examples.FS, "recordings"); err != nil {
+		t.Fatal(err)
+	}
+	m := manager(t, map[string]sim.BackendFactory{BackendReplay: Backend(lib)}, BackendReplay)
+	ctx := context.Background()
+	cases := []struct {
+		world, action, nearest string
+	}{
+		{"python-terminal", `[{"keystrokes":"echo step1\n","duration":0.5}]`, "keystrokes"},
+		{"web-search", `{"name":"search","arguments":{"query":"who founded Quillfern Instruments"}}`, "tallest building"},
+	}
+	for _, c := range cases {
+		rep, err := m.Create(ctx, sim.CreateRequest{WorldID: c.world})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := m.Step(ctx, rep.SessionID, sim.StepRequest{Action: json.RawMessage(c.action)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(r.Observation, "[replay: unrecorded action]") || !strings.Contains(r.Observation, c.nearest) || !strings.Contains(r.Info.Error, "unrecorded action") {
+			t.Errorf("%s %s: %q (error %q), want the unrecorded-action answer naming %q", c.world, c.action, r.Observation, r.Info.Error, c.nearest)
+		}
+		var near []Nearest
+		if err := json.Unmarshal(r.Info.Extra[ExtraUnrecorded], &near); err != nil || len(near) == 0 || len(near) > 3 {
+			t.Fatalf("%s: info.extra.%s = %s (%v)", c.world, ExtraUnrecorded, r.Info.Extra[ExtraUnrecorded], err)
+		}
+		if near[0].World != c.world || near[0].ActionSimilarity >= DefaultMinSimilarity {
+			t.Errorf("%s: nearest %+v", c.world, near)
+		}
+		for i := 1; i < len(near); i++ {
+			if near[i].Similarity > near[i-1].Similarity || near[i].Action == near[i-1].Action {
+				t.Errorf("%s: nearest not best first, one per action: %+v", c.world, near)
+			}
+		}
+	}
+
+	any := New(&Options{MinSimilarity: -1})
+	if err := any.LoadFS(examples.FS, "recordings"); err != nil {
+		t.Fatal(err)
+	}
+	match, _ := any.Lookup(At{Domain: "terminal", World: "python-terminal", History: Root("terminal")}, `[{"duration":0.5,"keystrokes":"echo step1\n"}]`)
+	if match.Unrecorded || !match.Approximate || match.Observation == "" {
+		t.Errorf("MinSimilarity -1: %+v, want the nearest answer", match)
+	}
+}
