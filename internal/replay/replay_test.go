@@ -202,7 +202,7 @@ func TestUnrecordedActionsAreNotAnsweredWithAnotherAction(t *testing.T) {
 		world, action, nearest string
 	}{
 		{"python-terminal", `[{"keystrokes":"echo step1\n","duration":0.5}]`, "keystrokes"},
-		{"web-search", `{"name":"search","arguments":{"query":"who founded Quillfern Instruments"}}`, "tallest building"},
+		{"web-search", `{"name":"search","arguments":{"query":"who founded Zentrix Robotics"}}`, "tallest building"},
 	}
 	for _, c := range cases {
 		rep, err := m.Create(ctx, sim.CreateRequest{WorldID: c.world})
