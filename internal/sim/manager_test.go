@@ -268,6 +268,43 @@ func TestForkRefusedWhenHistoryCannotRebuild(t *testing.T) {
 	}
 }
 
+// TestForkOfAnEndedRealSessionRefused: a real session whose episode ended
+// is refused a fork too (409 on the wire), as a live one is; an ended
+// model session forks into an ended child.
+func TestForkOfAnEndedRealSessionRefused(t *testing.T) {
+	sandbox := func(_ context.Context, s SessionInfo) (Environment, error) {
+		if len(s.History) > 0 {
+			return nil, fmt.Errorf("%w: real state", ErrNotResumable)
+		}
+		return fixedEnv{}, nil
+	}
+	model := &scriptedModel{replies: []worldmodel.Response{{Content: "<predicted_observation>a</predicted_observation>", FinishReason: "stop"}}}
+	m := New(&Options{Worlds: map[string]*world.Spec{"t": termWorld()},
+		Backends: map[string]BackendFactory{BackendModel: NewModelBackend(model, &ModelOptions{MaxTokens: 1000}), "real:test": sandbox}})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	ctx := context.Background()
+	end := StepRequest{Action: json.RawMessage(`[]`)}
+	for _, backend := range []string{"real:test", BackendModel} {
+		rep, err := m.Create(ctx, CreateRequest{WorldID: "t", Backend: backend})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := m.Step(ctx, rep.SessionID, end); err != nil || !r.Terminated {
+			t.Fatalf("%s: end the episode: %v %+v", backend, err, r)
+		}
+		fork, err := m.Fork(ctx, rep.SessionID, ForkRequest{})
+		if backend == "real:test" {
+			if !errors.Is(err, ErrNotResumable) || fork != nil {
+				t.Fatalf("fork of an ended real session: %+v, %v; want ErrNotResumable", fork, err)
+			}
+			continue
+		}
+		if err != nil || !fork.Info.Terminated {
+			t.Fatalf("fork of an ended model session: %+v, %v", fork, err)
+		}
+	}
+}
+
 // fixedEnv answers every step with "real".
 type fixedEnv struct{}
 

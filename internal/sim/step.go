@@ -555,8 +555,10 @@ func (m *Manager) fork(ctx context.Context, id string, req ForkRequest, private 
 	// A backend that cannot rebuild its state from the history (a real
 	// sandbox, the real side of a shadow session) refuses now, before a
 	// child exists, not on the child's first step. The environment made to
-	// ask is the child's.
-	if status == StatusActive && len(turns) > 0 {
+	// ask is the child's; an ended child (a fork of an ended episode at its
+	// end) takes no step, so its environment is closed again, but a real
+	// session's fork is refused whether or not its episode ended.
+	if len(turns) > 0 {
 		f, err := m.backend(child.Backend)
 		if err == nil {
 			ns.env, err = f(ctx, ns.infoLocked())
@@ -564,6 +566,10 @@ func (m *Manager) fork(ctx context.Context, id string, req ForkRequest, private 
 		if err != nil {
 			m.unreserve()
 			return nil, fmt.Errorf("fork of %s: %w", id, err)
+		}
+		if status != StatusActive {
+			_ = ns.env.Close()
+			ns.env = nil
 		}
 	}
 	if err := m.store.CreateSession(context.WithoutCancel(ctx), child, turns); err != nil {
