@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/mcpworld"
 	"github.com/agentworld/agentworld/internal/realenv"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -251,7 +253,10 @@ func (r *realFlags) register(cmd *cobra.Command) {
 }
 
 // apply hooks the real backends into the app config and returns the
-// task worlds to add once the manager exists.
+// worlds to add once the manager exists: one per task, and one per MCP
+// server named after it (its tools listed from the server now, on backend
+// real:mcp), so `--real-mcp NAME=…` gives sessions a world_id NAME. A
+// loaded world of that name keeps its spec (see addRealWorlds).
 func (r *realFlags) apply(cmd *cobra.Command, cfg *app.Config) ([]*world.Spec, error) {
 	opts := &realenv.BackendOptions{Logger: logger(cmd), MCPServers: map[string]realenv.MCPServer{}}
 	var worlds []*world.Spec
@@ -272,6 +277,17 @@ func (r *realFlags) apply(cmd *cobra.Command, cfg *app.Config) ([]*world.Spec, e
 			return nil, fmt.Errorf("--real-mcp %q: want NAME=COMMAND ARGS", m)
 		}
 		opts.MCPServers[name] = realenv.MCPServer{Command: strings.Fields(command)}
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		spec, err := mcpworld.Import(ctx, strings.Fields(command), &mcpworld.ImportOptions{Name: name, Stderr: cmd.ErrOrStderr(), Logger: logger(cmd)})
+		if err != nil {
+			return nil, fmt.Errorf("--real-mcp %s: list the server's tools for its world: %w", name, err)
+		}
+		spec.Backend = realenv.BackendMCP
+		spec.Description = fmt.Sprintf("The real MCP server %s (--real-mcp), on backend %s; its tools were listed at startup.", name, realenv.BackendMCP)
+		worlds = append(worlds, spec)
 	}
 	// Real environments run on this host: each is offered only when its
 	// flag is given.
@@ -288,4 +304,16 @@ func (r *realFlags) apply(cmd *cobra.Command, cfg *app.Config) ([]*world.Spec, e
 		return realenv.Offer(realenv.Backends(&o), simulator, off)
 	}
 	return worlds, nil
+}
+
+// addRealWorlds adds the worlds apply returned to the manager; a world the
+// server loaded under an MCP server's name stays as loaded (it names that
+// server, and sessions pick backend real:mcp themselves).
+func addRealWorlds(m *sim.Manager, worlds []*world.Spec) {
+	for _, w := range worlds {
+		if _, loaded := m.World(w.Name); loaded && w.Backend == realenv.BackendMCP {
+			continue
+		}
+		m.AddWorld(w)
+	}
 }

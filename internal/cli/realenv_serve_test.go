@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -187,5 +189,31 @@ func openEnvEpisode(t *testing.T, base, world string, actions []string, last any
 	}
 	if err := json.Unmarshal(raw, last); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServeRealMCPWorldByName: `serve --real-mcp memory=CMD` gives sessions
+// a world named memory (its tools listed from the server at startup), on
+// backend real:mcp, as the README's example uses it.
+func TestServeRealMCPWorldByName(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		testkit.Missing(t, "node", err, ".ci/setup.d/40-mcp-npm.sh installs it")
+	}
+	server, _ := filepath.Abs("../../tools/npm/node_modules/@modelcontextprotocol/server-memory/dist/index.js")
+	if _, err := os.Stat(server); err != nil {
+		t.Fatalf("memory server not installed (%v): run `bash .ci/setup.d/40-mcp-npm.sh`", err)
+	}
+	t.Setenv("MEMORY_FILE_PATH", filepath.Join(t.TempDir(), "memory.jsonl"))
+	_, srv := startTestServe(t, func(f *simFlags) { f.real.mcp = []string{"memory=node " + server} })
+	var created struct {
+		SessionID string `json:"session_id"`
+		Info      struct{ Backend string }
+	}
+	if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": "memory"}, &created); code != http.StatusCreated || created.Info.Backend != realenv.BackendMCP {
+		t.Fatalf("create world memory: %d %+v", code, created)
+	}
+	var step struct{ Observation string }
+	if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", map[string]any{"action": `{"name":"read_graph","arguments":{}}`}, &step); code != http.StatusOK || !strings.Contains(step.Observation, "entities") {
+		t.Fatalf("real read_graph: %d %+v", code, step)
 	}
 }

@@ -157,9 +157,7 @@ func (f *simFlags) app(cmd *cobra.Command) (*app.App, error) {
 	if err != nil {
 		return nil, configErr(err)
 	}
-	for _, w := range realWorlds {
-		a.Manager.AddWorld(w)
-	}
+	addRealWorlds(a.Manager, realWorlds)
 	return a, nil
 }
 

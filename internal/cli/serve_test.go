@@ -38,6 +38,9 @@ func TestServeOffersNoRealBackendByDefault(t *testing.T) {
 		{"inline spec on a real backend", map[string]any{"world": inlineTerminal}, "backend", "--real-tasks"},
 		{"shadow real terminal", map[string]any{"world_id": "python-terminal", "shadow": "real"}, "shadow", "--real-tasks"},
 		{"shadow real mcp", map[string]any{"world_id": "issue-tracker-mcp", "shadow": "real"}, "shadow", "--real-mcp"},
+		// params.real on the simulator would be ignored: it is refused.
+		{"real server on the simulator", map[string]any{"world_id": "issue-tracker-mcp", "params": map[string]any{"real": map[string]any{"server": "memory"}}}, "params.real.server", `"backend": "real:mcp"`},
+		{"real task on the simulator", map[string]any{"world_id": "python-terminal", "params": map[string]any{"real": map[string]any{"task": "hello-file"}}}, "params.real.task", `"backend": "real:terminal"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _ := json.Marshal(tc.body)

@@ -156,11 +156,14 @@ func (b *backends) factory(name string) sim.BackendFactory {
 // environment of the world's domain.
 func (b *backends) shadowable(simulator sim.BackendFactory) sim.BackendFactory {
 	return func(ctx context.Context, s sim.SessionInfo) (sim.Environment, error) {
-		_, shadow, err := params(s)
+		p, shadow, err := params(s)
 		if err != nil {
 			return nil, err
 		}
 		if shadow == "" {
+			if err := realParamsUnused(p, s.Spec.Domain); err != nil {
+				return nil, err
+			}
 			return simulator(ctx, s)
 		}
 		if shadow != ShadowReal {
@@ -185,6 +188,28 @@ func (b *backends) shadowable(simulator sim.BackendFactory) sim.BackendFactory {
 		}
 		return newShadow(s.Spec.Domain, real, model), nil
 	}
+}
+
+// realParamsUnused refuses params.real on a session no real environment
+// serves (the simulator, not shadowed), which would otherwise be ignored
+// without a word: the client meant a real server or task.
+func realParamsUnused(p RealParams, d domain.Domain) error {
+	field := ""
+	switch {
+	case p.Server != "":
+		field = "params.real.server"
+	case p.Task != "":
+		field = "params.real.task"
+	case p.Setup != "":
+		field = "params.real.setup"
+	default:
+		return nil
+	}
+	backend := realBackendOf(d)
+	if backend == "" {
+		return fielderr.New(sim.ErrBadRequest, field, "%s worlds have no real environment, so %s is not used", d, field)
+	}
+	return fielderr.New(sim.ErrBadRequest, field, "is used only by a real environment: create the session with \"backend\": %q (or \"shadow\": %q)", backend, ShadowReal)
 }
 
 // realEnv prepares (does not start) the real environment of a session. A
