@@ -30,7 +30,7 @@ func New() *cobra.Command {
 				return err
 			}
 			cmd.SetContext(context.WithValue(cmd.Context(), loggerKey{}, log))
-			return nil
+			return checkFlagFloors(cmd)
 		},
 	}
 	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn, error")
