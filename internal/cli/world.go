@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/examples"
 	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/conversation"
@@ -91,7 +92,7 @@ session (or the spec's facts section) established and another session then
 contradicted is reported. Exits with status 1 when any is found.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, canon, err := resolveWorldFacts(args[0], worldsDir)
+			name, canon, known, err := resolveWorldFacts(args[0], worldsDir)
 			if err != nil {
 				return err
 			}
@@ -112,6 +113,17 @@ contradicted is reported. Exits with status 1 when any is found.`,
 				}
 				defer db.Close()
 				facts = db
+			}
+			if !known {
+				// A name no spec has and no ledger holds is a typo, not a
+				// world without contradictions.
+				got, err := facts.WorldFacts(cmd.Context(), name)
+				if err != nil {
+					return err
+				}
+				if len(got) == 0 {
+					return fmt.Errorf("world %q: no spec of that name (a spec file, --worlds DIR or a bundled world) and no facts in its ledger", name)
+				}
 			}
 			cs, err := fiction.NewLedger(facts, nil).Contradictions(cmd.Context(), name, canon)
 			if err != nil {
@@ -145,24 +157,32 @@ contradicted is reported. Exits with status 1 when any is found.`,
 }
 
 // resolveWorldFacts finds the world's name and canonical facts: WORLD as a
-// spec file, else as a name in worldsDir, else a bare name without canon.
-func resolveWorldFacts(arg, worldsDir string) (string, *fiction.Facts, error) {
+// spec file, else as a name in worldsDir, else as a bundled world, else a
+// bare name without canon (known false: only its ledger can vouch for it).
+func resolveWorldFacts(arg, worldsDir string) (name string, canon *fiction.Facts, known bool, err error) {
 	if st, err := os.Stat(arg); err == nil && !st.IsDir() {
 		s, err := world.Load(arg)
 		if err != nil {
-			return "", nil, err
+			return "", nil, false, err
 		}
-		return s.Name, s.Facts, nil
+		return s.Name, s.Facts, true, nil
 	}
 	if worldsDir != "" {
 		specs, err := world.LoadDir(worldsDir)
 		if err != nil {
-			return "", nil, err
+			return "", nil, false, err
 		}
 		if s, ok := specs[arg]; ok {
-			return s.Name, s.Facts, nil
+			return s.Name, s.Facts, true, nil
 		}
-		return "", nil, fmt.Errorf("world %q: no spec of that name in %s", arg, worldsDir)
+		return "", nil, false, fmt.Errorf("world %q: no spec of that name in %s", arg, worldsDir)
 	}
-	return arg, nil, nil
+	bundled, err := world.LoadFS(examples.FS, "worlds")
+	if err != nil {
+		return "", nil, false, err
+	}
+	if s, ok := bundled[arg]; ok {
+		return s.Name, s.Facts, true, nil
+	}
+	return arg, nil, false, nil
 }

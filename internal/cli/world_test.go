@@ -73,9 +73,14 @@ facts:
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	// A clean world passes.
-	if _, _, err := runCLI(t, "world", "check", "empty-world", "--db", dbPath); err != nil {
-		t.Errorf("clean world: %v", err)
+	// A clean world passes: a bundled world, by name, no session of
+	// which contradicted its facts.
+	if _, stderr, err := runCLI(t, "world", "check", "quillfern-search", "--db", dbPath); err != nil || !strings.Contains(stderr, "0 contradictions") {
+		t.Errorf("clean world: %v %s", err, stderr)
+	}
+	// A name no spec has and no ledger holds is refused, not passed.
+	if _, _, err := runCLI(t, "world", "check", "empty-world", "--db", dbPath); err == nil || !strings.Contains(err.Error(), `world "empty-world": no spec of that name`) {
+		t.Errorf("unknown world: %v", err)
 	}
 	// A name resolved through --worlds.
 	if _, _, err := runCLI(t, "world", "check", "acme", "--db", dbPath, "--worlds", dir); !errors.Is(err, errContradictions) {
