@@ -117,6 +117,9 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 				s = rollout.Remote(cl, opts.MaxInFlight, stepTimeout)
 			}
 			res, err := rollout.Run(cmd.Context(), s, tasks, out, &opts)
+			if errors.Is(err, rollout.ErrSettingsChanged) {
+				return fmt.Errorf("%w (the output directory is --out)", err)
+			}
 			if res != nil && res.Summary != nil {
 				sum := res.Summary
 				fmt.Fprintf(cmd.OutOrStdout(), "%d episodes in %d groups: reward mean %.3f, pass@1 %.3f, pass@%d %.3f; %d of %d groups carried signal (%s)\n",

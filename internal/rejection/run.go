@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/agentworld/agentworld/internal/filelock"
 	progressline "github.com/agentworld/agentworld/internal/progress"
 	"github.com/agentworld/agentworld/internal/reward"
+	"github.com/agentworld/agentworld/internal/runpin"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -57,7 +57,7 @@ const (
 
 // ErrSettingsChanged means the output directory holds a run made with other
 // settings; resuming into it would mix two runs.
-var ErrSettingsChanged = errors.New("output directory holds a run with different settings")
+var ErrSettingsChanged = runpin.ErrSettingsChanged
 
 // Options configure [Run]. Teacher, TeacherModel and Scorer are required.
 type Options struct {
@@ -731,26 +731,7 @@ func (r *runner) checkSettings(files []string) error {
 		}
 		st.Inputs = append(st.Inputs, f)
 	}
-	path := filepath.Join(r.out, RunFile)
-	if b, err := os.ReadFile(path); err == nil {
-		var old settings
-		if err := json.Unmarshal(b, &old); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		if !reflect.DeepEqual(old, st) {
-			ob, _ := json.Marshal(old)
-			nb, _ := json.Marshal(st)
-			return fmt.Errorf("%w: %s holds %s; this run is %s; use another output directory", ErrSettingsChanged, r.out, ob, nb)
-		}
-		return nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(path, append(b, '\n'), nil)
+	return runpin.Check(r.out, RunFile, st)
 }
 
 // eachLine calls fn for every non-blank line of files, in order.

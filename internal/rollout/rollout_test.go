@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -304,5 +305,41 @@ func TestMalformedTextActionTakesNoTurn(t *testing.T) {
 	}
 	if model.Count() != 1 {
 		t.Errorf("world model asked %d times, want 1", model.Count())
+	}
+}
+
+// TestRerunWithOtherSettingsRefused: a run directory is pinned to the
+// settings of its first run; a rerun changing the policy model, its
+// sampling or the group shape is refused (nothing run, nothing written)
+// instead of mixing two runs' episodes, and a rerun with the same
+// settings resumes.
+func TestRerunWithOtherSettingsRefused(t *testing.T) {
+	m, _ := fakeWorld(t)
+	pol := newFakePolicy(t, byInstruction)
+	tasks := []Task{{ID: "a", World: "tracker", Instruction: "Check WS-3."}}
+	dir := t.TempDir()
+	base := func() *Options {
+		return &Options{Policy: &Policy{URL: pol.srv.URL + "/v1", Model: "pol"}, GroupSize: 2}
+	}
+	if _, err := Run(context.Background(), Embedded{M: m}, tasks, dir, base()); err != nil {
+		t.Fatal(err)
+	}
+	hot := 1.5
+	for name, change := range map[string]func(o *Options){
+		"policy model":       func(o *Options) { o.Policy.Model = "other" },
+		"policy temperature": func(o *Options) { o.Policy.Temperature = &hot },
+		"group size":         func(o *Options) { o.GroupSize = 3 },
+		"episode turns":      func(o *Options) { o.MaxTurns = 5 },
+	} {
+		o := base()
+		change(o)
+		res, err := Run(context.Background(), Embedded{M: m}, tasks, dir, o)
+		if !errors.Is(err, ErrSettingsChanged) || res != nil {
+			t.Errorf("%s changed: %v %+v, want ErrSettingsChanged", name, err, res)
+		}
+	}
+	res, err := Run(context.Background(), Embedded{M: m}, tasks, dir, base())
+	if err != nil || res.Resumed != 2 || res.Done != 0 {
+		t.Fatalf("same settings: %v %+v", err, res)
 	}
 }

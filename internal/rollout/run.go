@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/atomicfile"
+	"github.com/agentworld/agentworld/internal/runpin"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
@@ -27,7 +28,29 @@ const (
 	EpisodesFile = "episodes.jsonl"
 	// SummaryFile holds the [Summary], rewritten at the end of each run.
 	SummaryFile = "summary.json"
+	// RunFile pins the directory to the settings of the run that made it
+	// ([Settings]; see package runpin): a rerun with other settings is
+	// refused rather than mixed into the same journal.
+	RunFile = "run.json"
 )
+
+// Settings are what makes a run's episodes comparable, pinned in RunFile:
+// the policy's model and sampling, the group shape and the world model.
+// The policy's URL is not (a server may move), nor the tasks (a rerun may
+// add some).
+type Settings struct {
+	PolicyModel       string   `json:"policy_model"`
+	PolicyTemperature *float64 `json:"policy_temperature,omitempty"`
+	PolicyMaxTokens   int      `json:"policy_max_tokens,omitempty"`
+	GroupSize         int      `json:"group_size"`
+	EpisodeTurns      int      `json:"episode_turns"`
+	BranchAt          int      `json:"branch_at,omitempty"`
+	WorldModel        string   `json:"world_model,omitempty"`
+}
+
+// ErrSettingsChanged means the run directory holds episodes made with
+// other [Settings].
+var ErrSettingsChanged = runpin.ErrSettingsChanged
 
 // Options configures [Run]. The zero value of each field is a usable
 // default except Policy, which is required.
@@ -116,6 +139,11 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 	o.defaults()
 	if o.Policy == nil {
 		return nil, errors.New("rollout: no policy")
+	}
+	st := Settings{PolicyModel: o.Policy.Model, PolicyTemperature: o.Policy.Temperature, PolicyMaxTokens: o.Policy.MaxTokens,
+		GroupSize: o.GroupSize, EpisodeTurns: o.MaxTurns, BranchAt: o.BranchAt, WorldModel: o.LWMModel}
+	if err := runpin.Check(dir, RunFile, st); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, EpisodesFile)
 	// Opening the journal first cuts a line a kill tore, so the pass over
