@@ -51,6 +51,7 @@ var flagAnyValue = map[string]string{
 	"seed": "any seed", "*-seed": "any seed", "beam-seed": "any seed", "first-id": "any id",
 	"resamples":                 "negative: none",
 	"max-conns":                 "negative: no cap; 0: the default",
+	"max-conns-per-client":      "negative: no cap; 0: half of --max-conns",
 	"data sample --temperature": "negative: none sent",
 	"data sample --top-p":       "negative: none sent",
 	"data sample --max-tokens":  "negative: none sent",
