@@ -27,7 +27,7 @@ var flagFloors = map[string]float64{
 	"judge-samples": 1, "max-batch": 1, "iterations": 1, "minibatch": 1,
 	"group-size": 1, "episode-turns": 1, "max-inflight": 1, "max-sessions": 1,
 	"max-turns": 1, "width": 1, "height": 1, "max-line": 1, "shard-bytes": 1,
-	"min-turns": 1, "max-tokens": 1, "n": 1,
+	"min-turns": 1, "max-tokens": 1, "n": 1, "count": 1, "tasks-per-world": 1,
 	// Rates, retries, budgets and limits where 0 means none, unlimited or
 	// the default (each flag's help says which).
 	"rps": 0, "*-rps": 0, "retries": 0, "*-retries": 0,
