@@ -213,6 +213,7 @@ func bwrapArgs(s sandboxSpec, lstat func(string) (os.FileInfo, error), readlink 
 	a = append(a, size(s.Limits.TmpBytes)...)
 	a = append(a, "--tmpfs", "/tmp",
 		"--dir", "/run",
+		"--dir", privateDir,
 		"--ro-bind-fd", strconv.Itoa(bwrapFdCtl), ctlDir,
 		"--perms", "0700")
 	a = append(a, size(1<<20)...)
@@ -254,7 +255,10 @@ func detectFeatures() bwrapFeatures {
 
 // The file descriptors a [sandbox.command] child gets, in ExtraFiles order
 // starting at 3: the setup user namespace (where the sandbox's root is
-// mapped), the shell's user namespace, then the other namespaces.
+// mapped), the shell's user namespace, the other namespaces of the
+// sandbox, then the two helper user namespaces made at start (see
+// [sandbox.helperNamespaces]): one for tmux clients and setup scripts, one
+// for checks.
 const (
 	fdSetupUser = 3 + iota
 	fdUser
@@ -264,7 +268,28 @@ const (
 	fdIPC
 	fdUTS
 	fdCgroup
+	fdClientUser
+	fdCheckUser
 	fdCount = iota
+)
+
+// runKind says what a process the host starts inside the sandbox is, which
+// decides the namespaces it gets (see [sandbox.command]).
+type runKind int
+
+const (
+	// kindWorld is the agent's world: the tmux server and the shell.
+	kindWorld runKind = iota
+	// kindClient is a host tmux client: it talks to a server the agent
+	// owns, so everything it does is the agent's to decide.
+	kindClient
+	// kindSetup is a setup script (the task's or a client's), with a
+	// private directory.
+	kindSetup
+	// kindCheck is a check (or an oracle script run through Exec), with a
+	// private directory, in a user namespace no agent-controlled code
+	// ever entered.
+	kindCheck
 )
 
 // sandbox is one running bubblewrap sandbox: a waiting first process whose
@@ -324,6 +349,15 @@ func probeSandbox() error {
 // processReserve is how many processes above Limits.Processes the host's
 // own work inside the sandbox (checks, tmux clients) may use.
 const processReserve = 128
+
+// privateDir is where checks and setup scripts find a fresh, empty,
+// writable directory that only they can see: a tmpfs of privateBytes
+// mounted in a mount namespace of their own, so nothing the agent did
+// before can have put anything there.
+const (
+	privateDir   = "/run/private"
+	privateBytes = 64 << 20
+)
 
 // shmBytes is the size of the sandbox's /dev/shm.
 const shmBytes = 64 << 20

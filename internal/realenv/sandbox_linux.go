@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -103,6 +104,10 @@ func startSandbox(ctx context.Context, spec sandboxSpec, timeout time.Duration) 
 		s.close()
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	if err := s.helperNamespaces(ctx); err != nil {
+		s.close()
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
 	return s, nil
 }
 
@@ -186,30 +191,128 @@ func ino(f *os.File) uint64 {
 	return 0
 }
 
+// helperNamespaces makes the two user namespaces the host's own work
+// runs in: one for tmux clients and setup scripts, one for checks. Both
+// are children of the setup user namespace, siblings of the agent's, and
+// map the shell's uid to the same host identity as the agent's, so files
+// look the same from all three; but a process of one cannot trace a
+// process of another (the kernel's capability check for ptrace wants
+// CAP_SYS_PTRACE in the tracee's user namespace, which only an ancestor's
+// owner has), whatever the host's Yama setting. They are made before the
+// agent runs anything, and the setup namespace's user.max_user_namespaces
+// is then set to the count in use (the agent's, these two), so no new
+// user namespace can be made below it: the agent cannot make one, and
+// neither can bwrap's --disable-userns limit of 1 (which this replaces)
+// stop these two.
+func (s *sandbox) helperNamespaces(ctx context.Context) error {
+	setup := s.ns[fdSetupUser-3]
+	for i := range 2 {
+		limit := ""
+		if i == 0 {
+			limit = "echo 3 > /proc/sys/user/max_user_namespaces || exit 1; "
+		}
+		uid := strconv.Itoa(s.spec.uid())
+		// No pid or mount namespace is entered, so nsenter does not fork and
+		// the process that ends up in the new namespace is cmd's.
+		a := []string{"--user=/proc/self/fd/3", "--preserve-credentials"}
+		if os.Geteuid() == 0 {
+			a = []string{"--user=/proc/self/fd/3", "-S", "0", "-G", "0"}
+		}
+		a = append(a, "--", "sh", "-c", "exec 3<&-; "+limit+"exec unshare --user --map-user="+uid+" --map-group="+uid+" -- sh -c 'echo; read -r _'")
+		cmd := exec.CommandContext(ctx, "nsenter", a...)
+		cmd.ExtraFiles = []*os.File{setup}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if os.Geteuid() == 0 {
+			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+		}
+		errs := mcpclient.NewTailBuffer(4 << 10)
+		cmd.Stderr = errs
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("make helper user namespace: %w", err)
+		}
+		b := make([]byte, 1)
+		_, rerr := io.ReadFull(stdout, b)
+		var f *os.File
+		if rerr == nil {
+			f, err = os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/ns/user")
+			if err == nil {
+				err = checkParent(f, setup)
+			}
+		}
+		stdin.Close()
+		werr := cmd.Wait()
+		switch {
+		case rerr != nil:
+			return fmt.Errorf("make helper user namespace: %v: %s", werr, strings.TrimSpace(errs.String()))
+		case err != nil:
+			if f != nil {
+				f.Close()
+			}
+			return fmt.Errorf("helper user namespace: %w", err)
+		}
+		s.ns = append(s.ns, f)
+	}
+	return nil
+}
+
+// checkParent makes sure ns is a child of parent (and so not the host's or
+// one the process could have chosen).
+func checkParent(ns, parent *os.File) error {
+	p, err := nsIoctl(ns, nsGetParent)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	if ino(p) != ino(parent) || ino(ns) == ino(parent) {
+		return errors.New("not a child of the sandbox's setup user namespace")
+	}
+	return nil
+}
+
 // command returns a command that runs argv inside the sandbox, in dir, as
 // the shell's user, with no capabilities, no_new_privs and the sandbox's
-// rlimits. It is the only way the host starts anything inside, and nothing
-// of it runs on the host but nsenter: the tmux client too runs inside, so
-// a tmux server the agent controls (it owns it) can only make that client
-// open files inside the sandbox — a host tmux client would open them on
-// the host as the host user (a server hook running save-buffer writes any
-// host file) — and a symlink planted at the socket path leads only to what
-// the sandbox can reach.
+// rlimits. It is the only way the host starts anything inside; nothing of
+// it runs on the host but nsenter, whose working directory and files are
+// never under a path the sandbox can write.
 //
-// world starts the agent's world: a new pid namespace, child of the
-// sandbox's, with its own /proc. Everything the agent runs lives there;
-// checks and tmux clients (world false) run in the sandbox's pid namespace,
-// which the agent cannot see: it can neither signal nor trace a check,
-// while a check sees the agent's processes and files.
+// kindWorld starts the agent's world: a new pid namespace, child of the
+// sandbox's, with its own /proc, in the agent's user namespace.
+// Everything the agent runs lives there.
 //
-// The chain: nsenter enters the setup user namespace as its root and every
-// other namespace; unshare (world only) makes the pid namespace and mounts
-// its /proc; nsenter enters the shell's user namespace keeping credentials
+// Every other kind runs in a pid namespace made for that run alone, a
+// sibling of the agent's: nothing started earlier — by the agent, by a
+// setup script, by a tmux client a fake server commanded — can see,
+// signal or trace it, and when the run ends the namespace ends, with
+// everything started in it, setsid daemons included. Its first process (a
+// supervisor, root of the setup user namespace: capabilities there, so no
+// process of the sandbox may trace or signal it) starts the run and exits
+// with its status; the kernel then kills what is left in the namespace
+// before the status reaches the host. The run itself enters a helper user
+// namespace (see [sandbox.helperNamespaces]): tmux clients and setup
+// scripts one, checks the other. Each run has a mount namespace of its own
+// whose /proc shows its own pid namespace only (so ps works, and a check
+// sees none of the agent's processes, as they see none of its); checks
+// and setup scripts also get a fresh tmpfs at privateDir there.
+//
+// The chain: nsenter enters the setup user namespace as its root and the
+// sandbox's other namespaces; unshare makes the pid and mount namespaces
+// (with their /proc) and forks the world or a run's supervisor; nsenter
+// enters the user namespace of the run (the agent's for the world)
+// keeping credentials
 // (so root there only if the task asked for it); setpriv empties the
-// bounding set and sets no_new_privs; prlimit sets the limits; bash closes
-// the namespace descriptors and changes directory. The process group is
-// killed on ctx's end.
-func (s *sandbox) command(ctx context.Context, world bool, dir string, argv ...string) *exec.Cmd {
+// bounding set and sets no_new_privs; prlimit sets the limits; bash
+// closes the namespace descriptors and changes directory. The process
+// group is killed on ctx's end; the supervisor is in it, and its death
+// ends the run's namespace.
+func (s *sandbox) command(ctx context.Context, kind runKind, dir string, argv ...string) *exec.Cmd {
 	fd := func(n int) string { return "/proc/self/fd/" + strconv.Itoa(n) }
 	// Root becomes the setup namespace's root (the host's nobody); any
 	// other user already is it, and may not call setgroups, which -S and
@@ -221,24 +324,46 @@ func (s *sandbox) command(ctx context.Context, world bool, dir string, argv ...s
 	a = append(a,
 		"--mount="+fd(fdMnt), "--pid="+fd(fdPid), "--net="+fd(fdNet),
 		"--ipc="+fd(fdIPC), "--uts="+fd(fdUTS), "--cgroup="+fd(fdCgroup), "--")
-	if world {
-		a = append(a, "unshare", "--pid", "--fork", "--mount-proc", "--")
+	user := fdUser
+	var closeFDs strings.Builder
+	if kind == kindWorld {
+		a = append(a, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--")
+		for n := fdSetupUser; n < fdSetupUser+fdCount; n++ {
+			fmt.Fprintf(&closeFDs, "exec %d<&-; ", n)
+		}
+	} else {
+		user = fdClientUser
+		if kind == kindCheck {
+			user = fdCheckUser
+		}
+		priv := ""
+		a = append(a, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc")
+		if kind == kindSetup || kind == kindCheck {
+			priv = fmt.Sprintf("mount -t tmpfs -o size=%d,mode=0700,nosuid,nodev tmpfs %s || exit 125; ", privateBytes, privateDir)
+		}
+		// The supervisor keeps only the run's user namespace, which the
+		// run's own bash closes before anything of the run starts.
+		var sup strings.Builder
+		for n := fdSetupUser; n < fdSetupUser+fdCount; n++ {
+			if n != user {
+				fmt.Fprintf(&sup, "exec %d<&-; ", n)
+			}
+		}
+		sup.WriteString(priv + `"$@" & wait $!`)
+		a = append(a, "bash", "-c", sup.String(), "supervisor")
+		fmt.Fprintf(&closeFDs, "exec %d<&-; ", user)
 	}
-	a = append(a, "nsenter", "--user="+fd(fdUser), "--preserve-credentials", "--",
+	a = append(a, "nsenter", "--user="+fd(user), "--preserve-credentials", "--",
 		"setpriv", "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--",
 		"prlimit")
 	lim := s.spec.Limits
-	if !world {
+	if kind != kindWorld {
 		// The process limit counts the agent's processes and the host's
-		// alike (one user in one namespace): checks and tmux clients get a
-		// reserve above it, so an agent at its limit cannot starve them.
+		// alike (one user): checks and tmux clients get a reserve above
+		// it, so an agent at its limit cannot starve them.
 		lim.Processes += processReserve
 	}
 	a = append(a, lim.prlimitArgs()...)
-	var closeFDs strings.Builder
-	for n := fdSetupUser; n < fdSetupUser+fdCount; n++ {
-		fmt.Fprintf(&closeFDs, "exec %d<&-; ", n)
-	}
 	a = append(a, "--", "bash", "-c", closeFDs.String()+`cd -- "$0" || exit 125; exec "$@"`, dir)
 	a = append(a, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", a...)

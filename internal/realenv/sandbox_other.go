@@ -17,7 +17,7 @@ func startSandbox(context.Context, sandboxSpec, time.Duration) (*sandbox, error)
 
 // command is never reached without a sandbox; it names a program that
 // does not exist so that running it fails.
-func (s *sandbox) command(ctx context.Context, _ bool, _ string, _ ...string) *exec.Cmd {
+func (s *sandbox) command(ctx context.Context, _ runKind, _ string, _ ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "agentworld-no-sandbox-on-this-platform")
 }
 

@@ -183,11 +183,14 @@ func TestSandboxCheckChannel(t *testing.T) {
 		t.Errorf("the agent changed the control directory:\n%s", got)
 	}
 	ctx := context.Background()
-	out, code, err := term.Exec(ctx, "sleep 1; echo check-marker alive; cat leak 2>&1; pgrep -f 'while :' >/dev/null && echo sees-agent")
+	// The check's pid namespace is its own: it sees its own processes (ps
+	// works: its supervisor and itself) and none of the agent's, as the
+	// agent sees none of its.
+	out, code, err := term.Exec(ctx, "sleep 1; echo check-marker alive; cat leak 2>&1; ps -eo args= | grep -c '[c]heck-marker'; pgrep -f 'while [:]' >/dev/null && echo sees-agent; true")
 	if err != nil || code != 0 {
 		t.Fatalf("check: %v, exit %d: %s", err, code, out)
 	}
-	if !strings.Contains(out, "check-marker alive") || !strings.Contains(out, "sees-agent") || strings.Contains(out, "host-secret") {
+	if !strings.Contains(out, "check-marker alive") || strings.Contains(out, "sees-agent") || strings.Contains(out, "host-secret") || !strings.Contains(out, "\n2\n") {
 		t.Errorf("check output: %q", out)
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "unchanged" {
@@ -256,15 +259,18 @@ func TestSandboxLimits(t *testing.T) {
 	}
 	// An agent at its process limit starves neither the checks nor the
 	// tmux clients, which have a reserve above it.
-	agentRun(t, term, `(seq 1 400 | xargs -P 400 -n 1 sleep 30 >/dev/null 2>&1 &)`)
+	marker := fmt.Sprintf("30.%d", 1_000_000+time.Now().UnixNano()%1_000_000)
+	agentRun(t, term, fmt.Sprintf(`(seq 1 400 | xargs -P 400 -I{} sleep %s >/dev/null 2>&1 &)`, marker))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		out, _, err := term.Exec(context.Background(), "ulimit -u; ps -e | grep -c sleep")
+		out, _, err := term.Exec(context.Background(), "ulimit -u")
 		if err != nil {
 			t.Fatalf("check beside an agent at its limit: %v", err)
 		}
-		var limit, sleeps int
-		fmt.Sscan(out, &limit, &sleeps)
+		var limit int
+		fmt.Sscan(out, &limit)
+		pids, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output()
+		sleeps := len(strings.Fields(string(pids)))
 		if limit == 300+processReserve && sleeps >= 290 {
 			break
 		}
@@ -363,10 +369,10 @@ func TestSandboxCloseKillsEverything(t *testing.T) {
 		out, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output()
 		return len(strings.Fields(string(out)))
 	}
-	// The check's (sleep &) shares its process group and dies when the
-	// check returns; its setsid one lives on until Close.
-	if n := count(); n != 4 {
-		t.Fatalf("%d sleeps running before Close, want 4", n)
+	// The check's pid namespace ends with it: its (sleep &) and its
+	// setsid one die when it returns; the agent's live on until Close.
+	if n := count(); n != 3 {
+		t.Fatalf("%d sleeps running before Close, want the agent's 3", n)
 	}
 	term.Close()
 	deadline := time.Now().Add(5 * time.Second)

@@ -67,7 +67,8 @@ type RealParams struct {
 	// Server names a configured MCP server.
 	Server string `json:"server,omitempty"`
 	// Setup is a bash script run inside the sandbox before the first
-	// screen (plain terminals only).
+	// screen; plain terminals only: a session of a task that sets it is
+	// refused.
 	Setup string `json:"setup,omitempty"`
 }
 
@@ -250,7 +251,12 @@ func (b *backends) realEnv(name string, s sim.SessionInfo) (*simAdapter, error) 
 			task = t
 		}
 		if p.Setup != "" {
-			opts.Setup = strings.TrimRight(opts.Setup, "\n") + "\n" + p.Setup
+			// A task's start is the task author's: a client's script run
+			// beside it could leave anything behind for the check.
+			if task != nil {
+				return nil, fielderr.New(sim.ErrBadRequest, "params.real.setup", "applies to plain terminals only, not to task %q", task.Name)
+			}
+			opts.Setup = p.Setup
 		}
 		term := NewTerminal(&opts)
 		return &simAdapter{env: term, backend: name, term: term, task: task}, nil

@@ -1,7 +1,6 @@
 package realenv
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +57,11 @@ type TerminalOptions struct {
 	TempDir string
 	// StartTimeout bounds sandbox start-up; 0 means 20 seconds.
 	StartTimeout time.Duration
+	// MaxScreenBytes caps one observation of the pane: a longer capture
+	// (the agent can make its window 10,000 columns by 10,000 rows) is cut
+	// there and says so; 0 means [DefaultMaxScreenBytes] or, for a pane
+	// larger than 160x40, four bytes per cell.
+	MaxScreenBytes int
 	// Root runs the shell as uid 0 inside the sandbox's user namespace, for
 	// tasks that need to own system paths inside; it has no capabilities
 	// either way. false runs it as the unprivileged user agent (uid 1000).
@@ -98,6 +102,9 @@ func (o *TerminalOptions) withDefaults() TerminalOptions {
 	if v.StartTimeout <= 0 {
 		v.StartTimeout = 20 * time.Second
 	}
+	if v.MaxScreenBytes <= 0 {
+		v.MaxScreenBytes = max(DefaultMaxScreenBytes, 4*v.Width*v.Height+v.Height)
+	}
 	if v.Logger == nil {
 		v.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -105,13 +112,21 @@ func (o *TerminalOptions) withDefaults() TerminalOptions {
 	return v
 }
 
+// DefaultMaxScreenBytes is the default cap on one observation of the pane:
+// ten times a 160x40 pane of four-byte characters.
+const DefaultMaxScreenBytes = 256 << 10
+
 // Terminal is a real bash shell in a tmux pane inside a bubblewrap sandbox.
 //
 // The sandbox (see [sandbox.command]) holds the agent's world — a private
 // tmux server and everything the shell starts, in a pid namespace of its
-// own — and, beside it, the processes the host runs inside: tmux clients
-// that type keys and capture the pane, setup scripts and task checks, which
-// see the agent's files and processes while the agent cannot see them.
+// own — and, beside it, the processes the host runs inside, each in a pid
+// namespace made for it alone that ends with it: tmux clients that type
+// keys and capture the pane, setup scripts and task checks, which see the
+// agent's files and processes while the agent cannot see them. The tmux
+// server is the agent's (it can replace it with its own), so everything a
+// tmux client reads is treated as hostile bytes: bounded, and never
+// anything but text for the observation.
 // Everything runs as the sandbox's user without capabilities, with no
 // network, a read-only system and a private /tmp. When the shell exits the
 // tmux server ends and the episode with it; Close kills the sandbox and
@@ -176,7 +191,7 @@ func (t *Terminal) Start(ctx context.Context) (string, error) {
 	}
 	if strings.TrimSpace(t.opts.Setup) != "" {
 		sctx, cancel := context.WithTimeout(ctx, t.opts.SetupTimeout)
-		out, code, err := t.exec(sctx, t.opts.Setup)
+		out, code, err := t.exec(sctx, kindSetup, t.opts.Setup)
 		cancel()
 		if err != nil {
 			t.shutdown()
@@ -193,7 +208,7 @@ func (t *Terminal) Start(ctx context.Context) (string, error) {
 		return "", err
 	}
 	t.last = screen
-	t.comps = t.components(screen)
+	t.comps = t.components(ctx, screen)
 	t.begin = time.Now()
 	t.log.Debug("terminal started", "dir", t.dir)
 	return screen, nil
@@ -275,7 +290,7 @@ func (t *Terminal) launch(ctx context.Context) error {
 	script := fmt.Sprintf("tmux -S %s -f %s/tmux.conf new-session -d -s %s -x %d -y %d -c %s 'bash --rcfile %s/bashrc -i' && exec tmux -S %s wait-for agentworld-never",
 		tmuxSock, ctlDir, tmuxSession, t.opts.Width, t.opts.Height, shellQuote(t.opts.WorkDir), ctlDir, tmuxSock)
 	// The world lives until the shell exits or Close; it is not bound to ctx.
-	t.world = sb.command(context.Background(), true, t.opts.WorkDir, "sh", "-c", script)
+	t.world = sb.command(context.Background(), kindWorld, t.opts.WorkDir, "sh", "-c", script)
 	worldErr := mcpclient.NewTailBuffer(maxStderr)
 	t.world.Stderr = worldErr
 	if err := t.world.Start(); err != nil {
@@ -495,22 +510,24 @@ const maxScriptBytes = 100 << 10
 const maxExecOutput = 1 << 20
 
 // Exec runs a bash script inside the sandbox, in the work dir, and returns
-// its combined output (the last MiB) and exit code. Checks and setup
-// scripts use it: they see the same files, /tmp and processes as the
-// agent's shell, but the agent cannot see, signal or trace them, and their
-// output and status come back through pipes to this process, never through
-// files the agent could write. When ctx ends, the script and everything it
-// started in its process group are killed.
+// its combined output (the last MiB) and exit code. Checks use it: they see
+// the same files, /tmp and processes as the agent's shell, and a fresh
+// private directory at /run/private that nothing else sees, but the agent
+// cannot see, signal or trace them: each runs in a pid namespace of its
+// own, made for it and ended with it (see [sandbox.command]). Output and
+// status come back through pipes to this process, never through files the
+// agent could write. When the script exits, or ctx ends, everything it
+// started ends with it.
 func (t *Terminal) Exec(ctx context.Context, script string) (string, int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.started || t.closed {
 		return "", 0, errors.New("terminal not running")
 	}
-	return t.exec(ctx, script)
+	return t.exec(ctx, kindCheck, script)
 }
 
-func (t *Terminal) exec(ctx context.Context, script string) (string, int, error) {
+func (t *Terminal) exec(ctx context.Context, kind runKind, script string) (string, int, error) {
 	if len(script) > maxScriptBytes {
 		return "", 0, fmt.Errorf("script of %d bytes exceeds %d", len(script), maxScriptBytes)
 	}
@@ -518,7 +535,7 @@ func (t *Terminal) exec(ctx context.Context, script string) (string, int, error)
 		return "", 0, fmt.Errorf("%w: sandbox ended", ErrBroken)
 	}
 	out := mcpclient.NewTailBuffer(maxExecOutput)
-	cmd := t.sb.command(ctx, false, t.opts.WorkDir, "bash", "-c", script)
+	cmd := t.sb.command(ctx, kind, t.opts.WorkDir, "bash", "-c", script)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = 500 * time.Millisecond
 	err := cmd.Run()
@@ -587,11 +604,15 @@ func (t *Terminal) Screen(ctx context.Context) (string, error) {
 }
 
 func (t *Terminal) capture(ctx context.Context) (string, error) {
-	out, err := t.tmux(ctx, "capture-pane", "-p", "-t", t.pane)
+	out, cut, err := t.tmuxRead(ctx, t.opts.MaxScreenBytes, "capture-pane", "-p", "-t", t.pane)
 	if err != nil {
 		return "", err
 	}
-	return NormalizeScreen(out), nil
+	screen := NormalizeScreen(out)
+	if cut {
+		screen += fmt.Sprintf("\n[agentworld: the screen was cut at %d bytes]", t.opts.MaxScreenBytes)
+	}
+	return screen, nil
 }
 
 // NormalizeScreen trims trailing blanks from every line and drops the empty
@@ -608,16 +629,83 @@ func NormalizeScreen(s string) string {
 	return strings.Join(lines, "\n")
 }
 
+// maxTmuxReply caps what a tmux command other than capture-pane may print
+// (a pane id, a command name).
+const maxTmuxReply = 4 << 10
+
 // tmux runs a tmux client inside the sandbox (see [sandbox.command] for
-// why never on the host).
+// why never on the host) and returns at most maxTmuxReply bytes of its
+// output.
 func (t *Terminal) tmux(ctx context.Context, args ...string) (string, error) {
-	cmd := t.sb.command(ctx, false, "/", append([]string{"tmux", "-S", tmuxSock}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("tmux %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	out, _, err := t.tmuxRead(ctx, maxTmuxReply, args...)
+	return out, err
+}
+
+// tmuxRead runs a tmux client and returns the first limit bytes of what it
+// printed, cut at a UTF-8 boundary. The server it talks to is the agent's
+// (it may be a fake that streams without end), so past limit the client is
+// killed and cut is set: no more than limit bytes are ever held.
+func (t *Terminal) tmuxRead(ctx context.Context, limit int, args ...string) (out string, cut bool, err error) {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := t.sb.command(cctx, kindClient, "/", append([]string{"tmux", "-S", tmuxSock}, args...)...)
+	stdout := &headBuffer{max: limit, full: cancel}
+	stderr := mcpclient.NewTailBuffer(1 << 10)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.WaitDelay = 500 * time.Millisecond
+	err = cmd.Run()
+	if cmd.Process != nil {
+		killGroup(cmd.Process.Pid)
 	}
-	return stdout.String(), nil
+	if stdout.cut {
+		return stdout.String(), true, nil
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", false, ctx.Err()
+		}
+		return "", false, fmt.Errorf("tmux %s: %v: %s", args[0], err, strings.TrimSpace(strings.ToValidUTF8(stderr.String(), "?")))
+	}
+	return stdout.String(), false, nil
+}
+
+// headBuffer keeps the first max bytes written to it and discards the
+// rest; the first write past max calls full (which kills the writer).
+type headBuffer struct {
+	buf  []byte
+	max  int
+	cut  bool
+	full func()
+}
+
+func (b *headBuffer) Write(p []byte) (int, error) {
+	room := b.max - len(b.buf)
+	if len(p) > room {
+		b.buf = append(b.buf, p[:max(room, 0)]...)
+		if !b.cut {
+			b.cut = true
+			b.full()
+		}
+		return len(p), nil
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+// String is the kept bytes, without a UTF-8 character the cut split.
+func (b *headBuffer) String() string {
+	s := b.buf
+	if b.cut {
+		for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax; i-- {
+			if utf8.RuneStart(s[i]) {
+				if !utf8.FullRune(s[i:]) {
+					s = s[:i]
+				}
+				break
+			}
+		}
+	}
+	return string(s)
 }
 
 // Components describe the terminal for the world model: the shell, the
@@ -628,14 +716,14 @@ func (t *Terminal) Components() trajectory.Components {
 	return t.comps
 }
 
-func (t *Terminal) components(screen string) trajectory.Components {
+func (t *Terminal) components(ctx context.Context, screen string) trajectory.Components {
 	desc := t.opts.TaskDescription
 	if strings.TrimSpace(desc) == "" {
 		desc = "A Linux bash shell running in a tmux pane, driven by an agent."
 	}
 	desc += fmt.Sprintf("\n\nThe shell runs in a sandbox without network access; the system is read-only except %s (the working directory and HOME) and /tmp. The tmux pane is %d columns by %d rows.", t.opts.WorkDir, t.opts.Width, t.opts.Height)
 	state := "Screen:\n" + screen
-	if files := listFiles(t.work, 200); files != "" {
+	if files := t.listWork(ctx, 200); files != "" {
 		state += "\n\nFiles under " + t.opts.WorkDir + ":\n" + files
 	}
 	return trajectory.Components{
@@ -647,6 +735,21 @@ func (t *Terminal) components(screen string) trajectory.Components {
 
 // TerminalActionSpace documents the Terminal domain's action format.
 const TerminalActionSpace = `Each action is a JSON array of objects {"keystrokes": string, "duration": seconds}. The keystrokes are typed into the tmux pane in order, waiting "duration" seconds after each. Text is typed literally and a newline presses Enter, so a trailing newline runs the command. A string that is exactly a tmux key name sends that key: C-c (interrupt), C-d (end of input), C-z, Escape, Tab, Up, Down, Left, Right, Enter, BSpace, and so on. The observation is the visible screen after the last wait. An empty array [] ends the task.`
+
+// listWork lists the work dir's files (directories with a final "/"), at
+// most limit of them, sorted, from inside the sandbox: the host never walks
+// a directory the agent can write. An error lists nothing.
+func (t *Terminal) listWork(ctx context.Context, limit int) string {
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	script := fmt.Sprintf(`find . -mindepth 1 -maxdepth 8 \( -type d -printf '%%P/\n' -o -printf '%%P\n' \) 2>/dev/null | head -n 100000 | LC_ALL=C sort | head -n %d`, limit)
+	out, code, err := t.exec(lctx, kindSetup, script)
+	if err != nil || code != 0 {
+		t.log.Debug("listing the work dir failed", "exit", code, "err", err)
+		return ""
+	}
+	return strings.ToValidUTF8(strings.TrimRight(out, "\n"), "?")
+}
 
 func listFiles(root string, limit int) string {
 	var lines []string
