@@ -259,3 +259,47 @@ func readFile(t *testing.T, p string) string {
 }
 
 func statIno(fi os.FileInfo) uint64 { return fi.Sys().(*syscall.Stat_t).Ino }
+
+// TestSalesReportCheckUnpacksPrivately plays the bundled sales-report task
+// with a correct report but an archive that does not hold it, helped by
+// what the agent can prepare: copies where the check used to unpack
+// (/tmp/check), or an archive of links to the real files. The check must
+// fail both ways (it passed the first on round one's check).
+func TestSalesReportCheckUnpacksPrivately(t *testing.T) {
+	requireSandbox(t)
+	t.Parallel()
+	task, err := LoadTask(filepath.Join(repoRoot(t), "examples", "tasks", "sales-report"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle, err := task.Oracle.ActionStrings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarAt := -1
+	for i, a := range oracle {
+		if strings.Contains(a, "tar -czf") {
+			tarAt = i
+		}
+	}
+	if tarAt < 0 {
+		t.Fatal("the oracle no longer makes the archive with tar -czf")
+	}
+	for name, fake := range map[string]string{
+		"pre-seeded": "mkdir -p /tmp/check/report empty && cp report/totals.csv report/top.txt /tmp/check/report/ && tar -czf report.tar.gz empty\n",
+		"links":      "mkdir -p x/report && ln -s /app/report/totals.csv /app/report/top.txt x/report/ && tar -czf report.tar.gz -C x report\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			actions := append([]string{}, oracle...)
+			actions[tarAt] = keys(fake, 0.5)
+			run, err := RunTask(context.Background(), task, actions, &RunOptions{Terminal: &TerminalOptions{TempDir: t.TempDir()}, CheckTimeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.Check.Passed {
+				t.Fatalf("an archive without the report passed the check: %+v", run.Check)
+			}
+		})
+	}
+}

@@ -37,6 +37,11 @@ import (
 //	    - [{keystrokes: "grep -c ERROR app.log > answer.txt\n", duration: 0.5}]
 //	  script: |               # or a bash script run in the sandbox
 //	    grep -c ERROR app.log > answer.txt
+//
+// Setup and check run in the work dir, as the shell's user, each in a pid
+// namespace of its own that ends with it, with an empty private directory
+// at /run/private that no other process can see (a check unpacks the
+// agent's archives there).
 type Task struct {
 	Name        string  `json:"name"`
 	Horizon     string  `json:"horizon,omitempty"`
