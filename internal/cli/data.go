@@ -12,9 +12,14 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/convert"
+	"github.com/agentworld/agentworld/internal/datapipe"
+	"github.com/agentworld/agentworld/internal/datastats"
+	"github.com/agentworld/agentworld/internal/expand"
+	"github.com/agentworld/agentworld/internal/masking"
 	"github.com/agentworld/agentworld/internal/promptlib"
 	"github.com/agentworld/agentworld/internal/rejection"
+	"github.com/agentworld/agentworld/internal/trainset"
 )
 
 // newDataCmd wires `agentworld data`, the training-data pipeline.
@@ -39,23 +44,23 @@ type pipelineFlags struct {
 func (p *pipelineFlags) add(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&p.workers, "workers", 1, "goroutines processing records")
 	cmd.Flags().StringVar(&p.onError, "on-error", "skip", "bad records: skip (report, count, go on) or fatal (stop)")
-	cmd.Flags().IntVar(&p.maxLine, "max-line", dataset.DefaultMaxLine, "longest accepted input line in bytes")
+	cmd.Flags().IntVar(&p.maxLine, "max-line", datapipe.DefaultMaxLine, "longest accepted input line in bytes")
 	cmd.Flags().BoolVar(&p.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "show a progress bar on stderr (default: when stderr is a terminal)")
 }
 
-func (p *pipelineFlags) options(cmd *cobra.Command) (*dataset.Options, error) {
-	oe, err := dataset.ParseOnError(p.onError)
+func (p *pipelineFlags) options(cmd *cobra.Command) (*datapipe.Options, error) {
+	oe, err := datapipe.ParseOnError(p.onError)
 	if err != nil {
 		return nil, flagErr("on-error", err)
 	}
-	o := &dataset.Options{Workers: p.workers, OnError: oe, MaxLine: p.maxLine, Logger: logger(cmd)}
+	o := &datapipe.Options{Workers: p.workers, OnError: oe, MaxLine: p.maxLine, Logger: logger(cmd)}
 	if p.progress {
 		o.Progress = cmd.ErrOrStderr()
 	}
 	return o, nil
 }
 
-func printSummary(cmd *cobra.Command, s *dataset.Summary) {
+func printSummary(cmd *cobra.Command, s *datapipe.Summary) {
 	if s != nil {
 		fmt.Fprintln(cmd.ErrOrStderr(), s.String())
 	}
@@ -67,7 +72,7 @@ func newDataSchemaCmd() *cobra.Command {
 		Short: "Print the JSON Schema of the unified trajectory format",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := cmd.OutOrStdout().Write(dataset.TrajectorySchema())
+			_, err := cmd.OutOrStdout().Write(datapipe.TrajectorySchema())
 			return err
 		},
 	}
@@ -85,7 +90,7 @@ func newDataValidateCmd() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			sum, err := dataset.Validate(ctx, args, cmd.OutOrStdout(), opts)
+			sum, err := datapipe.Validate(ctx, args, cmd.OutOrStdout(), opts)
 			printSummary(cmd, sum)
 			if err != nil {
 				return err
@@ -114,7 +119,7 @@ func newDataMaskCmd() *cobra.Command {
 			if len(args) == 0 {
 				return fmt.Errorf("mask: no input files")
 			}
-			cfg, err := dataset.LoadMaskingConfig(config)
+			cfg, err := masking.LoadMaskingConfig(config)
 			if err != nil {
 				return err
 			}
@@ -125,8 +130,8 @@ func newDataMaskCmd() *cobra.Command {
 			if calibrate != "" {
 				return runCalibrate(cmd, args, cfg, calibrate, minTurns, opts)
 			}
-			return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
-				return dataset.Mask(ctx, args, w, cfg, opts)
+			return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*datapipe.Summary, error) {
+				return masking.Mask(ctx, args, w, cfg, opts)
 			})
 		},
 	}
@@ -140,7 +145,7 @@ func newDataMaskCmd() *cobra.Command {
 }
 
 // runCPT writes continued-pretraining shards into the --out directory.
-func runCPT(cmd *cobra.Command, files []string, ef *expandFlags, co *dataset.CPTOptions) error {
+func runCPT(cmd *cobra.Command, files []string, ef *expandFlags, co *trainset.CPTOptions) error {
 	if ef.out == "" || ef.out == "-" {
 		return fmt.Errorf("export --mode cpt writes shards into a directory: give --out DIR")
 	}
@@ -153,7 +158,7 @@ func runCPT(cmd *cobra.Command, files []string, ef *expandFlags, co *dataset.CPT
 	if err != nil {
 		return err
 	}
-	m, sum, err := dataset.ExportCPT(cmd.Context(), files, ef.out, xo, co, opts)
+	m, sum, err := trainset.ExportCPT(cmd.Context(), files, ef.out, xo, co, opts)
 	printSummary(cmd, sum)
 	if err != nil {
 		return err
@@ -165,13 +170,13 @@ func runCPT(cmd *cobra.Command, files []string, ef *expandFlags, co *dataset.CPT
 }
 
 // runCalibrate writes the calibrated masking config and prints the shares.
-func runCalibrate(cmd *cobra.Command, files []string, base *dataset.MaskingConfig, path string, minTurns int, opts *dataset.Options) error {
-	c, sum, err := dataset.Calibrate(cmd.Context(), files, base, &dataset.CalibrateOptions{MinTurns: minTurns}, opts)
+func runCalibrate(cmd *cobra.Command, files []string, base *masking.MaskingConfig, path string, minTurns int, opts *datapipe.Options) error {
+	c, sum, err := masking.Calibrate(cmd.Context(), files, base, &masking.CalibrateOptions{MinTurns: minTurns}, opts)
 	printSummary(cmd, sum)
 	if err != nil {
 		return err
 	}
-	w, err := dataset.CreateOutput(path, cmd.OutOrStdout())
+	w, err := datapipe.CreateOutput(path, cmd.OutOrStdout())
 	if err != nil {
 		return err
 	}
@@ -193,10 +198,10 @@ func runCalibrate(cmd *cobra.Command, files []string, base *dataset.MaskingConfi
 // are printed as the commented file they are.
 func writeConfig(w io.Writer, path, format string) error {
 	if format == "yaml" && path == "" {
-		_, err := w.Write(dataset.DefaultMaskingConfig())
+		_, err := w.Write(masking.DefaultMaskingConfig())
 		return err
 	}
-	cfg, err := dataset.LoadMaskingConfig(path)
+	cfg, err := masking.LoadMaskingConfig(path)
 	if err != nil {
 		return err
 	}
@@ -235,24 +240,24 @@ var errOldTemplates = errors.New("--templates (a file of free-form templates) wa
 	"add versions to a library (agentworld template, agentworld research) and select one with --template VERSION --template-dir DIR, " +
 	"or declare weighted versions per stage in a --mixes file (check it with agentworld template mixes FILE); " + promptlib.MixesShape)
 
-func (e *expandFlags) options(cmd *cobra.Command) (*dataset.Options, *dataset.ExpandOptions, error) {
+func (e *expandFlags) options(cmd *cobra.Command) (*datapipe.Options, *expand.ExpandOptions, error) {
 	opts, err := e.pf.options(cmd)
 	if err != nil {
 		return nil, nil, err
 	}
-	mode, err := dataset.ParseMode(e.mode)
+	mode, err := expand.ParseMode(e.mode)
 	if err != nil {
 		return nil, nil, flagErr("mode", err)
 	}
-	pol, err := dataset.ParsePolicy(e.policy)
+	pol, err := expand.ParsePolicy(e.policy)
 	if err != nil {
 		return nil, nil, flagErr("policy", err)
 	}
-	cfg, err := dataset.LoadMaskingConfig(e.config)
+	cfg, err := masking.LoadMaskingConfig(e.config)
 	if err != nil {
 		return nil, nil, err
 	}
-	xo := &dataset.ExpandOptions{Mode: mode, Policy: pol, Seed: e.seed, Masking: cfg}
+	xo := &expand.ExpandOptions{Mode: mode, Policy: pol, Seed: e.seed, Masking: cfg}
 	if e.oldTemplates != "" {
 		return nil, nil, errOldTemplates
 	}
@@ -302,25 +307,25 @@ func (e *expandFlags) options(cmd *cobra.Command) (*dataset.Options, *dataset.Ex
 }
 
 // writeMeta records, beside an export written to a file, the template
-// versions it used (dataset.ExportMeta).
-func (e *expandFlags) writeMeta(format string, xo *dataset.ExpandOptions, sum *dataset.Summary) error {
+// versions it used (trainset.ExportMeta).
+func (e *expandFlags) writeMeta(format string, xo *expand.ExpandOptions, sum *datapipe.Summary) error {
 	if e.out == "" || e.out == "-" || sum == nil {
 		return nil
 	}
-	m := dataset.NewExportMeta(format, xo, sum)
+	m := trainset.NewExportMeta(format, xo, sum)
 	if e.mixes != "" {
 		m.Mixes, m.Stage = e.mixes, e.stage
 		if m.Stage == "" {
 			m.Stage = e.mode
 		}
 	}
-	return dataset.WriteExportMeta(dataset.MetaPath(e.out), m)
+	return trainset.WriteExportMeta(trainset.MetaPath(e.out), m)
 }
 
 // runToOutput runs fn writing to --out (atomically) and prints the summary.
-func runToOutput(cmd *cobra.Command, out string, fn func(ctx context.Context, w io.Writer) (*dataset.Summary, error)) error {
+func runToOutput(cmd *cobra.Command, out string, fn func(ctx context.Context, w io.Writer) (*datapipe.Summary, error)) error {
 	ctx := cmd.Context()
-	w, err := dataset.CreateOutput(out, cmd.OutOrStdout())
+	w, err := datapipe.CreateOutput(out, cmd.OutOrStdout())
 	if err != nil {
 		return err
 	}
@@ -344,9 +349,9 @@ func newDataExpandCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var sum *dataset.Summary
-			if err := runToOutput(cmd, ef.out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
-				sum, err = dataset.Export(ctx, args, w, xo, &dataset.ExportOptions{Format: dataset.FormatSamples, KeepDuplicates: ef.keepDup}, opts)
+			var sum *datapipe.Summary
+			if err := runToOutput(cmd, ef.out, func(ctx context.Context, w io.Writer) (*datapipe.Summary, error) {
+				sum, err = trainset.Export(ctx, args, w, xo, &trainset.ExportOptions{Format: trainset.FormatSamples, KeepDuplicates: ef.keepDup}, opts)
 				return sum, err
 			}); err != nil {
 				return err
@@ -361,7 +366,7 @@ func newDataExpandCmd() *cobra.Command {
 func newDataExportCmd() *cobra.Command {
 	var ef expandFlags
 	var split, style, trainer string
-	var cpt dataset.CPTOptions
+	var cpt trainset.CPTOptions
 	var sampled bool
 	cmd := &cobra.Command{
 		Use:   "export FILES...",
@@ -389,24 +394,24 @@ before the answer for swift, llamafactory-v0, trl, chat and cpt, the
 			if err != nil {
 				return err
 			}
-			tr, err := dataset.ParseTrainer(trainer)
+			tr, err := trainset.ParseTrainer(trainer)
 			if err != nil {
 				return flagErr("trainer", err)
 			}
-			eo := &dataset.ExportOptions{Format: tr.Format(), KeepDuplicates: ef.keepDup, Split: split, RewardStyle: style, Sampled: sampled}
-			if xo.Mode == dataset.RL {
-				eo.Format = dataset.FormatVerl
+			eo := &trainset.ExportOptions{Format: tr.Format(), KeepDuplicates: ef.keepDup, Split: split, RewardStyle: style, Sampled: sampled}
+			if xo.Mode == expand.RL {
+				eo.Format = trainset.FormatVerl
 				if ef.out == "" || ef.out == "-" {
 					return fmt.Errorf("export --mode rl writes Parquet: give --out FILE.parquet")
 				}
 			}
 			format := tr.String()
-			if xo.Mode == dataset.RL {
+			if xo.Mode == expand.RL {
 				format = "verl"
 			}
-			var sum *dataset.Summary
-			if err := runToOutput(cmd, ef.out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
-				sum, err = dataset.Export(ctx, args, w, xo, eo, opts)
+			var sum *datapipe.Summary
+			if err := runToOutput(cmd, ef.out, func(ctx context.Context, w io.Writer) (*datapipe.Summary, error) {
+				sum, err = trainset.Export(ctx, args, w, xo, eo, opts)
 				return sum, err
 			}); err != nil {
 				return err
@@ -463,16 +468,16 @@ func newDataConvertCmd() *cobra.Command {
 			}
 			switch to {
 			case "bench":
-				return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
-					return dataset.ToBench(ctx, args, w, &dataset.BenchOptions{FirstID: firstID}, opts)
+				return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*datapipe.Summary, error) {
+					return convert.ToBench(ctx, args, w, &convert.BenchOptions{FirstID: firstID}, opts)
 				})
 			case "trajectories":
-				src, err := dataset.ParseSource(from)
+				src, err := convert.ParseSource(from)
 				if err != nil {
 					return flagErr("from", err)
 				}
-				return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*dataset.Summary, error) {
-					return dataset.ToTrajectories(ctx, args, w, src, &dataset.ConvertOptions{Domain: dom}, opts)
+				return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*datapipe.Summary, error) {
+					return convert.ToTrajectories(ctx, args, w, src, &convert.ConvertOptions{Domain: dom}, opts)
 				})
 			}
 			return fmt.Errorf("--to %q: want trajectories or bench", to)
@@ -500,24 +505,24 @@ func newDataStatsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg, err := dataset.LoadMaskingConfig(config)
+			cfg, err := masking.LoadMaskingConfig(config)
 			if err != nil {
 				return err
 			}
 			var format string
 			if plotPath != "" {
-				if format, err = dataset.PlotFormat(plotPath); err != nil {
+				if format, err = datastats.PlotFormat(plotPath); err != nil {
 					return err
 				}
 			}
 			ctx := cmd.Context()
-			st, sum, err := dataset.CollectStats(ctx, args, cfg, opts)
+			st, sum, err := datastats.CollectStats(ctx, args, cfg, opts)
 			printSummary(cmd, sum)
 			if err != nil {
 				return err
 			}
 			if plotPath != "" {
-				w, err := dataset.CreateOutput(plotPath, cmd.OutOrStdout())
+				w, err := datapipe.CreateOutput(plotPath, cmd.OutOrStdout())
 				if err != nil {
 					return err
 				}

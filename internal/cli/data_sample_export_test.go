@@ -9,8 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/rejection"
+	"github.com/agentworld/agentworld/internal/trainset"
 )
 
 // TestDataSampleExportEachTrainer: recordings → convert → expand → sample
@@ -43,14 +44,14 @@ func TestDataSampleExportEachTrainer(t *testing.T) {
 	}
 	// prompt is what the teacher saw for a kept beam: its line's messages
 	// but the target.
-	prompt := func(id string) []dataset.Message {
+	prompt := func(id string) []expand.Message {
 		l, ok := byID[id]
 		if !ok {
 			t.Fatalf("exported id %q is no kept beam", id)
 		}
-		var p []dataset.Message
+		var p []expand.Message
 		for _, m := range l.Messages[:len(l.Messages)-1] {
-			p = append(p, dataset.Message{Role: m.Role, Content: m.Content})
+			p = append(p, expand.Message{Role: m.Role, Content: m.Content})
 		}
 		return p
 	}
@@ -65,14 +66,14 @@ func TestDataSampleExportEachTrainer(t *testing.T) {
 	}
 
 	t.Run("swift", func(t *testing.T) {
-		lines := readLines[dataset.SwiftLine](t, export("--trainer", "swift"))
+		lines := readLines[trainset.SwiftLine](t, export("--trainer", "swift"))
 		if len(lines) != len(sft) {
 			t.Fatalf("%d lines, want one per kept beam (%d)", len(lines), len(sft))
 		}
 		for _, l := range lines {
-			var p []dataset.Message
+			var p []expand.Message
 			for _, m := range l.Messages[:len(l.Messages)-1] {
-				p = append(p, dataset.Message{Role: m.Role, Content: m.Content})
+				p = append(p, expand.Message{Role: m.Role, Content: m.Content})
 				if m.Role == "assistant" && (m.Loss == nil || *m.Loss || m.LossScale == nil || *m.LossScale != 0) {
 					t.Errorf("%s: history observation trains: %+v", l.ID, m)
 				}
@@ -87,23 +88,23 @@ func TestDataSampleExportEachTrainer(t *testing.T) {
 		}
 	})
 	t.Run("llamafactory", func(t *testing.T) {
-		lines := readLines[dataset.LFLine](t, export("--trainer", "llamafactory"))
+		lines := readLines[trainset.LFLine](t, export("--trainer", "llamafactory"))
 		if len(lines) != len(sft) {
 			t.Fatalf("%d lines, want %d", len(lines), len(sft))
 		}
 		for _, l := range lines {
-			var p []dataset.Message
+			var p []expand.Message
 			for _, m := range l.Messages[:len(l.Messages)-1] {
 				if len(m.Content) != 1 || m.LossWeight != 0 {
 					t.Errorf("%s: prompt message %+v", l.ID, m)
 				}
-				p = append(p, dataset.Message{Role: m.Role, Content: m.Content[0].Value})
+				p = append(p, expand.Message{Role: m.Role, Content: m.Content[0].Value})
 			}
 			if d := cmp.Diff(prompt(l.ID), p); d != "" {
 				t.Errorf("%s: prompt differs (-teacher +llamafactory):\n%s", l.ID, d)
 			}
 			last := l.Messages[len(l.Messages)-1]
-			want := []dataset.LFContent{{Type: "reasoning", Value: reasoning}, {Type: "text", Value: answer}}
+			want := []trainset.LFContent{{Type: "reasoning", Value: reasoning}, {Type: "text", Value: answer}}
 			if d := cmp.Diff(want, last.Content); d != "" || last.LossWeight != byID[l.ID].LossWeight {
 				t.Errorf("%s: target weight %v (want %v), content (-want +got):\n%s", l.ID, last.LossWeight, byID[l.ID].LossWeight, d)
 			}
@@ -111,15 +112,15 @@ func TestDataSampleExportEachTrainer(t *testing.T) {
 	})
 	for _, tr := range []string{"llamafactory-v0", "chat"} {
 		t.Run(tr, func(t *testing.T) {
-			lines := readLines[dataset.ChatLine](t, export("--trainer", tr))
+			lines := readLines[trainset.ChatLine](t, export("--trainer", tr))
 			if len(lines) == 0 || (tr == "chat" && len(lines) != len(sft)) {
 				t.Fatalf("%d lines (kept beams %d)", len(lines), len(sft))
 			}
 			for _, l := range lines {
 				beam := l.ID
-				var p []dataset.Message
+				var p []expand.Message
 				for _, m := range l.Messages[:len(l.Messages)-1] {
-					p = append(p, dataset.Message{Role: m.Role, Content: m.Content})
+					p = append(p, expand.Message{Role: m.Role, Content: m.Content})
 				}
 				var found bool
 				for id, s := range byID {
@@ -140,7 +141,7 @@ func TestDataSampleExportEachTrainer(t *testing.T) {
 		})
 	}
 	t.Run("trl", func(t *testing.T) {
-		lines := readLines[dataset.TRLLine](t, export("--trainer", "trl"))
+		lines := readLines[trainset.TRLLine](t, export("--trainer", "trl"))
 		if len(lines) == 0 {
 			t.Fatal("no lines")
 		}
@@ -155,7 +156,7 @@ func TestDataSampleExportEachTrainer(t *testing.T) {
 		if _, stderr, err := runData(t, "export", "--progress=false", "--on-error", "fatal", "--mode", "cpt", "-o", shards, out); err != nil {
 			t.Fatalf("cpt: %v\n%s", err, stderr)
 		}
-		docs := readLines[dataset.CPTLine](t, filepath.Join(shards, "cpt-00000.jsonl"))
+		docs := readLines[trainset.CPTLine](t, filepath.Join(shards, "cpt-00000.jsonl"))
 		if len(docs) != len(sft) {
 			t.Fatalf("%d documents, want %d", len(docs), len(sft))
 		}

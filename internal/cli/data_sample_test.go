@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/rejection"
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
@@ -133,7 +133,7 @@ func readLines[T any](t *testing.T, path string) []T {
 	return out
 }
 
-func lastUser(s *dataset.Sample) string {
+func lastUser(s *expand.Sample) string {
 	p := s.Prompt()
 	return p[len(p)-1].Content
 }
@@ -182,7 +182,7 @@ func expandRecordings(t *testing.T, dir string) string {
 func TestDataSampleEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	samplesPath := expandRecordings(t, dir)
-	samples := readLines[dataset.Sample](t, samplesPath)
+	samples := readLines[expand.Sample](t, samplesPath)
 	if len(samples) < 10 {
 		t.Fatalf("%d samples from the recordings; the test needs more", len(samples))
 	}
@@ -311,13 +311,13 @@ func readOutputs(t *testing.T, out string) map[string]string {
 }
 
 // writeManySamples writes n expanded samples over three domains.
-func writeManySamples(t *testing.T, path string, n int) []dataset.Sample {
+func writeManySamples(t *testing.T, path string, n int) []expand.Sample {
 	t.Helper()
 	var buf bytes.Buffer
-	var out []dataset.Sample
+	var out []expand.Sample
 	domains := []string{"terminal", "mcp", "web"}
 	for i := 0; i < n; i++ {
-		s := dataset.Sample{ID: fmt.Sprintf("t%d#2", i), TrajectoryID: fmt.Sprintf("t%d", i), Domain: domains[i%3], Turn: 2, TotalTurns: 2,
+		s := expand.Sample{ID: fmt.Sprintf("t%d#2", i), TrajectoryID: fmt.Sprintf("t%d", i), Domain: domains[i%3], Turn: 2, TotalTurns: 2,
 			System:  "simulate",
 			History: []trajectory.Turn{{Action: fmt.Sprintf("look %d", i), Observation: "a room"}},
 			Action:  fmt.Sprintf("open door %d", i), Observation: fmt.Sprintf("door %d opens", i)}

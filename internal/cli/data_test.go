@@ -26,7 +26,7 @@ func TestDataCommands(t *testing.T) {
 	if err != nil || !json.Valid([]byte(out)) {
 		t.Fatalf("schema: %v", err)
 	}
-	out, errOut, err := runData(t, "validate", "--progress=false", "../dataset/testdata/bad.jsonl")
+	out, errOut, err := runData(t, "validate", "--progress=false", "../datapipe/testdata/bad.jsonl")
 	if err == nil || !strings.Contains(out, "bad.jsonl:2: turns[0].observation:") || !strings.Contains(errOut, "summary:") {
 		t.Fatalf("validate: err %v\nout %s\nerr %s", err, out, errOut)
 	}
@@ -99,7 +99,7 @@ func TestDataCommands(t *testing.T) {
 		t.Fatal("cpt export without --out accepted")
 	}
 	calibrated := filepath.Join(dir, "calibrated.yaml")
-	out, _, err = runData(t, "mask", "--progress=false", "--calibrate", calibrated, "--min-turns", "1", "../dataset/testdata/small.jsonl")
+	out, _, err = runData(t, "mask", "--progress=false", "--calibrate", calibrated, "--min-turns", "1", "../datapipe/testdata/small.jsonl")
 	if err != nil || !strings.Contains(out, "→") {
 		t.Fatalf("mask --calibrate: %v\n%s", err, out)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/bench"
-	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/promptlib"
@@ -308,7 +308,7 @@ func readTrajectories(path string) ([]*trajectory.Trajectory, error) {
 		if len(sc.Bytes()) == 0 {
 			continue
 		}
-		t, errs := dataset.DecodeTrajectory(sc.Bytes(), path, line)
+		t, errs := datapipe.DecodeTrajectory(sc.Bytes(), path, line)
 		if len(errs) > 0 {
 			return nil, errs[0]
 		}

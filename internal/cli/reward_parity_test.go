@@ -17,9 +17,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentworld/agentworld/internal/bench"
-	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/reward"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
+	"github.com/agentworld/agentworld/internal/trainset"
 )
 
 // parityJudge answers as the model under test ("wm"), with a prediction
@@ -34,7 +35,7 @@ func parityJudge(r *fakellm.Request) fakellm.Reply {
 
 // chatML renders messages as Qwen's chat template does, with the
 // generation prompt: the text OpenRLHF sends as a prompt.
-func chatML(msgs []dataset.Message) string {
+func chatML(msgs []expand.Message) string {
 	var b strings.Builder
 	for _, m := range msgs {
 		b.WriteString("<|im_start|>" + m.Role + "\n" + m.Content + "<|im_end|>\n")
@@ -94,14 +95,14 @@ func TestRewardJudgesWhatBenchJudges(t *testing.T) {
 	if _, stderr, err := runCLI(t, append([]string{"data", "convert", "--from", "bench", "-o", traj}, files...)...); err != nil {
 		t.Fatalf("data convert: %v\n%s", err, stderr)
 	}
-	var rows []dataset.RLRow
+	var rows []trainset.RLRow
 	seen := map[key]bool{}
 	for seed := range 12 {
 		out := filepath.Join(dir, fmt.Sprintf("rl%d.parquet", seed))
 		if _, stderr, err := runCLI(t, "data", "export", "--mode", "rl", "--seed", fmt.Sprint(seed), "-o", out, traj); err != nil {
 			t.Fatalf("data export: %v\n%s", err, stderr)
 		}
-		got, err := parquet.ReadFile[dataset.RLRow](out)
+		got, err := parquet.ReadFile[trainset.RLRow](out)
 		if err != nil {
 			t.Fatal(err)
 		}

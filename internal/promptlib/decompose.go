@@ -242,7 +242,7 @@ const SectionsLayout = "sections"
 
 // sectionTitles maps the headings of a sectioned prompt (lower case) to
 // the component they hold: the published rows' headings, the ones
-// dataset.AssembleSystemPrompt writes, and a few common variants.
+// expand.AssembleSystemPrompt writes, and a few common variants.
 var sectionTitles = map[string]field{
 	"task":                    fTask,
 	"task description":        fTask,

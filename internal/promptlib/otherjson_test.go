@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/promptlib"
+	"github.com/agentworld/agentworld/internal/trainset"
 )
 
 // TestOpenLeavesOtherJSONAlone: a data export written into the library
@@ -32,8 +34,8 @@ func TestOpenLeavesOtherJSONAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := dataset.NewExportMeta("samples", &dataset.ExpandOptions{Default: v1}, &dataset.Summary{})
-	if err := dataset.WriteExportMeta(dataset.MetaPath(filepath.Join(dir, "sft.jsonl")), meta); err != nil {
+	meta := trainset.NewExportMeta("samples", &expand.ExpandOptions{Default: v1}, &datapipe.Summary{})
+	if err := trainset.WriteExportMeta(trainset.MetaPath(filepath.Join(dir, "sft.jsonl")), meta); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "empty.json"), []byte("{}\n"), 0o644); err != nil {

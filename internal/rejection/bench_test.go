@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/reward"
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
@@ -38,7 +38,7 @@ func writeSamples(tb testing.TB, path string, n int, size int64, turnBytes int) 
 	var written int64
 	count := 0
 	for i := 0; (n > 0 && i < n) || (n == 0 && written < size); i++ {
-		s := dataset.Sample{ID: fmt.Sprintf("t%d#3", i), TrajectoryID: fmt.Sprintf("t%d", i), Domain: domains[i%len(domains)], Turn: 3, TotalTurns: 3,
+		s := expand.Sample{ID: fmt.Sprintf("t%d#3", i), TrajectoryID: fmt.Sprintf("t%d", i), Domain: domains[i%len(domains)], Turn: 3, TotalTurns: 3,
 			System: "simulate the environment", Action: fmt.Sprintf("run step %d", i), Observation: fmt.Sprintf("step %d done", i)}
 		for k := 0; k < 2; k++ {
 			s.History = append(s.History, trajectory.Turn{Action: fmt.Sprintf("look %d-%d", i, k), Observation: filler})

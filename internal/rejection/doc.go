@@ -1,6 +1,6 @@
 // Package rejection builds SFT labels with reasoning by multi-beam
 // rejection sampling, as the published world model's SFT data was made: for
-// every expanded turn sample (package dataset) a teacher world model is
+// every expanded turn sample (package expand) a teacher world model is
 // asked for N generations (beams), each is scored against the real
 // observation with the hybrid reward (package reward), and a keep [Policy]
 // decides which beams become training targets — the teacher's reasoning

@@ -4,8 +4,9 @@ import (
 	"fmt"
 
 	"github.com/agentworld/agentworld/internal/conversation"
-	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/reward"
+	"github.com/agentworld/agentworld/internal/trainset"
 )
 
 // Thinking says where an SFT target or preference completion carries the
@@ -84,7 +85,7 @@ func (c *Candidate) beam() Beam {
 // whatever the chat export writes per message travels along) with the
 // reasoning_content field, set only with [ThinkField].
 type Message struct {
-	dataset.ChatMessage
+	trainset.ChatMessage
 	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
@@ -93,13 +94,13 @@ type Message struct {
 // tag.
 func (c *Candidate) assistant(th Thinking) Message {
 	answer := conversation.Answer(c.Prediction)
-	m := Message{ChatMessage: dataset.ChatMessage{Role: "assistant", Content: answer}}
+	m := Message{ChatMessage: trainset.ChatMessage{Role: "assistant", Content: answer}}
 	switch {
 	case c.Reasoning == "":
 	case th == ThinkField:
 		m.ReasoningContent = c.Reasoning
 	default:
-		m.Content = dataset.InlineReasoning(c.Reasoning, answer)
+		m.Content = expand.InlineReasoning(c.Reasoning, answer)
 	}
 	return m
 }
@@ -108,9 +109,9 @@ func (c *Candidate) assistant(th Thinking) Message {
 // sample (every field it writes travels along) with its target replaced by
 // the kept beam, ID naming the beam, Sample the expanded sample. It is
 // also the sampled set `agentworld data export --sampled` reads back
-// (dataset.ReadSampledLine) into every trainer layout.
+// (expand.ReadSampledLine) into every trainer layout.
 type SFTLine struct {
-	dataset.ChatLine
+	trainset.ChatLine
 	Messages     []Message `json:"messages"`
 	ID           string    `json:"id"`
 	Sample       string    `json:"sample"`
@@ -120,8 +121,8 @@ type SFTLine struct {
 }
 
 // sftLine builds the SFT line of a kept beam.
-func sftLine(s *dataset.Sample, c *Candidate, th Thinking) SFTLine {
-	cl := dataset.ChatLineOf(s)
+func sftLine(s *expand.Sample, c *Candidate, th Thinking) SFTLine {
+	cl := trainset.ChatLineOf(s)
 	msgs := make([]Message, len(cl.Messages))
 	for i, m := range cl.Messages {
 		msgs[i] = Message{ChatMessage: m}
@@ -142,18 +143,18 @@ func sftLine(s *dataset.Sample, c *Candidate, th Thinking) SFTLine {
 // (--apply_chat_template --prompt_key prompt --chosen_key chosen
 // --rejected_key rejected appends chosen/rejected to the prompt's messages).
 type PairLine struct {
-	Prompt         []dataset.Message `json:"prompt"`
-	Chosen         []Message         `json:"chosen"`
-	Rejected       []Message         `json:"rejected"`
-	ChosenReward   float64           `json:"chosen_reward"`
-	RejectedReward float64           `json:"rejected_reward"`
-	ID             string            `json:"id"`
-	Domain         string            `json:"domain"`
-	ChosenID       string            `json:"chosen_id"`
-	RejectedID     string            `json:"rejected_id"`
+	Prompt         []expand.Message `json:"prompt"`
+	Chosen         []Message        `json:"chosen"`
+	Rejected       []Message        `json:"rejected"`
+	ChosenReward   float64          `json:"chosen_reward"`
+	RejectedReward float64          `json:"rejected_reward"`
+	ID             string           `json:"id"`
+	Domain         string           `json:"domain"`
+	ChosenID       string           `json:"chosen_id"`
+	RejectedID     string           `json:"rejected_id"`
 }
 
-func pairLine(s *dataset.Sample, chosen, rejected *Candidate, th Thinking) PairLine {
+func pairLine(s *expand.Sample, chosen, rejected *Candidate, th Thinking) PairLine {
 	return PairLine{Prompt: s.Prompt(), Chosen: []Message{chosen.assistant(th)}, Rejected: []Message{rejected.assistant(th)},
 		ChosenReward: chosen.beam().Reward, RejectedReward: rejected.beam().Reward, ID: s.ID, Domain: s.Domain,
 		ChosenID: chosen.ID, RejectedID: rejected.ID}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/reward"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -16,7 +16,7 @@ import (
 // was made from with the kept beam as its target.
 func TestSFTLineReadsBack(t *testing.T) {
 	score := 20.0
-	base := dataset.Sample{ID: "t-1#3", TrajectoryID: "t-1", Domain: "mcp", Turn: 3, TotalTurns: 5, System: "simulate tools",
+	base := expand.Sample{ID: "t-1#3", TrajectoryID: "t-1", Domain: "mcp", Turn: 3, TotalTurns: 5, System: "simulate tools",
 		History: []trajectory.Turn{{Action: `{"arguments":{},"name":"ls"}`, Observation: "a <b> & c"},
 			{Action: "### Turn 2\n**Action:**\nrecorded form", Observation: "**Environment Observation:**\nalready marked"}},
 		Action: `{"arguments":{"q":"x"},"name":"find"}`, Observation: "real", Category: "echo", Weight: 0.05, Template: "v2", TemplateID: "abc"}
@@ -36,7 +36,7 @@ func TestSFTLineReadsBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, errs := dataset.ReadSampledLine(b, "sft.jsonl", 1)
+			got, errs := expand.ReadSampledLine(b, "sft.jsonl", 1)
 			if len(errs) > 0 {
 				t.Fatalf("%v\n%s", errs[0], b)
 			}
@@ -48,7 +48,7 @@ func TestSFTLineReadsBack(t *testing.T) {
 				t.Fatalf("test setup: prompts differ:\n%s", d)
 			}
 			want.Observation = c.Prediction
-			want.Teacher = &dataset.Teacher{Beam: c.ID, Reasoning: tc.reasoning, Reward: score}
+			want.Teacher = &expand.Teacher{Beam: c.ID, Reasoning: tc.reasoning, Reward: score}
 			if d := cmp.Diff(&want, got); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
 			}

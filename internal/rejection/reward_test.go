@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/reward"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -20,7 +20,7 @@ func TestRewardItemScoresAsItsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &dataset.Sample{ID: "t1#3", TrajectoryID: "t1", Domain: "terminal", Turn: 3, TotalTurns: 4, System: "simulate a shell",
+	s := &expand.Sample{ID: "t1#3", TrajectoryID: "t1", Domain: "terminal", Turn: 3, TotalTurns: 4, System: "simulate a shell",
 		History: []trajectory.Turn{{Action: "ls", Observation: "a.txt b.txt"}, {Action: "cat a.txt", Observation: "hello <world> & co"}},
 		Action:  "cat b.txt", Observation: "second file\nhello <world> & co"}
 	for _, content := range []string{

@@ -17,7 +17,8 @@ import (
 
 	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/conversation"
-	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/datapipe"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/filelock"
 	progressline "github.com/agentworld/agentworld/internal/progress"
 	"github.com/agentworld/agentworld/internal/reward"
@@ -86,7 +87,7 @@ type Options struct {
 	Policy Policy
 	// Thinking is where targets carry the reasoning; "" means ThinkInline.
 	Thinking Thinking
-	// MaxLine bounds one input line; 0 means dataset.DefaultMaxLine.
+	// MaxLine bounds one input line; 0 means datapipe.DefaultMaxLine.
 	MaxLine int
 	// Progress receives a progress line every ProgressInterval (0: 10
 	// seconds; redrawn in place on a terminal, see package progress) and
@@ -127,7 +128,7 @@ type Result struct {
 
 type job struct {
 	seq     int64
-	s       *dataset.Sample
+	s       *expand.Sample
 	beams   []*Candidate
 	pending atomic.Int32
 	done    chan struct{}
@@ -209,7 +210,7 @@ type runner struct {
 	reused   atomic.Int64
 }
 
-// Run samples every expanded sample of files (dataset.Sample JSON lines, as
+// Run samples every expanded sample of files (expand.Sample JSON lines, as
 // `agentworld data expand` writes) into out. See the package doc.
 func Run(ctx context.Context, files []string, out string, opts *Options) (*Result, error) {
 	start := time.Now()
@@ -374,7 +375,7 @@ func (r *runner) read(ctx context.Context, g *errgroup.Group, beams *sync.WaitGr
 		if seq < skip {
 			return nil
 		}
-		var s dataset.Sample
+		var s expand.Sample
 		if err := json.Unmarshal(b, &s); err != nil {
 			return fmt.Errorf("%s:%d: not an expanded sample (agentworld data expand writes them): %v", file, line, err)
 		}
@@ -423,7 +424,7 @@ func (r *runner) read(ctx context.Context, g *errgroup.Group, beams *sync.WaitGr
 }
 
 // promptMessages is a sample's prompt as teacher messages.
-func promptMessages(s *dataset.Sample) []worldmodel.Message {
+func promptMessages(s *expand.Sample) []worldmodel.Message {
 	prompt := s.Prompt()
 	msgs := make([]worldmodel.Message, len(prompt))
 	for i, m := range prompt {
@@ -513,14 +514,14 @@ func (r *runner) beam(ctx context.Context, j *job, b int) (*Candidate, error) {
 // over as is (reward.Item.Record): encoding it per beam for the scorer to
 // decode again was a large share of a fast run's CPU. The scorer only
 // reads it, so the beams of a sample share it.
-func rewardItem(s *dataset.Sample, rec *trajectory.Record, c *Candidate) reward.Item {
+func rewardItem(s *expand.Sample, rec *trajectory.Record, c *Candidate) reward.Item {
 	return reward.Item{ID: c.ID, GroupID: s.ID, DataSource: "agentworld/" + s.Domain, Prompt: s.Action,
 		Response: c.Content, GroundTruth: s.Observation, Record: rec}
 }
 
 // sampleRecord is a sample as the record the judge reads: its history and
 // the action to predict, with the real observations as the responses.
-func sampleRecord(s *dataset.Sample) *trajectory.Record {
+func sampleRecord(s *expand.Sample) *trajectory.Record {
 	rec := &trajectory.Record{Task: "agentworld/" + s.Domain, ID: trajectory.StringID(s.TrajectoryID),
 		SystemStr: s.System, TurnIdx: s.Turn, TotalTurns: s.TotalTurns}
 	rec.Prompt = make([]string, 0, len(s.History)+1)
@@ -737,7 +738,7 @@ func (r *runner) checkSettings(files []string) error {
 // eachLine calls fn for every non-blank line of files, in order.
 func eachLine(files []string, maxLine int, fn func(b []byte, file string, line int) error) error {
 	if maxLine <= 0 {
-		maxLine = dataset.DefaultMaxLine
+		maxLine = datapipe.DefaultMaxLine
 	}
 	for _, path := range files {
 		f, err := os.Open(path)

@@ -20,7 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentworld/agentworld/internal/conversation"
-	"github.com/agentworld/agentworld/internal/dataset"
+	"github.com/agentworld/agentworld/internal/expand"
+	"github.com/agentworld/agentworld/internal/trainset"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -356,8 +357,8 @@ func TestActionOf(t *testing.T) {
 // judge's current turn.
 func TestExportedRLRow(t *testing.T) {
 	obs := "root@box:/app# ls\ncalc.py\nroot@box:/app#"
-	s := &dataset.Sample{ID: "t#2", Domain: "terminal", Turn: 2, TotalTurns: 2, Action: `[{"keystrokes": "ls\n", "duration": 0.1}]`, Observation: obs}
-	row := dataset.RLRowOf(s, "train", "model")
+	s := &expand.Sample{ID: "t#2", Domain: "terminal", Turn: 2, TotalTurns: 2, Action: `[{"keystrokes": "ls\n", "duration": 0.1}]`, Observation: obs}
+	row := trainset.RLRowOf(s, "train", "model")
 	var seen string
 	sc, err := New(&Options{Judge: completerFunc(func(req worldmodel.Request) {
 		seen = req.Messages[1].Content

@@ -121,3 +121,19 @@ func TestChild(t *testing.T) {
 		t.Errorf("the child ran %d tests, want only TestChildHelper:\n%s", runs, out)
 	}
 }
+
+func TestDecodeLines(t *testing.T) {
+	type row struct{ A int }
+	got := DecodeLines[row](t, []byte("{\"A\":1}\n\n{\"A\":2}\n"))
+	if len(got) != 2 || got[0].A != 1 || got[1].A != 2 {
+		t.Errorf("got %+v", got)
+	}
+	var rec recorder
+	func() {
+		defer func() { recover() }()
+		DecodeLines[row](&rec, []byte("{\"A\":1}\nnot json\n"))
+	}()
+	if !rec.fatal {
+		t.Error("a line that is not JSON did not fail the test")
+	}
+}

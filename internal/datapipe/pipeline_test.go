@@ -1,0 +1,73 @@
+package datapipe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentworld/agentworld/internal/testkit"
+)
+
+// TestBadInputReported checks each kind of bad line is reported with
+// file:line and field, counted by reason, and skipped.
+func TestBadInputReported(t *testing.T) {
+	testkit.NoLeaks(t)
+	var report bytes.Buffer
+	for _, workers := range []int{1, 3} {
+		report.Reset()
+		sum, err := Validate(context.Background(), []string{"testdata/bad.jsonl"}, &report, &Options{Workers: workers, MaxLine: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			"testdata/bad.jsonl:2: turns[0].observation: turn has an action but no observation",
+			"testdata/bad.jsonl:3: turns[0]: empty turn",
+			"testdata/bad.jsonl:4: invalid UTF-8",
+			`testdata/bad.jsonl:5: extra: bad JSON: json: unknown field "extra"`,
+			"testdata/bad.jsonl:6: bad JSON: unexpected EOF",
+			"testdata/bad.jsonl:8: line too long (limit 256 bytes)",
+			"testdata/bad.jsonl:9: domain: missing field",
+			"testdata/bad.jsonl:9: turns: missing field (empty trajectory)",
+			"testdata/bad.jsonl:9: system_prompt: missing field: system_prompt or components",
+		}
+		got := strings.Split(strings.TrimSpace(report.String()), "\n")
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("workers=%d report (-want +got):\n%s", workers, d)
+		}
+		wantSum := map[string]int64{"missing-observation": 1, "empty-turn": 1, "invalid-utf8": 1, "bad-json": 2, "line-too-long": 1, "invalid": 1}
+		if d := cmp.Diff(wantSum, sum.SkipReasons); d != "" {
+			t.Errorf("skip reasons (-want +got):\n%s", d)
+		}
+		if sum.Records != 2 || sum.Skipped != 7 || sum.Lines != 9 {
+			t.Errorf("summary %+v", sum)
+		}
+	}
+}
+
+// FuzzDocReader: any bytes give compact JSON documents or one bad-document
+// error, never a panic or a hang.
+func FuzzDocReader(f *testing.F) {
+	f.Add([]byte("{\n \"a\": 1\n}\n{\"b\":[1,2]}\n"))
+	f.Add([]byte("{\"id\": \n oops"))
+	f.Add([]byte("  \n\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := newDocReader(bytes.NewReader(data), "fuzz", 1<<20)
+		if err != nil {
+			return
+		}
+		for i := 0; i <= len(data); i++ {
+			doc, _, err := d.Next()
+			if err != nil {
+				return
+			}
+			if !json.Valid(doc) || bytes.ContainsRune(doc, '\n') {
+				t.Fatalf("document %q", doc)
+			}
+		}
+		t.Fatal("reader did not end")
+	})
+}

@@ -1,0 +1,122 @@
+package datapipe
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
+)
+
+//go:embed schema.json
+var trajectorySchema []byte
+
+// TrajectorySchema returns the JSON Schema document of the unified
+// trajectory line format.
+func TrajectorySchema() []byte { return append([]byte(nil), trajectorySchema...) }
+
+// DecodeTrajectory parses one JSONL line strictly (unknown fields are an
+// error, so a typo does not silently drop data), drops a final action the
+// environment never answered (Trajectory.TrimUnanswered), and checks the rest
+// with Trajectory.Check. Every problem comes back as a *RecordError for
+// file:line.
+func DecodeTrajectory(data []byte, file string, line int) (*trajectory.Trajectory, []*RecordError) {
+	t := new(trajectory.Trajectory)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(t); err != nil {
+		return nil, []*RecordError{{File: file, Line: line, Field: jsonErrorField(err), Err: fmt.Errorf("%w: %v", ErrBadJSON, err)}}
+	}
+	if dec.More() {
+		return nil, []*RecordError{{File: file, Line: line, Err: fmt.Errorf("%w: trailing data after the object", ErrBadJSON)}}
+	}
+	t.TrimUnanswered()
+	var errs []*RecordError
+	for _, fe := range t.Check() {
+		errs = append(errs, &RecordError{File: file, Line: line, Field: fe.Path, Err: fe.Err})
+	}
+	if len(errs) > 0 {
+		return t, errs
+	}
+	return t, nil
+}
+
+// jsonErrorField pulls the field path out of encoding/json errors.
+func jsonErrorField(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return te.Field
+	}
+	const unk = "json: unknown field "
+	if s := err.Error(); strings.HasPrefix(s, unk) {
+		return strings.Trim(s[len(unk):], `"`)
+	}
+	return ""
+}
+
+// Validate checks every line of files against the schema and writes one
+// "file:line: field: problem" line per problem to report. It returns the
+// summary; Summary.Skipped counts the invalid lines. OnError is ignored:
+// validation always reads to the end.
+func Validate(ctx context.Context, files []string, report io.Writer, opts *Options) (*Summary, error) {
+	o := opts.Norm()
+	o.OnError = Skip
+	var werr error
+	o.Report = func(e *RecordError) {
+		if werr == nil {
+			_, werr = fmt.Fprintln(report, e.Error())
+		}
+	}
+	sum := &Summary{}
+	err := Run(ctx, files, o, sum, func(_ int, batch []InLine) (struct{}, []*RecordError, int64, error) {
+		var errs []*RecordError
+		var ok int64
+		for _, l := range batch {
+			_, es := DecodeTrajectory(l.Data, l.File, l.N)
+			if len(es) == 0 {
+				ok++
+				continue
+			}
+			errs = append(errs, es...)
+		}
+		return struct{}{}, errs, ok, nil
+	}, func(struct{}) error { return nil })
+	if err == nil {
+		err = werr
+	}
+	return sum, err
+}
+
+// ReadTrajectories decodes a whole JSONL file of unified trajectories with
+// [DecodeTrajectory], for callers that need them all at once (a small
+// evaluation set, a test corpus); the first bad line is the error, naming
+// file:line. Pipelines stream instead.
+func ReadTrajectories(path string) ([]*trajectory.Trajectory, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	lr := trajectory.NewLineReader(f, path, DefaultMaxLine)
+	var out []*trajectory.Trajectory
+	for {
+		line, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		t, errs := DecodeTrajectory(line, path, n)
+		if len(errs) > 0 {
+			return nil, errs[0]
+		}
+		out = append(out, t)
+	}
+}
