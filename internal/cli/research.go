@@ -183,7 +183,9 @@ rejected, however the judge liked it.`,
 			o.Budget = budget
 			o.Library, o.Seed, o.Domain, o.Trajectories = lib, tmpl.ref, d, trajs
 			o.Evaluator = &benchEvaluator{dir: filepath.Join(out, "evals"), base: base, lib: lib}
-			o.Optimizer = research.NewModelOptimizer(cache.Completer(budget.Meter("optimizer", opt.client(cmd)), opt.model), opt.model)
+			// The optimizer keeps only the answers it can use in the cache:
+			// a bad answer is asked again, on this run and the next.
+			o.Optimizer = research.NewModelOptimizer(budget.Meter("optimizer", opt.client(cmd)), opt.model, &research.OptimizerOptions{Cache: cache})
 			o.ModelName, o.OptimizerName, o.Offline = model.model, opt.model, jf.kind == "rules"
 			o.JudgeName = jf.tf.model
 			if o.Offline {
@@ -220,7 +222,7 @@ rejected, however the judge liked it.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&data, "data", "", "unified trajectories (JSONL) with components")
+	f.StringVar(&data, "data", "", "unified trajectories (JSONL): with components, or with a system prompt they are recovered from (data convert --from bench output)")
 	f.StringVar(&dom, "domain", "", "the domain whose template is searched")
 	f.StringVar(&out, "out", "", "output directory: journal, report, bench evaluations and their cache")
 	tmpl.register(cmd, "seed version (a name like v3, or an id prefix); empty: the library's promoted version, else v0")
@@ -246,7 +248,7 @@ rejected, however the judge liked it.`,
 // what an earlier run of the same output directory already spent.
 func printEstimate(cmd *cobra.Command, est research.Estimate, d domain.Domain, l research.Limits, resume *research.Journal) {
 	w := cmd.ErrOrStderr()
-	fmt.Fprintf(w, "research: %d %s trajectories with components (%d train, %d validation, %d test); at most %d samples (one world-model and one judge call each, fewer when cached) and %d optimizer calls",
+	fmt.Fprintf(w, "research: %d usable %s trajectories (with components, or a system prompt they are recovered from; %d train, %d validation, %d test); at most %d samples (one world-model and one judge call each, fewer when cached) and %d optimizer calls",
 		est.Trajectories, d, est.Train, est.Val, est.Test, est.Samples, est.OptimizerCalls)
 	if est.RealCalls > 0 {
 		fmt.Fprintf(w, " and %d real-check calls", est.RealCalls)

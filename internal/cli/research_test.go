@@ -15,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/research"
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
 // The instructions the fake world model needs: with the first it answers
@@ -162,14 +164,19 @@ func TestResearchRunThroughBench(t *testing.T) {
 		}
 		return b.String()
 	}
-	if log := sub("log"); !strings.Contains(log, "3 v4 ") || !strings.Contains(log, "accepted, validation 100.00\n  add: "+researchGoodB) {
+	// Only accepted candidates are named: the two good edits are v1 and
+	// v2, the rejected ones have no name and are not in the library.
+	if log := sub("log"); !strings.Contains(log, "3 v2 ") || !strings.Contains(log, "accepted, validation 100.00\n  add: "+researchGoodB) {
 		t.Fatalf("research log:\n%s", log)
 	}
-	if d := sub("diff", "v2", "v4"); !strings.Contains(d, "+"+researchGoodB+"\n") {
+	if d := sub("diff", "v1", "v2"); !strings.Contains(d, "+"+researchGoodB+"\n") {
 		t.Fatalf("research diff:\n%s", d)
 	}
-	sub("promote", "v4")
-	if v, err := (&templateFlags{dir: filepath.Join(out, "templates")}).version(); err != nil || v.Name != "v4" {
+	if lib, err := (&templateFlags{dir: filepath.Join(out, "templates")}).library(); err != nil || len(lib.List()) != 3 {
+		t.Fatalf("library after the run: %v versions, %v; want v0 and the two accepted", len(lib.List()), err)
+	}
+	sub("promote", "v2")
+	if v, err := (&templateFlags{dir: filepath.Join(out, "templates")}).version(); err != nil || v.Name != "v2" {
 		t.Fatalf("after research promote the library's default is %v (%v)", v, err)
 	}
 
@@ -493,5 +500,73 @@ func TestResearchVerifyRejectsJudgePleaser(t *testing.T) {
 	log, _, err := runBenchCLI(t, "research", "log", "--out", out)
 	if err != nil || !strings.Contains(log, "real divergence") || !strings.Contains(log, "rejected: real divergence") || !strings.Contains(log, research.OfflineLabel) {
 		t.Fatalf("research log: %v\n%s", err, log)
+	}
+}
+
+// TestResearchOnConvertedBench runs research on trajectories converted
+// from benchmark records (`data convert --from bench`): they have no
+// components, which research recovers from each system prompt as bench
+// --template does. The optimizer sees each case's action, the turns before
+// it and the world; an optimizer whose answers cannot be used is asked
+// again, then that iteration is rejected with the reason and the run goes
+// on, and no unusable answer is cached.
+func TestResearchOnConvertedBench(t *testing.T) {
+	dir := t.TempDir()
+	recs, conv := filepath.Join(dir, "bench.jsonl"), filepath.Join(dir, "conv.jsonl")
+	if _, stderr, err := runCLI(t, "data", "convert", "--to", "bench", "-o", recs, writeResearchData(t, dir)); err != nil {
+		t.Fatalf("data convert --to bench: %v\n%s", err, stderr)
+	}
+	if _, stderr, err := runCLI(t, "data", "convert", "--from", "bench", "-o", conv, recs); err != nil {
+		t.Fatalf("data convert --from bench: %v\n%s", err, stderr)
+	}
+	if b, _ := os.ReadFile(conv); bytes.Contains(b, []byte(`"components"`)) || !bytes.Contains(b, []byte(`"system_prompt"`)) {
+		t.Fatalf("converted trajectories should carry a system prompt and no components:\n%.300s", b)
+	}
+	wm := fakellm.New(researchWM)
+	var calls atomic.Int64
+	cur := regexp.MustCompile(`(?s)<current_template>\n(.*)</current_template>`)
+	opt := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		// The first iteration's three attempts get nothing usable.
+		if calls.Add(1) <= 3 {
+			return fakellm.Reply{Content: "I would rather not."}
+		}
+		tm := cur.FindStringSubmatch(r.Messages[1].Content)
+		src := strings.Replace(tm[1], "# How to answer\n", "# How to answer\n"+researchGoodA+"\n"+researchGoodB+"\n", 1)
+		return fakellm.Reply{Content: "<rationale>both rules</rationale>\n<template>\n" + src + "</template>"}
+	})
+	t.Cleanup(func() { wm.Close(); opt.Close() })
+	out := filepath.Join(dir, "out")
+	report := runResearch(t, conv, out, wm, opt, 2)
+	if !strings.Contains(report, "\nimproved: ") {
+		t.Fatalf("report:\n%s", report)
+	}
+	reqs := opt.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d optimizer requests, want 3 for the first iteration and 1 for the second", len(reqs))
+	}
+	first := reqs[0].Messages[1].Content
+	for _, want := range []string{"## World of trajectory ", "### Task description\nSay words.", "### Action space\nsay WORD",
+		"Turns before this one:\n### Turn 1\n**Action:**\nsay w", "\nAction:\nsay w"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the optimizer request lacks %q:\n%s", want, first)
+		}
+	}
+	if n := len(reqs[2].Messages); n != 6 || !strings.Contains(reqs[2].Messages[5].Content, "could not be used") {
+		t.Errorf("the third attempt has %d messages, want the two earlier answers and what was wrong with them", n)
+	}
+	j, err := os.ReadFile(filepath.Join(out, "journal.jsonl"))
+	if err != nil || !bytes.Contains(j, []byte(`"rejected":"optimizer"`)) || !bytes.Contains(j, []byte("no usable template")) {
+		t.Fatalf("journal: %v\n%s", err, j)
+	}
+	// The next run of the same request asks again: the bad answers were not
+	// cached (a fresh output directory, the same cache).
+	c, err := bench.OpenCache(filepath.Join(out, bench.CacheDir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.Get(c.Key(worldmodel.Request{Model: "opt", Messages: []worldmodel.Message{
+		{Role: reqs[0].Messages[0].Role, Content: reqs[0].Messages[0].Content}, {Role: "user", Content: first}}}, "opt")); ok {
+		t.Error("an unusable optimizer answer was cached")
 	}
 }

@@ -145,32 +145,27 @@ type meteredFakes struct {
 
 // memo answers a request it has seen from memory, as the CLI's response
 // cache does for the optimizer, outside the budget's meter.
-type memo struct {
-	*memoStore
-	c worldmodel.Completer
-}
-
 type memoStore struct {
 	mu sync.Mutex
 	m  map[string]*worldmodel.Response
 }
 
-func (m memo) Complete(ctx context.Context, r worldmodel.Request) (*worldmodel.Response, error) {
-	k := r.Hash("")
+// Key, Get and Put make a memoStore the optimizer's AnswerCache.
+func (m *memoStore) Key(r worldmodel.Request, _ string) string { return r.Hash("") }
+
+func (m *memoStore) Get(k string) (*worldmodel.Response, bool) {
 	m.mu.Lock()
-	resp, ok := m.m[k]
-	m.mu.Unlock()
-	if ok {
-		return resp, nil
-	}
-	resp, err := m.c.Complete(ctx, r)
-	if err == nil {
-		m.mu.Lock()
-		m.m[k] = resp
-		m.mu.Unlock()
-	}
-	return resp, err
+	defer m.mu.Unlock()
+	r, ok := m.m[k]
+	return r, ok
 }
+
+func (m *memoStore) Put(k string, r *worldmodel.Response) {
+	m.mu.Lock()
+	m.m[k] = r
+	m.mu.Unlock()
+}
+
 
 func newMeteredFakes(script []string) *meteredFakes {
 	return &meteredFakes{model: &countingModel{role: "model"}, judge: &countingModel{role: "judge"}, opt: &countingModel{role: "optimizer", script: script}, cache: map[string]float64{}, optCache: &memoStore{m: map[string]*worldmodel.Response{}}}
@@ -181,7 +176,7 @@ func (f *meteredFakes) calls() int64 { return f.model.n.Load() + f.judge.n.Load(
 func (f *meteredFakes) options(b *Budget, lib *promptlib.Library, journal io.Writer, resume *Journal) Options {
 	return Options{Library: lib, Domain: domain.OS, Trajectories: trajs(24), Iterations: 6, Minibatch: 3, RandSeed: 1,
 		Evaluator: &callingEval{model: b.Meter("model", f.model), judge: b.Meter("judge", f.judge), cache: f.cache},
-		Optimizer: NewModelOptimizer(memo{f.optCache, b.Meter("optimizer", f.opt)}, "opt"),
+		Optimizer: NewModelOptimizer(b.Meter("optimizer", f.opt), "opt", &OptimizerOptions{Cache: f.optCache}),
 		Budget:    b, Journal: journal, Resume: resume}
 }
 

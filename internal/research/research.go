@@ -2,7 +2,10 @@
 // search and says, with statistics, whether it improved: the data is split
 // by trajectory into train, validation and test; each iteration scores a
 // parent version on a train minibatch, shows an optimizer model the worst
-// samples with the judge's weaknesses, and takes back an edited template;
+// samples (each with its action, the turns before it, its world's
+// components and the judge's weaknesses), and takes back an edited
+// template (an answer with none is asked again, then the iteration is
+// rejected with the reason; only accepted candidates get a version name);
 // an edit that beats its parent on the minibatch is scored on validation
 // and joins a per-trajectory Pareto front parents are drawn from. The best
 // validation candidate meets the seed on the test split, and "improved" is
@@ -38,6 +41,14 @@ type Sample struct {
 	Weaknesses []string `json:"weaknesses,omitempty"`
 	Truth      string   `json:"truth,omitempty"`
 	Prediction string   `json:"prediction,omitempty"`
+	// Action, History and World are filled by [Run] from the trajectory
+	// for the samples the optimizer sees (an Evaluator leaves them
+	// empty): the turn's action, the turns before it, and the world's
+	// components as text, so the optimizer reads each case as the
+	// simulator did, not only its outcome.
+	Action  string            `json:"action,omitempty"`
+	History []trajectory.Turn `json:"history,omitempty"`
+	World   *promptlib.Parts  `json:"world,omitempty"`
 }
 
 // Evaluation is a version's result on a set of trajectories.
@@ -83,8 +94,11 @@ type Options struct {
 	Seed string
 	// Domain is the domain whose template is edited. Required.
 	Domain domain.Domain
-	// Trajectories are the data; only those of Domain with components are
-	// used (a version renders from components).
+	// Trajectories are the data; those of Domain are used when a version
+	// can render their system prompt: from their components, or, without
+	// components, from the components recovered from their system prompt
+	// (Library.Decompose, as bench --template does), so converted
+	// benchmark data works.
 	Trajectories []*trajectory.Trajectory
 	Evaluator    Evaluator
 	Optimizer    Optimizer
@@ -253,16 +267,40 @@ type Estimate struct {
 	Tokens int64
 }
 
-// usable are the trajectories of o.Domain with components, the only ones
-// a version can render a prompt for.
-func usable(o *Options) []*trajectory.Trajectory {
-	var data []*trajectory.Trajectory
+// usable are the trajectories of o.Domain a version can render a prompt
+// for, each with its world as text: from its components, or recovered from
+// its system prompt. skipped counts those of o.Domain that have neither.
+func usable(o *Options) (data []*trajectory.Trajectory, worlds map[string]*promptlib.Parts, skipped int) {
+	worlds = map[string]*promptlib.Parts{}
 	for _, t := range o.Trajectories {
-		if t.Domain == string(o.Domain) && t.Components != nil {
-			data = append(data, t)
+		if t.Domain != string(o.Domain) {
+			continue
 		}
+		if p := worldOf(o.Library, o.Domain, t); p != nil {
+			data = append(data, t)
+			worlds[t.ID] = p
+			continue
+		}
+		skipped++
 	}
-	return data
+	return data, worlds, skipped
+}
+
+// worldOf is a trajectory's world as text: its components, or those
+// recovered from its system prompt; nil when it has neither.
+func worldOf(lib *promptlib.Library, d domain.Domain, t *trajectory.Trajectory) *promptlib.Parts {
+	if c := t.Components; c != nil {
+		return &promptlib.Parts{TaskDescription: c.TaskDescription, ActionSpace: c.ActionSpace, InitialState: c.InitialState,
+			Demonstrations: trajectory.RenderDemonstrations(c.Demonstrations), SimulationInstruction: c.SimulationInstruction}
+	}
+	if t.SystemPrompt == "" || lib == nil {
+		return nil
+	}
+	p, _, err := lib.Decompose(d, t.SystemPrompt)
+	if err != nil {
+		return nil
+	}
+	return &p
 }
 
 // sampleTokens is a rough size of the world-model calls of ts's turns:
@@ -270,8 +308,10 @@ func usable(o *Options) []*trajectory.Trajectory {
 func sampleTokens(ts []*trajectory.Trajectory) int64 {
 	n := int64(0)
 	for _, t := range ts {
-		c := t.Components
-		base := textTokens(c.TaskDescription) + textTokens(c.ActionSpace) + textTokens(c.InitialState) + textTokens(c.SimulationInstruction) + 500
+		base := textTokens(t.SystemPrompt) + 500
+		if c := t.Components; c != nil {
+			base = textTokens(c.TaskDescription) + textTokens(c.ActionSpace) + textTokens(c.InitialState) + textTokens(c.SimulationInstruction) + 500
+		}
 		hist := int64(0)
 		for _, tu := range t.Turns {
 			n += base + hist + textTokens(tu.Action) + textTokens(tu.Observation)
@@ -296,7 +336,7 @@ func turns(ts []*trajectory.Trajectory) int {
 // candidate once.
 func EstimateCost(o Options) Estimate {
 	o.defaults()
-	data := usable(&o)
+	data, _, _ := usable(&o)
 	sp := Split(data, o.ValFraction, o.TestFraction, o.RandSeed)
 	mb, mbTokens := 0, int64(0)
 	if len(sp.Train) > 0 {

@@ -25,9 +25,11 @@ type Iteration struct {
 	ParentMinibatch    float64 `json:"parent_minibatch"`
 	CandidateMinibatch float64 `json:"candidate_minibatch"`
 	Accepted           bool    `json:"accepted"`
-	// Rejected says why a candidate was not accepted: "template" (it does
-	// not compile), "minibatch" (no better than its parent there), or the
-	// real check's verdict; "" when accepted.
+	// Rejected says why a candidate was not accepted: "optimizer" (its
+	// answer held no usable template, Rationale says why), "template" (it
+	// does not compile), "minibatch" (no better than its parent there), or
+	// the real check's verdict; "" when accepted. Name is set only on
+	// accepted candidates: only they join the library.
 	Rejected string `json:"rejected,omitempty"`
 	// Real is the candidate's real-environment score, when checked (only
 	// minibatch winners are).
@@ -44,7 +46,7 @@ func (it *Iteration) Status() string {
 	switch {
 	case it.Accepted:
 		return fmt.Sprintf("accepted, validation %.2f", it.ValMean)
-	case it.Rejected != "" && it.Rejected != "minibatch" && it.Rejected != "template":
+	case it.Rejected != "" && it.Rejected != "minibatch" && it.Rejected != "template" && it.Rejected != "optimizer":
 		return "rejected: " + it.Rejected
 	}
 	return "rejected"
@@ -210,15 +212,19 @@ func budgetStopped(ctx context.Context, err error) bool {
 // the seed on the test split, whose cost was held back, when it can.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o.defaults()
+	usableData, worlds, skipped := usable(&o)
 	var data []*trajectory.Trajectory
-	for _, t := range usable(&o) {
+	for _, t := range usableData {
 		c := *t
-		c.SystemPrompt = "" // rendered from components by each version
+		if c.Components != nil {
+			c.SystemPrompt = "" // rendered from components by each version
+		}
 		data = append(data, &c)
 	}
 	sp := Split(data, o.ValFraction, o.TestFraction, o.RandSeed)
 	if len(sp.Train) == 0 || len(sp.Val) == 0 || len(sp.Test) == 0 {
-		return nil, fmt.Errorf("%w: %d of domain %s with components give %d train, %d validation, %d test", ErrNoData, len(data), o.Domain, len(sp.Train), len(sp.Val), len(sp.Test))
+		return nil, fmt.Errorf("%w: %d trajectories of domain %s with components or a system prompt they can be recovered from (%d without either) give %d train, %d validation, %d test",
+			ErrNoData, len(data), o.Domain, skipped, len(sp.Train), len(sp.Val), len(sp.Test))
 	}
 	resume := o.Resume
 	if resume == nil {
@@ -290,7 +296,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				rep.Iterations = append(rep.Iterations, it)
 				continue
 			}
-			it, c, err := iterate(sctx, &o, i, sp.Train, sp.Val, pool)
+			it, c, err := iterate(sctx, &o, i, sp.Train, sp.Val, pool, worlds)
 			if err != nil {
 				return fmt.Errorf("iteration %d: %w", i, err)
 			}
@@ -374,7 +380,7 @@ func test(ctx context.Context, o *Options, b *Budget, ts []*trajectory.Trajector
 // it on a minibatch, ask for an edit, score the edit, and on a minibatch
 // win check it on the real trajectories (when configured) and score it on
 // validation.
-func iterate(ctx context.Context, o *Options, i int, train, val []*trajectory.Trajectory, pool []candidate) (*Iteration, *candidate, error) {
+func iterate(ctx context.Context, o *Options, i int, train, val []*trajectory.Trajectory, pool []candidate, worlds map[string]*promptlib.Parts) (*Iteration, *candidate, error) {
 	front := paretoFront(pool, val)
 	parent := front[rng(o.RandSeed, "parent", i).IntN(len(front))].v
 	mb := minibatch(train, o.Minibatch, rng(o.RandSeed, "minibatch", i))
@@ -387,7 +393,19 @@ func iterate(ctx context.Context, o *Options, i int, train, val []*trajectory.Tr
 	if len(worst) > o.Worst {
 		worst = worst[:o.Worst]
 	}
+	byID := map[string]*trajectory.Trajectory{}
+	for _, t := range mb {
+		byID[t.ID] = t
+	}
+	for k := range worst {
+		withCase(&worst[k], byID[worst[k].Trajectory], worlds)
+	}
 	prop, err := o.Optimizer.Propose(ctx, OptimizeRequest{Domain: o.Domain, Template: parent.Templates[string(o.Domain)], Score: mean(pe.PerTrajectory), Worst: worst})
+	if errors.Is(err, ErrUnusableAnswer) {
+		// The optimizer answered, but nothing in the answer can be tried:
+		// a rejected proposal, not a failed run.
+		return &Iteration{N: i, Parent: parent.ID, Rationale: "(rejected: " + err.Error() + ")", Rejected: "optimizer", ParentMinibatch: mean(pe.PerTrajectory)}, nil, nil
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("optimizer: %w", err)
 	}
@@ -396,10 +414,10 @@ func iterate(ctx context.Context, o *Options, i int, train, val []*trajectory.Tr
 		// An unusable template is a rejected proposal, not a failed run.
 		return &Iteration{N: i, Parent: parent.ID, Rationale: prop.Rationale + "\n(rejected: " + err.Error() + ")", Rejected: "template", ParentMinibatch: mean(pe.PerTrajectory)}, nil, nil
 	}
-	if child, err = o.Library.Add(child); err != nil {
-		return nil, nil, err
-	}
-	it := &Iteration{N: i, Parent: parent.ID, Candidate: child.ID, Name: child.Name, Rationale: prop.Rationale, ParentMinibatch: mean(pe.PerTrajectory)}
+	// The candidate joins the library, and gets a version name, only once
+	// accepted: a name is a version someone may select, and most
+	// proposals lose.
+	it := &Iteration{N: i, Parent: parent.ID, Candidate: child.ID, Rationale: prop.Rationale, ParentMinibatch: mean(pe.PerTrajectory)}
 	ce, err := o.Evaluator.Evaluate(ctx, child, o.Domain, mb)
 	if err != nil {
 		return nil, nil, fmt.Errorf("candidate %s on minibatch: %w", child.Name, err)
@@ -422,8 +440,25 @@ func iterate(ctx context.Context, o *Options, i int, train, val []*trajectory.Tr
 	if err != nil {
 		return nil, nil, fmt.Errorf("candidate %s on validation: %w", child.Name, err)
 	}
+	if child, err = o.Library.Add(child); err != nil {
+		return nil, nil, err
+	}
+	it.Name = child.Name
 	it.Accepted, it.Val, it.ValMean = true, vv.PerTrajectory, mean(vv.PerTrajectory)
 	return it, &candidate{child, vv.PerTrajectory, it.Real}, nil
+}
+
+// withCase fills what the optimizer reads of a sample from its
+// trajectory: the action, the turns before it and the world.
+func withCase(s *Sample, t *trajectory.Trajectory, worlds map[string]*promptlib.Parts) {
+	if t == nil {
+		return
+	}
+	if s.Turn >= 1 && s.Turn <= len(t.Turns) {
+		s.Action = t.Turns[s.Turn-1].Action
+		s.History = t.Turns[:s.Turn-1]
+	}
+	s.World = worlds[t.ID]
 }
 
 // paretoFront is the candidates best (or tied best) on at least one
