@@ -166,7 +166,6 @@ func (m *memoStore) Put(k string, r *worldmodel.Response) {
 	m.mu.Unlock()
 }
 
-
 func newMeteredFakes(script []string) *meteredFakes {
 	return &meteredFakes{model: &countingModel{role: "model"}, judge: &countingModel{role: "judge"}, opt: &countingModel{role: "optimizer", script: script}, cache: map[string]float64{}, optCache: &memoStore{m: map[string]*worldmodel.Response{}}}
 }
