@@ -191,3 +191,30 @@ func TestBenchJudgeModes(t *testing.T) {
 		t.Errorf("unknown mode: %v", err)
 	}
 }
+
+// TestTemplateImportOfficial: template import --official adds the
+// checkout's world-model system prompts as a version named after its
+// commit, which bench then renders rows under like any other.
+func TestTemplateImportOfficial(t *testing.T) {
+	checkout := testkit.WriteOfficialPrompts(t, testkit.OfficialTemplates)
+	lib := t.TempDir()
+	out, stderr, err := runBenchCLI(t, "template", "import", "--official", checkout, "--template-dir", lib)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, "added official-0123456") || !strings.Contains(out, "prompts/mcp/system_prompt.txt") || !strings.Contains(stderr, "differ from the official commit") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out, stderr)
+	}
+	if out, _, err := runBenchCLI(t, "template", "import", "--official", checkout, "--template-dir", lib); err != nil || !strings.Contains(out, "already in the library as official-0123456") {
+		t.Errorf("second import: %v\n%s", err, out)
+	}
+	if out, _, err := runBenchCLI(t, "template", "list", "--template-dir", lib); err != nil || !strings.Contains(out, "official-0123456") {
+		t.Errorf("list: %v\n%s", err, out)
+	}
+	if out, _, err := runBenchCLI(t, "template", "show", "official-0123456", "terminal", "--template-dir", lib); err != nil || !strings.Contains(out, "You simulate the terminal environment.") {
+		t.Errorf("show: %v\n%s", err, out)
+	}
+	if _, _, err := runBenchCLI(t, "template", "import", "--template-dir", lib); err == nil {
+		t.Error("import without --official accepted")
+	}
+}

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -157,6 +159,7 @@ mixes file (template mixes checks one).`,
 			return printDiff(cmd, lib, args[0], args[1])
 		},
 	})
+	cmd.AddCommand(newTemplateImportCmd(&f))
 	cmd.AddCommand(&cobra.Command{
 		Use: "promote VERSION", Short: "Make VERSION the one serve uses when --template is not given", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -222,4 +225,62 @@ func promote(cmd *cobra.Command, lib *promptlib.Library, ref string) error {
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "promoted %s (%s) in %s\n", v.Name, v.Short(), lib.Dir())
 	return nil
+}
+
+func newTemplateImportCmd(f *templateFlags) *cobra.Command {
+	var official, name string
+	cmd := &cobra.Command{
+		Use:   "import --official DIR --template-dir LIB [--name NAME]",
+		Short: "Add the official world-model system prompts of a checkout as a version",
+		Long: `Add the world-model system prompts of a checkout of the official
+Qwen-AgentWorld repository (prompts/<domain>/system_prompt.txt; you clone it)
+to the template library as a version named after the checkout's commit
+(official-<commit>, or --name). Their {tool_definitions} and
+{demonstrations} placeholders render a world's action space and
+demonstrations; serve, bench, data and research then select it with
+--template like any other version. The files' SHA-256 are printed, with a
+warning when they differ from the pinned official commit's.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if official == "" {
+				return errors.New("missing required flag: --official")
+			}
+			if f.dir == "" {
+				return errors.New("missing required flag: --template-dir (the library the version is added to)")
+			}
+			imp, err := promptlib.ImportOfficial(official, name)
+			if err != nil {
+				return err
+			}
+			lib, err := f.library()
+			if err != nil {
+				return err
+			}
+			v, err := lib.Add(imp.Version)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			paths := make([]string, 0, len(imp.Files))
+			for p := range imp.Files {
+				paths = append(paths, p)
+			}
+			slices.Sort(paths)
+			for _, p := range paths {
+				fmt.Fprintf(w, "sha256 %s  %s\n", imp.Files[p], p)
+			}
+			if len(imp.Unpinned) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d of %d files differ from the official commit %s (%s)\n", len(imp.Unpinned), len(imp.Files), promptlib.OfficialCommit, strings.Join(imp.Unpinned, ", "))
+			}
+			if v != imp.Version {
+				fmt.Fprintf(w, "already in the library as %s (%s): same text\n", v.Name, v.Short())
+				return nil
+			}
+			fmt.Fprintf(w, "added %s (%s): %s\n", v.Name, v.Short(), v.Rationale)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&official, "official", "", "checkout of the official Qwen-AgentWorld repository")
+	cmd.Flags().StringVar(&name, "name", "", "version name (default: official-<commit of the checkout>)")
+	return cmd
 }

@@ -46,9 +46,6 @@ const (
 	OfficialTemplatesFile = "eval/lwm_eval_utils/task_configs.py"
 	officialPromptsDir    = "prompts"
 	JudgeSystemFile       = "judge_system_prompt.txt"
-	// WorldModelSystemFile is each domain's world-model system prompt in
-	// the official repository (read by `template import --official`).
-	WorldModelSystemFile = "system_prompt.txt"
 )
 
 type templateSpec struct {
@@ -80,18 +77,6 @@ var OfficialHashes = map[string]string{
 	"prompts/swe/judge_system_prompt.txt":      "c4abc65e1ca1b5947c1596be2be63aebed5a8cd184ff95ebefaf38b3d4b9fa8e",
 	"prompts/terminal/judge_system_prompt.txt": "0c416c5e55d77733ec6c52064a196e10b17833703d4bde9b046291e77a996dbc",
 	"prompts/web/judge_system_prompt.txt":      "dc2517b4e04eb8ea9e10fb7b8fcdefc9487ad26cb0cc20ec8d2fca29d532c6d6",
-}
-
-// OfficialWorldModelHashes are the SHA-256 digests of the official
-// world-model system prompts at [OfficialCommit].
-var OfficialWorldModelHashes = map[string]string{
-	"prompts/android/system_prompt.txt":  "44659d61bf9ab8a990edcaafd8a1f36da5cf1937a79d4f10076a677985342769",
-	"prompts/mcp/system_prompt.txt":      "11eefe9611721731005ec0007b7b9cbf68c97350dac8ad1837c1e886833b5038",
-	"prompts/os/system_prompt.txt":       "5c0b7bf5e31e69a6fcd2bf1b07b5dca79c8189fc025513e6d505ab58a920b6f5",
-	"prompts/search/system_prompt.txt":   "75c1950a9c6b8956edf4857d20c431ea89cecbf196528715cd32992d3a681471",
-	"prompts/swe/system_prompt.txt":      "eac1fe2970fc96f023ba096eb1af77576715bd9efb3d51dc25398a9e4f6398be",
-	"prompts/terminal/system_prompt.txt": "e550c7bdde941db5fbfd6dcf1ac32c7b7779a1c848c20fb3cb27b0c437cad41d",
-	"prompts/web/system_prompt.txt":      "dcb679be88f6c5b1f241ec4f10eb506dafd19b95c063041fb0342655950bc86c",
 }
 
 // OwnLabel is what every run, report and reward result says when it was

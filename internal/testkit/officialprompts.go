@@ -68,8 +68,9 @@ var officialDomains = []string{"mcp", "search", "terminal", "swe", "android", "w
 
 // WriteOfficialPrompts writes a stand-in checkout of the official
 // repository (prompts/<domain>/judge_system_prompt.txt in our words, with a
-// CRLF to exercise universal newlines, world-model system_prompt.txt files,
-// and task_configs.py holding templates) and returns its directory.
+// CRLF to exercise universal newlines, world-model system_prompt.txt files
+// with the official placeholders in mcp and swe, task_configs.py holding
+// templates, and a .git HEAD at commit 0123456) and returns its directory.
 func WriteOfficialPrompts(t testing.TB, templates string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -84,8 +85,15 @@ func WriteOfficialPrompts(t testing.TB, templates string) string {
 	}
 	for _, d := range officialDomains {
 		write("prompts/"+d+"/judge_system_prompt.txt", "You judge "+d+" observations.\r\nBe fair.\n")
-		write("prompts/"+d+"/system_prompt.txt", "You simulate the "+d+" environment. Answer inside <predicted_observation> tags.\n")
+		sys := "You simulate the " + d + " environment. Answer inside <predicted_observation> tags.\n"
+		if d == "mcp" || d == "swe" {
+			sys += "\n# Tools\n{tool_definitions}\n\n# Examples\n{demonstrations}\n"
+		}
+		write("prompts/"+d+"/system_prompt.txt", sys)
 	}
 	write("eval/lwm_eval_utils/task_configs.py", templates)
+	// A git checkout's HEAD, as a clone leaves it (the commit is made up).
+	write(".git/HEAD", "ref: refs/heads/main\n")
+	write(".git/packed-refs", "# pack-refs with: peeled fully-peeled sorted\n0123456789abcdef0123456789abcdef01234567 refs/heads/main\n")
 	return dir
 }
