@@ -167,6 +167,11 @@ func TestTuringBadAnswerIsNamedAndNothingLost(t *testing.T) {
 			t.Errorf("failed row %+v", r)
 		}
 	}
+	// Strict: the failed sample counts as detected.
+	strict := bench.Score(rowPtrs(rows), &bench.ScoreOptions{Strict: true}).Pair.Overall
+	if strict.Judgments != 14 || math.Abs(float64(strict.Rate)-100) > 1e-9 || strict.Failed != 1 {
+		t.Errorf("strict: %+v", strict)
+	}
 	how.Store("real")
 	before := srv.Count()
 	o := pairOptions(srv, data, out, bench.ModeTuring)
@@ -263,4 +268,12 @@ func TestCompareRefusesMixedModes(t *testing.T) {
 
 func newModel(srv *fakellm.Server, name string) *worldmodel.Client {
 	return worldmodel.New(srv.URL, name, &worldmodel.Options{MaxRetryDelay: 5 * time.Millisecond, Timeout: 5 * time.Second})
+}
+
+func rowPtrs(rows []bench.Judged) []*bench.Judged {
+	out := make([]*bench.Judged, len(rows))
+	for i := range rows {
+		out[i] = &rows[i]
+	}
+	return out
 }

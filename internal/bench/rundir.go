@@ -56,7 +56,9 @@ func LoadRun(run string, opts *ScoreOptions) (*Report, []*Judged, error) {
 	if o.Label == "" {
 		o.Label = runLabel(run)
 	}
-	return Score(rows, &o), rows, nil
+	rep := Score(rows, &o)
+	rep.attachPromptFiles(filepath.Dir(JudgedPathOf(run)))
+	return rep, rows, nil
 }
 
 // CompareRuns scores each run and sets them side by side, the first as
