@@ -19,6 +19,7 @@ func newDataSampleCmd() *cobra.Command {
 		o                 rejection.Options
 		out, policyFile   string
 		thinking          string
+		target            string
 		temperature, topP float64
 		pol               = rejection.DefaultPolicy
 		asJSON            bool
@@ -88,7 +89,11 @@ uninterrupted run.`,
 			if err != nil {
 				return err
 			}
-			o.Scorer, o.Policy, o.Thinking = s, pol, th
+			tg, err := rejection.ParseTarget(target)
+			if err != nil {
+				return flagErr("target", err)
+			}
+			o.Scorer, o.Policy, o.Thinking, o.Target = s, pol, th, tg
 			o.Teacher, o.TeacherModel = teacher.client(cmd), teacher.model
 			if temperature >= 0 {
 				o.Temperature = &temperature
@@ -125,6 +130,7 @@ uninterrupted run.`,
 	fl.Float64Var(&pol.MinMargin, "min-margin", rejection.DefaultPolicy.MinMargin, "least reward gap between a preference pair's chosen and rejected beam")
 	fl.BoolVar(&pol.RequireRulePass, "require-rule-pass", false, "keep only beams whose rule verifier passed")
 	fl.StringVar(&policyFile, "keep-policy", "", "YAML file {min_reward, top_k, min_margin, require_rule_pass}; flags given win")
+	fl.StringVar(&target, "target", string(rejection.TargetTeacher), `the SFT target's answer: "teacher" (the kept beam's prediction, which may be factually wrong) or "real" (the kept beam's reasoning, then the real observation); the summary counts kept predictions that differ from the real observation`)
 	fl.StringVar(&thinking, "thinking", string(rejection.ThinkInline), `where targets carry the reasoning: "inline" (<think>…</think> in content) or "reasoning_content"`)
 	fl.DurationVar(&progressEvery, "progress-interval", 10*time.Second, "how often the progress line is printed on stderr")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as JSON")

@@ -27,6 +27,30 @@ const (
 	ThinkField Thinking = "reasoning_content"
 )
 
+// Target says what an SFT target's answer is.
+type Target string
+
+const (
+	// TargetTeacher trains on the kept beam as the teacher wrote it: its
+	// reasoning and its prediction, which may be factually wrong however
+	// well it scored.
+	TargetTeacher Target = "teacher"
+	// TargetReal trains on the kept beam's reasoning followed by the real
+	// observation: the reward picks the reasoning, the truth is the answer.
+	TargetReal Target = "real"
+)
+
+// ParseTarget accepts "teacher" (or "") and "real".
+func ParseTarget(s string) (Target, error) {
+	switch Target(s) {
+	case "", TargetTeacher:
+		return TargetTeacher, nil
+	case TargetReal:
+		return TargetReal, nil
+	}
+	return "", fmt.Errorf("target %q: want %q or %q", s, TargetTeacher, TargetReal)
+}
+
 // ParseThinking accepts "inline" (or "") and "reasoning_content".
 func ParseThinking(s string) (Thinking, error) {
 	switch Thinking(s) {
@@ -93,7 +117,13 @@ type Message struct {
 // reasoning (inline or in its field) and the prediction inside the answer
 // tag.
 func (c *Candidate) assistant(th Thinking) Message {
-	answer := conversation.Answer(c.Prediction)
+	return c.assistantWith(th, c.Prediction)
+}
+
+// assistantWith is assistant with another answer (the real observation,
+// TargetReal).
+func (c *Candidate) assistantWith(th Thinking, prediction string) Message {
+	answer := conversation.Answer(prediction)
 	m := Message{ChatMessage: trainset.ChatMessage{Role: "assistant", Content: answer}}
 	switch {
 	case c.Reasoning == "":
@@ -120,17 +150,37 @@ type SFTLine struct {
 	Reward       float64   `json:"reward"`
 }
 
-// sftLine builds the SFT line of a kept beam.
-func sftLine(s *expand.Sample, c *Candidate, th Thinking) SFTLine {
+// matchesTruth reports whether the beam's prediction equals the real
+// observation once volatile values are masked: its rule verifier's
+// deterministic check (false when the verifier stopped before it, or the
+// beam has no reward).
+func (c *Candidate) matchesTruth() bool {
+	if c.Reward == nil {
+		return false
+	}
+	for _, ch := range c.Reward.Components.RuleChecks {
+		if ch.Name == "deterministic" {
+			return ch.Pass
+		}
+	}
+	return false
+}
+
+// sftLine builds the SFT line of a kept beam: with TargetReal its answer
+// is the sample's real observation.
+func sftLine(s *expand.Sample, c *Candidate, th Thinking, target Target) SFTLine {
 	cl := trainset.ChatLineOf(s)
 	msgs := make([]Message, len(cl.Messages))
 	for i, m := range cl.Messages {
 		msgs[i] = Message{ChatMessage: m}
 	}
 	last := c.assistant(th)
-	target := cl.Messages[len(cl.Messages)-1]
-	target.Content = last.Content
-	last.ChatMessage = target
+	if target == TargetReal {
+		last = c.assistantWith(th, s.Observation)
+	}
+	tm := cl.Messages[len(cl.Messages)-1]
+	tm.Content = last.Content
+	last.ChatMessage = tm
 	msgs[len(msgs)-1] = last
 	cl.Messages = nil
 	return SFTLine{ChatLine: cl, Messages: msgs, ID: c.ID, Sample: s.ID, TrajectoryID: s.TrajectoryID, TotalTurns: s.TotalTurns, Reward: c.beam().Reward}

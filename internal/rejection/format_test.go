@@ -23,16 +23,20 @@ func TestSFTLineReadsBack(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		th        Thinking
+		target    Target
 		reasoning string
 	}{
-		{"inline", ThinkInline, "I think </think> twice\n</think>\n\n<predicted_observation>\nnot the end"},
-		{"field", ThinkField, "weighing"},
-		{"none", ThinkInline, ""},
+		{"inline", ThinkInline, TargetTeacher, "I think </think> twice\n</think>\n\n<predicted_observation>\nnot the end"},
+		{"field", ThinkField, TargetTeacher, "weighing"},
+		{"none", ThinkInline, TargetTeacher, ""},
+		// --target real: the teacher's reasoning, then the real observation.
+		{"real", ThinkInline, TargetReal, "weighing"},
+		{"real field", ThinkField, TargetReal, "weighing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := base
 			c := &Candidate{ID: "t-1-3-2", Reasoning: tc.reasoning, Prediction: "found x\n</predicted_observation> inside", Reward: &reward.Result{Score: &score}}
-			b, err := trajectory.Marshal(sftLine(&s, c, tc.th))
+			b, err := trajectory.Marshal(sftLine(&s, c, tc.th, tc.target))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,6 +52,9 @@ func TestSFTLineReadsBack(t *testing.T) {
 				t.Fatalf("test setup: prompts differ:\n%s", d)
 			}
 			want.Observation = c.Prediction
+			if tc.target == TargetReal {
+				want.Observation = base.Observation
+			}
 			want.Teacher = &expand.Teacher{Beam: c.ID, Reasoning: tc.reasoning, Reward: score}
 			if d := cmp.Diff(&want, got); d != "" {
 				t.Errorf("(-want +got):\n%s", d)

@@ -87,6 +87,8 @@ type Options struct {
 	Policy Policy
 	// Thinking is where targets carry the reasoning; "" means ThinkInline.
 	Thinking Thinking
+	// Target is what an SFT target's answer is; "" means TargetTeacher.
+	Target Target
 	// MaxLine bounds one input line; 0 means datapipe.DefaultMaxLine.
 	MaxLine int
 	// Progress receives a progress line every ProgressInterval (0: 10
@@ -109,7 +111,10 @@ type settings struct {
 	Seed        int64    `json:"seed"`
 	Policy      Policy   `json:"policy"`
 	Thinking    Thinking `json:"thinking"`
-	Inputs      []string `json:"inputs"`
+	// Target is left out for the teacher, so runs from before the
+	// setting existed resume.
+	Target Target   `json:"target,omitempty"`
+	Inputs []string `json:"inputs"`
 }
 
 // Result is what a run did.
@@ -241,6 +246,11 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 	if _, err := ParseThinking(string(o.Thinking)); err != nil {
 		return nil, err
 	}
+	tg, err := ParseTarget(string(o.Target))
+	if err != nil {
+		return nil, err
+	}
+	o.Target = tg
 	if err := o.Policy.Validate(); err != nil {
 		return nil, err
 	}
@@ -348,7 +358,7 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 		}
 		return res, err
 	}
-	sum, err := Summarize(paths[0], o.Policy, o.Beams)
+	sum, err := Summarize(paths[0], o.Policy, o.Beams, o.Target)
 	if err != nil {
 		return res, err
 	}
@@ -707,7 +717,7 @@ func (r *runner) render(j *job, bufs [3][]byte) ([3][]byte, error) {
 	}
 	for i, c := range j.beams {
 		if d.Kept[i] {
-			if err := add(1, sftLine(j.s, c, r.o.Thinking)); err != nil {
+			if err := add(1, sftLine(j.s, c, r.o.Thinking, r.o.Target)); err != nil {
 				return bufs, err
 			}
 		}
@@ -726,6 +736,9 @@ func (r *runner) checkSettings(files []string) error {
 	o := &r.o
 	st := settings{Teacher: o.TeacherModel, Judge: o.Scorer.JudgeModel(), Beams: o.Beams, MaxTokens: o.MaxTokens,
 		Temperature: *o.Temperature, TopP: o.TopP, Seed: o.Seed, Policy: o.Policy, Thinking: o.Thinking}
+	if o.Target != TargetTeacher {
+		st.Target = o.Target
+	}
 	for _, f := range files {
 		if abs, err := filepath.Abs(f); err == nil {
 			f = abs

@@ -33,6 +33,12 @@ type Counts struct {
 	Pairs       int64 `json:"pairs"`
 	// RulePass counts beams whose rule verifier passed.
 	RulePass int64 `json:"rule_pass"`
+	// KeptDiffer counts kept beams whose prediction differs from the real
+	// observation once volatile values are masked (the rule verifier's
+	// deterministic check); KeptTargetsDiffer those whose SFT target does:
+	// all of them with the teacher target, none with the real one.
+	KeptDiffer        int64 `json:"kept_differ"`
+	KeptTargetsDiffer int64 `json:"kept_targets_differ"`
 	// Histogram counts the rewards of every scored beam in HistogramBins
 	// equal bins over [0, 25] (the last bin includes 25); KeptHistogram
 	// those of kept beams; BestHistogram the best beam of each sample.
@@ -47,9 +53,11 @@ type Summary struct {
 	Teacher string `json:"teacher"`
 	// Judge is the rubric judge's model, "rules" for the offline rules
 	// scorer (a pipeline check, not comparable with a model judge).
-	Judge     string             `json:"judge"`
-	Beams     int                `json:"beams_per_sample"`
-	Policy    Policy             `json:"policy"`
+	Judge  string `json:"judge"`
+	Beams  int    `json:"beams_per_sample"`
+	Policy Policy `json:"policy"`
+	// Target is what the SFT targets' answers are.
+	Target    Target             `json:"target"`
 	Total     Counts             `json:"total"`
 	Domains   map[string]*Counts `json:"domains"`
 	Reference string             `json:"reference"`
@@ -66,9 +74,12 @@ func bin(v float64) int {
 }
 
 // Summarize reads a candidates file (grouped by sample, as Run writes it)
-// in one streaming pass.
-func Summarize(candidates string, p Policy, beams int) (*Summary, error) {
-	s := &Summary{Beams: beams, Policy: p, Domains: map[string]*Counts{}, Reference: Published}
+// in one streaming pass; target is the run's (for KeptTargetsDiffer).
+func Summarize(candidates string, p Policy, beams int, target Target) (*Summary, error) {
+	if target == "" {
+		target = TargetTeacher
+	}
+	s := &Summary{Beams: beams, Policy: p, Target: target, Domains: map[string]*Counts{}, Reference: Published}
 	total := newCounts()
 	var cur []*Candidate
 	flush := func() {
@@ -96,6 +107,12 @@ func Summarize(candidates string, p Policy, beams int) (*Summary, error) {
 					if c.Kept {
 						x.KeptBeams++
 						x.KeptHistogram[bin(b.Reward)]++
+						if !c.matchesTruth() {
+							x.KeptDiffer++
+							if target == TargetTeacher {
+								x.KeptTargetsDiffer++
+							}
+						}
 					}
 				}
 			}
@@ -179,6 +196,12 @@ func (s *Summary) WriteText(w io.Writer) error {
 	}
 	row("total", &s.Total)
 	fmt.Fprintf(&b, "input → kept: %d → %d samples (%.1f%%); %s\n", s.Total.Samples, s.Total.Kept, 100*s.Total.KeepRate, s.Reference)
+	switch {
+	case s.Target == TargetReal:
+		fmt.Fprintf(&b, "targets: the teacher's reasoning, then the real observation (--target real); %d of %d kept predictions differed from it after volatile masking\n", s.Total.KeptDiffer, s.Total.KeptBeams)
+	default:
+		fmt.Fprintf(&b, "targets: the teacher's predictions (--target teacher); %d of %d kept differ from the real observation after volatile masking\n", s.Total.KeptTargetsDiffer, s.Total.KeptBeams)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -16,6 +16,7 @@ import (
 func TestSummarize(t *testing.T) {
 	scoredBeam := func(seq int64, domain string, beam int, v float64, rule, kept, chosen bool) Candidate {
 		r := &reward.Result{Score: &v}
+		r.Components.RuleChecks = []reward.Check{{Name: "deterministic", Pass: rule}}
 		if rule {
 			r.Components.Rule = reward.RuleScale
 		}
@@ -41,7 +42,7 @@ func TestSummarize(t *testing.T) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Summarize(path, DefaultPolicy, 2)
+	s, err := Summarize(path, DefaultPolicy, 2, TargetTeacher)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,9 @@ func TestSummarize(t *testing.T) {
 		}
 		return out
 	}
-	want := Counts{Samples: 3, Kept: 2, KeepRate: 2.0 / 3, Beams: 6, KeptBeams: 2, FailedBeams: 1, Pairs: 1, RulePass: 1,
+	// The mcp beam kept at 20 is factually wrong (its deterministic check
+	// failed): its teacher target differs from the truth.
+	want := Counts{Samples: 3, Kept: 2, KeepRate: 2.0 / 3, Beams: 6, KeptBeams: 2, FailedBeams: 1, Pairs: 1, RulePass: 1, KeptDiffer: 1, KeptTargetsDiffer: 1,
 		Histogram: h(map[int]int64{9: 1, 1: 1, 5: 1, 8: 1, 7: 1}), KeptHistogram: h(map[int]int64{9: 1, 8: 1}), BestHistogram: h(map[int]int64{9: 1, 5: 1, 8: 1})}
 	if diff := cmp.Diff(want, s.Total); diff != "" {
 		t.Errorf("total (-want +got):\n%s", diff)
@@ -65,9 +68,15 @@ func TestSummarize(t *testing.T) {
 	if err := s.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, must := range []string{"judge rules (offline rules judge", "input → kept: 3 → 2 samples (66.7%)", Published, "mcp ", "terminal "} {
+	for _, must := range []string{"judge rules (offline rules judge", "input → kept: 3 → 2 samples (66.7%)", Published, "mcp ", "terminal ",
+		"1 of 2 kept differ from the real observation after volatile masking"} {
 		if !strings.Contains(text.String(), must) {
 			t.Errorf("summary text lacks %q:\n%s", must, text.String())
 		}
+	}
+	// With the real observation as the target, no target differs.
+	s, err = Summarize(path, DefaultPolicy, 2, TargetReal)
+	if err != nil || s.Total.KeptDiffer != 1 || s.Total.KeptTargetsDiffer != 0 || s.Target != TargetReal {
+		t.Errorf("--target real: %+v %v", s.Total, err)
 	}
 }
