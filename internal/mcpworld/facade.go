@@ -106,6 +106,8 @@ type served struct {
 	spec       *world.Spec
 	tools      []world.Tool
 	validators map[string]*Validator
+	// schemas are the tools' compiled output schemas.
+	schemas *Schemas
 }
 
 // legacyVersions are the protocol versions with sessions (initialize
@@ -175,7 +177,7 @@ func newServed(s *world.Spec) (*served, error) {
 	default:
 		return nil, fmt.Errorf("world %s: %w: domain %s has no tool calls (MCP, search and swe worlds do)", s.Name, ErrNotServable, s.Domain)
 	}
-	sv := &served{spec: s, tools: tools, validators: map[string]*Validator{}}
+	sv := &served{spec: s, tools: tools, validators: map[string]*Validator{}, schemas: &Schemas{}}
 	for _, t := range tools {
 		if len(t.InputSchema) > 0 {
 			var m map[string]any
@@ -370,7 +372,7 @@ func (b *binding) call(t world.Tool) mcp.ToolHandler {
 		if out.Fault != nil {
 			return faultReply(out.Fault)
 		}
-		r := ParseObservation(out.Observation, t)
+		r := ParseObservation(out.Observation, t, b.world.schemas)
 		if r.RPC != nil {
 			return nil, r.RPC
 		}

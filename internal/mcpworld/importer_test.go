@@ -102,7 +102,7 @@ func TestImportEverythingServer(t *testing.T) {
 		t.Errorf("get-sum demonstration: %s", spec.Demonstrations[2].Observation)
 	}
 	// The real server's validation failure, and ours for the same input.
-	real := ParseObservation(spec.Demonstrations[1].Observation, world.Tool{})
+	real := ParseObservation(spec.Demonstrations[1].Observation, world.Tool{}, nil)
 	echo, _ := spec.ActionSpace.Tool("echo")
 	ours := ValidationFailure("echo", NewValidator(echo.InputSchema).Check(json.RawMessage(`{"message":5}`)))
 	if diff := cmp.Diff(mustResult(t, real.Tool), mustResult(t, ours)); diff != "" {

@@ -11,9 +11,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
+	"weak"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -84,8 +86,10 @@ type Result struct {
 //
 // When t declares an output schema and the result's JSON (its structured
 // content, or its only text item parsed as JSON) validates against it, the
-// result carries it as structuredContent.
-func ParseObservation(text string, t world.Tool) Result {
+// result carries it as structuredContent. The schema is compiled once in
+// schemas, which must be those of the world t belongs to ([SchemasOf]);
+// nil compiles it for this call alone.
+func ParseObservation(text string, t world.Tool, schemas *Schemas) Result {
 	trim := strings.TrimSpace(text)
 	res := &mcp.CallToolResult{}
 	parsed := false
@@ -136,7 +140,7 @@ func ParseObservation(text string, t world.Tool) Result {
 	if candidate == nil {
 		return out
 	}
-	if err := validate(t.OutputSchema, candidate); err != nil {
+	if err := schemas.validate(t, candidate); err != nil {
 		res.StructuredContent = nil
 		out.StructuredDropped = true
 		return out
@@ -166,21 +170,17 @@ type Validator struct {
 }
 
 // NewValidator compiles a tool's input schema; a tool without one, or with
-// a schema the validator cannot compile (an old draft), gets a validator that
-// only checks the arguments form an object.
+// a schema the validator cannot compile (an old draft, or one over
+// world.MaxCompiledBytes), gets a validator that only checks the
+// arguments form an object.
 func NewValidator(schema json.RawMessage) *Validator {
 	v := &Validator{}
 	if len(schema) == 0 {
 		return v
 	}
-	var s jsonschema.Schema
-	if err := json.Unmarshal(schema, &s); err != nil {
-		return v
+	if v.resolved = compileSchema(schema); v.resolved != nil {
+		_ = json.Unmarshal(schema, &v.schema)
 	}
-	if rs, err := s.Resolve(nil); err == nil {
-		v.resolved = rs
-	}
-	_ = json.Unmarshal(schema, &v.schema)
 	return v
 }
 
@@ -210,22 +210,74 @@ func (v *Validator) Check(args json.RawMessage) string {
 	return "Invalid input: " + err.Error()
 }
 
-// outputSchemas caches compiled output schemas by their text: a world's
-// tools are few and fixed, and every tool call is checked against one.
-var outputSchemas sync.Map // string → *jsonschema.Resolved, nil when it does not compile
+// Schemas holds the compiled output schemas of one world's tools, by tool
+// name, compiled on the first call of each tool. A loaded world's are kept
+// as long as the world; an inline spec's are its session's and go with it
+// (see [SchemasOf]), so distinct schemas from clients never pile up. What
+// one world's can hold is bounded by world.MaxCompiledBytes, which world
+// validation enforces and compile checks again. The zero value is ready
+// to use.
+type Schemas struct {
+	mu       sync.Mutex
+	compiled map[string]*jsonschema.Resolved // nil: does not compile
+}
 
-func validate(schema json.RawMessage, inst any) error {
-	var rs *jsonschema.Resolved
-	if v, ok := outputSchemas.Load(string(schema)); ok {
-		rs = v.(*jsonschema.Resolved)
-	} else {
-		var s jsonschema.Schema
-		if err := json.Unmarshal(schema, &s); err != nil {
-			return err
-		}
-		rs, _ = s.Resolve(nil)
-		outputSchemas.Store(string(schema), rs)
+// specSchemas maps a world spec, weakly, to its Schemas: an entry does not
+// keep its spec alive, and is removed once the spec is collected.
+var specSchemas sync.Map // weak.Pointer[world.Spec] → *Schemas
+
+// SchemasOf is the Schemas of spec, made on first use and dropped when
+// spec is garbage collected: for an inline spec, once its session ends.
+func SchemasOf(spec *world.Spec) *Schemas {
+	k := weak.Make(spec)
+	if v, ok := specSchemas.Load(k); ok {
+		return v.(*Schemas)
 	}
+	v, loaded := specSchemas.LoadOrStore(k, &Schemas{})
+	if !loaded {
+		runtime.AddCleanup(spec, func(k weak.Pointer[world.Spec]) { specSchemas.Delete(k) }, k)
+	}
+	return v.(*Schemas)
+}
+
+// compileSchema resolves a JSON schema; nil when it does not compile or
+// would compile into more than world.MaxCompiledBytes (a spec that
+// skipped validation, stored before the bound existed).
+func compileSchema(raw json.RawMessage) *jsonschema.Resolved {
+	if n, err := world.SchemaCost(raw); err != nil || n > world.MaxCompiledBytes {
+		return nil
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		return nil
+	}
+	return rs
+}
+
+// output is t's compiled output schema.
+func (c *Schemas) output(t world.Tool) *jsonschema.Resolved {
+	if c == nil {
+		return compileSchema(t.OutputSchema)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rs, ok := c.compiled[t.Name]; ok {
+		return rs
+	}
+	rs := compileSchema(t.OutputSchema)
+	if c.compiled == nil {
+		c.compiled = map[string]*jsonschema.Resolved{}
+	}
+	c.compiled[t.Name] = rs
+	return rs
+}
+
+func (c *Schemas) validate(t world.Tool, inst any) error {
+	rs := c.output(t)
 	if rs == nil {
 		return nil // a schema we cannot compile does not veto the output
 	}

@@ -33,7 +33,7 @@ func TestParseObservation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := ParseObservation(tc.obs, tc.tool)
+			r := ParseObservation(tc.obs, tc.tool, nil)
 			got := map[string]any{}
 			if r.RPC != nil {
 				got["rpc"] = map[string]any{"code": r.RPC.Code, "message": r.RPC.Message}
@@ -100,7 +100,7 @@ func FuzzParseObservation(f *testing.F) {
 	f.Add(`{"content":[{"type":"image"}]}`)
 	tool := world.Tool{Name: "sum", OutputSchema: json.RawMessage(outSchema)}
 	f.Fuzz(func(t *testing.T, s string) {
-		r := ParseObservation(s, tool)
+		r := ParseObservation(s, tool, nil)
 		if (r.Tool == nil) == (r.RPC == nil) {
 			t.Fatalf("want exactly one of tool result and rpc error: %+v", r)
 		}

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/agentworld/agentworld/internal/regexlimit"
 )
 
 // Engine decides, step by step, which rules fire. It is immutable and safe
@@ -17,6 +19,8 @@ type Engine struct {
 	rules []compiled
 	// caps keeps the config's own latency caps (see Config.Caps).
 	caps Config
+	// bytes estimates what the compiled patterns hold.
+	bytes int
 }
 
 type compiled struct {
@@ -47,7 +51,11 @@ func New(c *Config, tools []string) (*Engine, error) {
 			cr.prob = *r.When.Probability
 		}
 		if r.When.Action != "" {
-			cr.action = regexp.MustCompile(r.When.Action) // validated above
+			re, n, err := regexlimit.Compile(r.When.Action, nil)
+			if err != nil { // validated above
+				return nil, err
+			}
+			cr.action, e.bytes = re, e.bytes+n
 		}
 		e.rules = append(e.rules, cr)
 	}
@@ -62,6 +70,15 @@ func (e *Engine) Caps(l Limits) (step, session time.Duration) {
 		return (*Config)(nil).Caps(l)
 	}
 	return e.caps.Caps(l)
+}
+
+// Bytes estimates the memory the engine's compiled patterns hold (see
+// regexlimit.Cost), for caches of engines to bound themselves by.
+func (e *Engine) Bytes() int {
+	if e == nil {
+		return 0
+	}
+	return e.bytes
 }
 
 // Empty reports an engine without rules.

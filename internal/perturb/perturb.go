@@ -16,11 +16,11 @@ import (
 	"fmt"
 	"math"
 	"path"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/agentworld/agentworld/internal/fielderr"
+	"github.com/agentworld/agentworld/internal/regexlimit"
 )
 
 // Kind names what a rule injects.
@@ -96,6 +96,12 @@ const (
 // maxRuleDelayMS bounds one rule's latency_ms and jitter_ms (one day), so
 // sums of delays cannot overflow whatever the caps.
 const maxRuleDelayMS = 24 * 60 * 60 * 1000
+
+// MaxPatternBytes bounds what a config's action patterns compile into,
+// all together, as regexlimit estimates it; each one is bounded alone by
+// regexlimit's defaults too. A session's override counts with the rules
+// of the spec it is merged into.
+const MaxPatternBytes = 8 << 20
 
 // Limits are the operator's caps on the latency rules inject. A world spec
 // or a session's override may lower them, never raise them.
@@ -240,6 +246,7 @@ func (c *Config) Validate(tools []string) error {
 		}
 	}
 	seen := map[string]bool{}
+	patterns := 0
 	for i := range c.Rules {
 		r := &c.Rules[i]
 		name := c.RuleName(i)
@@ -264,8 +271,12 @@ func (c *Config) Validate(tools []string) error {
 			}
 		}
 		if r.When.Action != "" {
-			if _, err := regexp.Compile(r.When.Action); err != nil {
+			n, err := regexlimit.Cost(r.When.Action, nil)
+			if err != nil {
 				return bad("when.action", "bad regular expression: %v", err)
+			}
+			if patterns += n; patterns > MaxPatternBytes {
+				return bad("when.action", "the action patterns up to here compile into about %d KiB, over the limit of %d KiB for all of them", patterns>>10, MaxPatternBytes>>10)
 			}
 		}
 		if t := r.When.Turns; t != nil {
@@ -307,6 +318,23 @@ func (c *Config) Validate(tools []string) error {
 		}
 	}
 	return nil
+}
+
+// PatternBytes is what c's action patterns compile into, as regexlimit
+// estimates it; patterns that do not compile count nothing (Validate
+// refuses them).
+func (c *Config) PatternBytes() int {
+	if c == nil {
+		return 0
+	}
+	n := 0
+	for _, r := range c.Rules {
+		if r.When.Action != "" {
+			k, _ := regexlimit.Cost(r.When.Action, nil)
+			n += k
+		}
+	}
+	return n
 }
 
 func matchesAny(pattern string, names []string) bool {

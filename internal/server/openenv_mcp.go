@@ -148,7 +148,7 @@ func toolResult(spec *world.Spec, name, text string) (map[string]any, *api.OpenE
 	if !ok {
 		t = world.Tool{Name: name}
 	}
-	r := mcpworld.ParseObservation(text, t)
+	r := mcpworld.ParseObservation(text, t, mcpworld.SchemasOf(spec))
 	if r.RPC != nil {
 		return nil, &api.OpenEnvToolError{ErrorType: "execution_error", Message: r.RPC.Message}
 	}

@@ -30,9 +30,10 @@ const (
 )
 
 // sizeLocked is what the session holds in memory by
-// Options.MaxSessionBytes's measure. The caller holds s.mu.
+// Options.MaxSessionBytes's measure, an inline spec's compiled schemas and
+// regular expressions included. The caller holds s.mu.
 func (s *session) sizeLocked() int {
-	return len(s.rec.Spec) + len(s.rec.SystemPrompt) + len(s.rec.InitialObservation) + s.turnBytes
+	return len(s.rec.Spec) + len(s.rec.SystemPrompt) + len(s.rec.InitialObservation) + s.compiled + s.turnBytes
 }
 
 // turnBytes is one turn's share of a session's size: the texts it keeps

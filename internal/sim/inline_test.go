@@ -243,3 +243,53 @@ func TestSessionSizeLimit(t *testing.T) {
 		t.Fatalf("a spec over the session limit: %v, want ErrTooLarge on world", err)
 	}
 }
+
+// TestInlineCompiledStateCountsInTheSessionSize: what an inline spec's
+// schemas and patterns compile into counts in MaxSessionBytes, at create
+// and as the session grows; a loaded world's, shared by its sessions,
+// does not.
+func TestInlineCompiledStateCountsInTheSessionSize(t *testing.T) {
+	props := make([]string, 400)
+	for i := range props {
+		props[i] = fmt.Sprintf(`"p%d":{"type":"string"}`, i)
+	}
+	raw := `{"domain":"mcp","task_description":"t","initial_state":"s","action_space":{"tools":[{"name":"get","output_schema":{"type":"object","properties":{` + strings.Join(props, ",") + `}}}]}}`
+	spec, err := world.Parse([]byte(raw), "inline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled := spec.CompiledBytes()
+	if compiled < 400*world.SchemaNodeBytes {
+		t.Fatalf("CompiledBytes %d", compiled)
+	}
+	// Room for the spec's text and prompt, not for what it compiles into.
+	m := newTestManager(t, &scriptedModel{}, Options{MaxSessionBytes: compiled / 2})
+	if _, err := m.Create(context.Background(), CreateRequest{World: spec}); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "compile") {
+		t.Fatalf("create: %v, want ErrTooLarge naming what the spec compiles into", err)
+	}
+	m = newTestManager(t, &scriptedModel{}, Options{MaxSessionBytes: compiled * 2})
+	rep, err := m.Create(context.Background(), CreateRequest{World: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	s := m.sessions[rep.SessionID]
+	m.mu.Unlock()
+	s.mu.Lock()
+	size := s.sizeLocked()
+	s.mu.Unlock()
+	if size < compiled {
+		t.Fatalf("session size %d leaves out the %d compiled bytes", size, compiled)
+	}
+	m.AddWorld(spec)
+	rep, err = m.Create(context.Background(), CreateRequest{WorldID: spec.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	s = m.sessions[rep.SessionID]
+	m.mu.Unlock()
+	if s.compiled != 0 {
+		t.Fatalf("a loaded world's session counts %d compiled bytes", s.compiled)
+	}
+}

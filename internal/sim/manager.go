@@ -142,10 +142,14 @@ type session struct {
 	hist      []HistoryTurn
 	results   []*[resultChunk]StepResult
 	turnBytes int
-	env       Environment
-	lastUsed  time.Time
-	users     int
-	resident  bool // held in Manager.sessions
+	// compiled is what an inline spec's schemas and regular expressions
+	// can hold compiled (world.Spec.CompiledBytes); 0 for a loaded world,
+	// whose compiled state its sessions share.
+	compiled int
+	env      Environment
+	lastUsed time.Time
+	users    int
+	resident bool // held in Manager.sessions
 }
 
 // New makes a Manager and starts its idle-session reaper; Close stops it.
@@ -385,8 +389,13 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 	if err != nil {
 		return nil, err
 	}
-	if lim := m.opts.MaxSessionBytes; lim > 0 && len(specJSON)+len(sys) >= lim {
-		return nil, fielderr.New(ErrTooLarge, "world", "the spec and its system prompt take %d bytes, over the session size limit of %d", len(specJSON)+len(sys), lim).WithSetting("MaxSessionBytes")
+	compiled := 0
+	if req.World != nil {
+		compiled = spec.CompiledBytes()
+	}
+	if lim := m.opts.MaxSessionBytes; lim > 0 && len(specJSON)+len(sys)+compiled >= lim {
+		return nil, fielderr.New(ErrTooLarge, "world", "the spec, its system prompt and what its schemas and regular expressions compile into take %d bytes, over the session size limit of %d",
+			len(specJSON)+len(sys)+compiled, lim).WithSetting("MaxSessionBytes")
 	}
 	if err := m.enter(); err != nil {
 		return nil, err
@@ -622,6 +631,9 @@ func (s *session) turnsLocked() []TurnRecord {
 // stored session's).
 func newSession(rec SessionRecord, spec *world.Spec, turns []TurnRecord, now time.Time) *session {
 	s := &session{sem: make(chan struct{}, 1), rec: rec, spec: spec, lastUsed: now}
+	if rec.Inline != "" {
+		s.compiled = spec.CompiledBytes()
+	}
 	if len(turns) > 0 {
 		s.hist = make([]HistoryTurn, 0, len(turns)+resultChunk)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/itemf1"
+	"github.com/agentworld/agentworld/internal/regexlimit"
 )
 
 // Reward is a world's reward rules, which the simulator applies to every
@@ -148,9 +149,9 @@ func (s *SuccessRule) validate(at string) error {
 		}
 		return nil
 	}
-	re, err := regexp.Compile(s.FinalObservation)
+	re, _, err := regexlimit.Compile(s.FinalObservation, nil)
 	if err != nil {
-		return bad(at+".final_observation", "not a regular expression: %v", err)
+		return bad(at+".final_observation", "not a usable regular expression: %v", err)
 	}
 	s.re = re
 	return nil
@@ -210,7 +211,7 @@ func (s *SuccessRule) Decide(e Ending) (bool, float64) {
 	re := s.re
 	if re == nil { // a spec built in code, or decoded without Validate
 		var err error
-		if re, err = regexp.Compile(s.FinalObservation); err != nil {
+		if re, _, err = regexlimit.Compile(s.FinalObservation, nil); err != nil {
 			return false, 0
 		}
 	}

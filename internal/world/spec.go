@@ -279,7 +279,7 @@ func (s *Spec) Validate() error {
 	if err := s.Facts.Validate(); err != nil {
 		return fielderr.Under(ErrInvalid, "facts", err)
 	}
-	return nil
+	return s.validateCompiled()
 }
 
 // Parse reads a spec from YAML or JSON bytes and validates it; name is used

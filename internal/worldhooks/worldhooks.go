@@ -4,13 +4,17 @@
 package worldhooks
 
 import (
+	"container/list"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/fielderr"
@@ -50,8 +54,17 @@ type Perturbations struct {
 	// session; the zero value means perturb's defaults. Set before use.
 	Limits perturb.Limits
 
-	mu      sync.Mutex
-	engines map[engineKey]*perturb.Engine
+	mu sync.Mutex
+	// engines are the compiled rules of sessions' specs and overrides,
+	// least recently used first in lru and bounded by maxEngineBytes; an
+	// entry does not keep its spec alive and goes when the spec does (an
+	// inline spec's when its session ends).
+	engines     map[engineKey]*cachedEngine
+	lru         list.List
+	engineBytes int
+	// bySpec indexes engines by spec; a spec in it has a cleanup that
+	// drops its engines once it is collected.
+	bySpec map[weak.Pointer[world.Spec]]map[engineKey]struct{}
 	// slept is the latency injected so far per session id, for the
 	// session cap. It lives in memory: a restarted server grants a
 	// resumed session a fresh budget.
@@ -63,19 +76,34 @@ type Perturbations struct {
 const LabelLatencyCapped = "perturb.latency_capped"
 
 // engineKey names a session's effective rules without recomputing them: the
-// world spec (its rules and tool names) and the raw per-session override.
-// Sessions of one world share the spec pointer, so a step costs a map lookup.
+// world spec (its rules and tool names), weakly, and a digest of the raw
+// per-session override. Sessions of one world share the spec pointer, so a
+// step costs a map lookup.
 type engineKey struct {
-	spec     *world.Spec
-	override string
+	spec     weak.Pointer[world.Spec]
+	override [sha256.Size]byte // zero without an override
 }
+
+type cachedEngine struct {
+	key  engineKey
+	e    *perturb.Engine
+	elem *list.Element
+}
+
+// Bounds of the engine cache: what the compiled patterns hold (each
+// engine's at most perturb.MaxPatternBytes), and the count.
+const (
+	maxEngineBytes = 64 << 20
+	maxEngines     = 4096
+)
 
 // NewPerturbations makes the hook; log may be nil.
 func NewPerturbations(log *slog.Logger) *Perturbations {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Perturbations{log: log, engines: map[engineKey]*perturb.Engine{}, slept: map[string]time.Duration{}}
+	return &Perturbations{log: log, engines: map[engineKey]*cachedEngine{}, bySpec: map[weak.Pointer[world.Spec]]map[engineKey]struct{}{},
+		slept: map[string]time.Duration{}}
 }
 
 var _ sim.StepHook = (*Perturbations)(nil)
@@ -90,13 +118,17 @@ func (p *Perturbations) engine(s sim.SessionInfo) (*perturb.Engine, error) {
 	if s.Spec.Perturbations == nil && len(raw) == 0 {
 		return nil, nil
 	}
-	key := engineKey{spec: s.Spec, override: string(raw)}
-	p.mu.Lock()
-	e, ok := p.engines[key]
-	p.mu.Unlock()
-	if ok {
-		return e, nil
+	key := engineKey{spec: weak.Make(s.Spec)}
+	if len(raw) > 0 {
+		key.override = sha256.Sum256(raw)
 	}
+	p.mu.Lock()
+	if c, ok := p.engines[key]; ok {
+		p.lru.MoveToBack(c.elem)
+		p.mu.Unlock()
+		return c.e, nil
+	}
+	p.mu.Unlock()
 	var override *perturb.Config
 	if len(raw) > 0 {
 		override = &perturb.Config{}
@@ -109,13 +141,55 @@ func (p *Perturbations) engine(s sim.SessionInfo) (*perturb.Engine, error) {
 	if err != nil {
 		return nil, fielderr.Under(sim.ErrBadRequest, "params.perturbations", err)
 	}
+	p.keep(s.Spec, key, e)
+	return e, nil
+}
+
+// keep caches e under key, making room within the bounds.
+func (p *Perturbations) keep(spec *world.Spec, key engineKey, e *perturb.Engine) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.engines) > 4096 { // bound the cache; configs rarely vary this much
-		clear(p.engines)
+	if _, ok := p.engines[key]; ok {
+		return // compiled concurrently
 	}
-	p.engines[key] = e
-	return e, nil
+	for p.lru.Len() > 0 && (p.lru.Len() >= maxEngines || p.engineBytes+e.Bytes() > maxEngineBytes) {
+		p.dropLocked(p.lru.Front().Value.(*cachedEngine))
+	}
+	c := &cachedEngine{key: key, e: e}
+	c.elem = p.lru.PushBack(c)
+	p.engines[key] = c
+	p.engineBytes += e.Bytes()
+	keys, ok := p.bySpec[key.spec]
+	if !ok {
+		keys = map[engineKey]struct{}{}
+		p.bySpec[key.spec] = keys
+		runtime.AddCleanup(spec, p.forgetSpec, key.spec)
+	}
+	keys[key] = struct{}{}
+}
+
+func (p *Perturbations) dropLocked(c *cachedEngine) {
+	p.lru.Remove(c.elem)
+	delete(p.engines, c.key)
+	delete(p.bySpec[c.key.spec], c.key)
+	p.engineBytes -= c.e.Bytes()
+}
+
+// forgetSpec drops the engines of a spec that was collected.
+func (p *Perturbations) forgetSpec(spec weak.Pointer[world.Spec]) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.bySpec[spec] {
+		p.dropLocked(p.engines[k])
+	}
+	delete(p.bySpec, spec)
+}
+
+// cached reports the engines held and the bytes their patterns hold.
+func (p *Perturbations) cached() (engines, bytes int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.engines), p.engineBytes
 }
 
 // Stream is the key of a session's perturbation draws. A seeded session

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -478,5 +479,58 @@ func TestLedgerWorld(t *testing.T) {
 		if got := LedgerWorld(tc.s); got != tc.want {
 			t.Errorf("LedgerWorld(%+v) = %q, want %q", tc.s, got, tc.want)
 		}
+	}
+}
+
+// TestEnginesAreBoundedAndGoWithTheirSpec: compiled perturbation engines
+// are cached within maxEngineBytes however many specs come (each client's
+// inline spec is its own), and a spec's engines are dropped once the spec
+// is collected (its session ended), without waiting for eviction.
+func TestEnginesAreBoundedAndGoWithTheirSpec(t *testing.T) {
+	h := NewPerturbations(nil)
+	spec := func(i int) *world.Spec {
+		var rules []perturb.Rule
+		for r := range 6 {
+			rules = append(rules, perturb.Rule{Name: fmt.Sprint("r", r), When: perturb.When{Action: fmt.Sprintf(`[\pL\pN]{1000}|spec%d`, i)}, Inject: perturb.Inject{Kind: perturb.Timeout}})
+		}
+		return &world.Spec{Name: "w", Domain: "mcp", ActionSpace: world.ActionSpace{Tools: trackerTools}, Perturbations: &perturb.Config{Rules: rules}}
+	}
+	step := func(s *world.Spec) {
+		t.Helper()
+		if _, err := h.BeforeStep(context.Background(), sim.SessionInfo{ID: "s", Spec: s}, &sim.StepInput{Turn: 1, Action: conversation.Action{Text: "x"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var alive []*world.Spec
+	for i := range 120 {
+		s := spec(i)
+		alive = append(alive, s)
+		step(s)
+		if n, b := h.cached(); b > maxEngineBytes || n > maxEngines {
+			t.Fatalf("after %d specs: %d engines holding %d bytes, over %d", i+1, n, b, maxEngineBytes)
+		}
+	}
+	n, b := h.cached()
+	if n == 0 || n == len(alive) {
+		t.Fatalf("%d engines (%d bytes) cached for %d specs: want some, within the bound", n, b, len(alive))
+	}
+	runtime.KeepAlive(alive)
+	alive = nil
+	deadline := time.Now().Add(10 * time.Second) // a hang guard: collections run the cleanups
+	for {
+		runtime.GC()
+		if n, b := h.cached(); n == 0 && b == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			n, b := h.cached()
+			t.Fatalf("%d engines (%d bytes) still cached after their specs were collected", n, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.bySpec) != 0 || h.lru.Len() != 0 {
+		t.Fatalf("index left behind: %d specs, %d in the LRU", len(h.bySpec), h.lru.Len())
 	}
 }

@@ -1,0 +1,89 @@
+package mcpworld
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/world"
+)
+
+// TestSchemaCostBoundsMemory: world.SchemaCost, which world validation
+// holds specs to, is above what the compiled schemas hold (heap in use
+// after GC, runtime.MemStats), for the shapes that cost most per byte of
+// text; so the bound on a spec's estimate bounds its compiled schemas.
+func TestSchemaCostBoundsMemory(t *testing.T) {
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	for _, node := range []string{`{}`, `{"type":"string"}`, `{"type":"string","pattern":"^[a-z]{1,%d}$"}`, `{"type":"object","properties":{"a":{},"b":{"enum":[1,2,3]}}}`} {
+		props := make([]string, 2000)
+		for i := range props {
+			n := node
+			if strings.Contains(n, "%d") {
+				n = fmt.Sprintf(n, 1+i%40)
+			}
+			props[i] = fmt.Sprintf(`"p%d":%s`, i, n)
+		}
+		raw := json.RawMessage(`{"type":"object","properties":{` + strings.Join(props, ",") + `}}`)
+		cost, err := world.SchemaCost(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := heap()
+		rs := compileSchema(raw)
+		held := heap() - before
+		if rs == nil {
+			t.Fatalf("%s: did not compile", node)
+		}
+		runtime.KeepAlive(rs)
+		t.Logf("%.30s ×2000: %d KiB of text, estimated %d KiB, held %d KiB", node, len(raw)>>10, cost>>10, held>>10)
+		if held > int64(cost) {
+			t.Errorf("%s: holds %d bytes compiled, over the estimate %d", node, held, cost)
+		}
+	}
+}
+
+// TestSchemasGoWithTheirSpec: a spec's compiled output schemas are kept
+// (one compile per tool however many calls) while the spec lives, and
+// the entry goes once the spec is collected (an inline spec's session
+// ended), so distinct schemas from clients do not pile up.
+func TestSchemasGoWithTheirSpec(t *testing.T) {
+	count := func() int {
+		n := 0
+		specSchemas.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	base := count()
+	for i := range 50 {
+		spec := &world.Spec{Name: "w", ActionSpace: world.ActionSpace{Tools: []world.Tool{{Name: "get",
+			OutputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"n%d":{"type":"integer"}},"required":["n%d"]}`, i, i))}}}}
+		tool := spec.ActionSpace.Tools[0]
+		sc := SchemasOf(spec)
+		if SchemasOf(spec) != sc {
+			t.Fatal("one spec got two Schemas")
+		}
+		good := ParseObservation(fmt.Sprintf(`{"n%d": 3}`, i), tool, sc)
+		bad := ParseObservation(`{"other": 3}`, tool, sc)
+		if good.Tool.StructuredContent == nil || bad.Tool.StructuredContent != nil || !bad.StructuredDropped {
+			t.Fatalf("schema not applied: %+v / %+v", good.Tool, bad.Tool)
+		}
+		if len(sc.compiled) != 1 {
+			t.Fatalf("%d compiled entries for one tool", len(sc.compiled))
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second) // a hang guard: collections run the cleanups
+	for count() > base {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d spec entries left after their specs were collected", count()-base)
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
