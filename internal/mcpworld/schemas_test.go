@@ -87,3 +87,31 @@ func TestSchemasGoWithTheirSpec(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestToolCallValidatorsGoWithTheirSpec: the step hook that checks tool
+// calls compiles a spec's input schemas once and drops them once the spec
+// is collected, so inline specs' distinct schemas do not pile up.
+func TestToolCallValidatorsGoWithTheirSpec(t *testing.T) {
+	h := NewToolCalls()
+	for i := range 50 {
+		spec := &world.Spec{Name: "w", Domain: "mcp", ActionSpace: world.ActionSpace{Tools: []world.Tool{{Name: "get",
+			InputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"n%d":{"type":"integer"}},"required":["n%d"]}`, i, i))}}}}
+		v := h.validators(spec)
+		if v == nil || v["get"].Check(json.RawMessage(`{}`)) == "" || len(h.validators(spec)) != 1 {
+			t.Fatalf("spec %d: validators %v", i, v)
+		}
+	}
+	held := func() int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.worlds)
+	}
+	deadline := time.Now().Add(10 * time.Second) // a hang guard: collections run the cleanups
+	for held() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d specs' validators left after the specs were collected", held())
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+}

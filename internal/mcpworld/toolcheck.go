@@ -3,8 +3,10 @@ package mcpworld
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
+	"weak"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -25,9 +27,16 @@ import (
 //
 // Worlds without tool definitions, and sessions on a real backend (whose
 // server answers for itself), are not checked.
+//
+// A spec's compiled validators are kept while the spec lives and dropped
+// once it is collected (an inline spec's when its session ends), so
+// clients' distinct schemas do not pile up.
 type ToolCalls struct {
-	mu     sync.Mutex
-	worlds map[*world.Spec]*served // nil value: the world is not checked
+	mu sync.Mutex
+	// worlds holds specs weakly, and their tools' validators (nothing
+	// that refers back to the spec); a nil value: the world is not
+	// checked.
+	worlds map[weak.Pointer[world.Spec]]map[string]*Validator
 }
 
 // LabelToolCheck is the step label a refused call carries:
@@ -35,29 +44,39 @@ type ToolCalls struct {
 const LabelToolCheck = "tool_check"
 
 // NewToolCalls makes the hook.
-func NewToolCalls() *ToolCalls { return &ToolCalls{worlds: map[*world.Spec]*served{}} }
+func NewToolCalls() *ToolCalls {
+	return &ToolCalls{worlds: map[weak.Pointer[world.Spec]]map[string]*Validator{}}
+}
 
 var _ sim.StepHook = (*ToolCalls)(nil)
 
-// served returns the checked tools of a spec (compiled once per spec),
-// nil when its calls are not checked.
-func (h *ToolCalls) served(s *world.Spec) *served {
+// validators returns the validators of a spec's tools (compiled once per
+// spec), nil when its calls are not checked.
+func (h *ToolCalls) validators(s *world.Spec) map[string]*Validator {
+	k := weak.Make(s)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if sv, ok := h.worlds[s]; ok {
-		return sv
+	if v, ok := h.worlds[k]; ok {
+		return v
 	}
-	var sv *served
+	var v map[string]*Validator
 	if len(s.ActionSpace.Tools) > 0 {
 		// A world the facade cannot serve (a tool domain's spec with a
 		// schema that is not an object schema) stays unchecked here too.
-		sv, _ = newServed(s)
+		if sv, err := newServed(s); err == nil {
+			v = sv.validators
+		}
 	}
-	if len(h.worlds) > 4096 { // inline specs are one pointer each: bound the cache
-		clear(h.worlds)
-	}
-	h.worlds[s] = sv
-	return sv
+	h.worlds[k] = v
+	runtime.AddCleanup(s, h.forget, k)
+	return v
+}
+
+// forget drops a collected spec's validators.
+func (h *ToolCalls) forget(k weak.Pointer[world.Spec]) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.worlds, k)
 }
 
 // BeforeStep implements sim.StepHook.
@@ -66,12 +85,12 @@ func (h *ToolCalls) BeforeStep(_ context.Context, s sim.SessionInfo, in *sim.Ste
 	if call == nil || s.Spec == nil || strings.HasPrefix(s.Backend, "real:") {
 		return nil, nil
 	}
-	sv := h.served(s.Spec)
-	if sv == nil {
+	validators := h.validators(s.Spec)
+	if validators == nil {
 		return nil, nil
 	}
 	var text, why string
-	if v, ok := sv.validators[call.Name]; !ok {
+	if v, ok := validators[call.Name]; !ok {
 		// The words of the SDK's own answer to an unknown tool.
 		text, why = mcpclient.RenderError(jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown tool %q", call.Name)), "unknown_tool"
 	} else if issue := v.Check(call.Arguments); issue != "" {
