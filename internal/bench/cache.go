@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/filelock"
-	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -82,8 +82,8 @@ type Cache struct {
 
 	// putMu orders this Cache's appends so each one knows its offset.
 	putMu   sync.Mutex
-	own     *trajectory.Appender // nil until the first Put
-	ownSeg  int                  // index of the own segment in segs
+	own     *journal.Appender // nil until the first Put
+	ownSeg  int               // index of the own segment in segs
 	ownSize int64
 	ownErr  error
 }
@@ -418,7 +418,7 @@ func (c *Cache) openOwn() bool {
 		c.ownErr = fmt.Errorf("cache %s: segment %s locked by another process as it was created", c.dir, name)
 		return false
 	}
-	a, err := trajectory.OpenAppender(path, 0)
+	a, err := journal.Open(path, 0)
 	if err != nil {
 		f.Close()
 		os.Remove(path)

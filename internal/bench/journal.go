@@ -5,26 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
-	"time"
 
 	"github.com/agentworld/agentworld/internal/atomicfile"
-	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/journal"
 )
 
-// SyncInterval is how often a journal ([trajectory.Appender]) is fsynced
-// while a run goes on.
-//
-// Durability policy: every row is one write(2) of one whole line, made as
-// soon as the row is known, so a process killed at any instant (kill -9
-// included) leaves only complete lines behind, and nothing already finished
-// is lost. The file is fsynced at most every
-// SyncInterval and when closed, so a power loss or kernel crash can lose at
-// most the last interval's rows (and leave a torn last line, which the
-// reader drops); resume recomputes them.
-const SyncInterval = time.Second
+// SyncInterval is how often a run's journals are fsynced: the one policy
+// of package journal ([journal.SyncInterval]).
+const SyncInterval = journal.SyncInterval
 
 // rowKey is what resume and compaction read of any row.
 type rowKey struct {
@@ -38,54 +28,23 @@ type rowKey struct {
 // endpoint failed, which says nothing about the sample.
 func (k rowKey) retryable() bool { return k.Failure == FailTransport }
 
-// scanRows calls fn for every complete row of a JSONL file with its decoded
-// key, its raw bytes (without the newline) and the offset they start at; a
-// missing file has no rows. A line that does not decode is an error naming
-// file:line, except the last line, which a power loss may have torn
-// (trajectory.OpenAppender cuts it before appending) and which is ignored.
+// scanRows calls fn for every row of a JSONL journal with its decoded
+// key, its raw bytes (without the newline) and the offset they start at
+// ([journal.Rows]: a missing file has none, a torn last row is dropped, any
+// other line without a sample key is an error naming file:line).
 func scanRows(path string, fn func(k rowKey, raw []byte, off int64) error) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	return journal.Rows(path, decodeRowKey, func(k *rowKey, raw []byte, off int64) error { return fn(*k, raw, off) })
+}
+
+// decodeRowKey reads the key of a row, which every row has.
+func decodeRowKey(line []byte, k *rowKey) error {
+	if err := json.Unmarshal(line, k); err != nil {
 		return err
 	}
-	defer f.Close()
-	return scanReader(f, path, fn)
-}
-
-// scanReader is scanRows over an open file; name is used in errors.
-func scanReader(r io.Reader, name string, fn func(k rowKey, raw []byte, off int64) error) error {
-	lr := trajectory.NewLineReader(r, name, 0)
-	for {
-		line, n, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var k rowKey
-		if err := json.Unmarshal(line, &k); err != nil || k.Sample == "" {
-			if lastLine(lr) {
-				return nil
-			}
-			if err == nil {
-				err = errors.New("row without a sample key")
-			}
-			return &trajectory.LineError{File: name, Line: n, Err: err}
-		}
-		if err := fn(k, line, lr.Offset()); err != nil {
-			return err
-		}
+	if k.Sample == "" {
+		return errors.New("row without a sample key")
 	}
-}
-
-// lastLine reports whether the line reader has nothing after its last line.
-func lastLine(lr *trajectory.LineReader) bool {
-	_, _, err := lr.Next()
-	return errors.Is(err, io.EOF)
+	return nil
 }
 
 // compact rewrites a journal as its final file: one row per sample (the
@@ -107,7 +66,7 @@ func compact(path string) error {
 		return err
 	}
 	defer f.Close()
-	if err := scanReader(f, path, func(k rowKey, raw []byte, off int64) error {
+	if err := scanRows(path, func(k rowKey, raw []byte, off int64) error {
 		idx[k.Sample] = entry{rowKey: k, off: off, n: len(raw)}
 		return nil
 	}); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -231,8 +232,8 @@ type pipeline struct {
 	log      *slog.Logger
 	inf      *inferer
 	jd       *judger
-	preds    *trajectory.Appender
-	judged   *trajectory.Appender
+	preds    *journal.Appender
+	judged   *journal.Appender
 	progress *progress
 
 	mu  sync.Mutex
@@ -367,12 +368,12 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 
 	var err error
 	if p.inf != nil {
-		if p.preds, err = trajectory.OpenAppender(predPath, SyncInterval); err != nil {
+		if p.preds, err = journal.Open(predPath, SyncInterval); err != nil {
 			return nil, err
 		}
 	}
 	if p.jd != nil {
-		if p.judged, err = trajectory.OpenAppender(judgedPath, SyncInterval); err != nil {
+		if p.judged, err = journal.Open(judgedPath, SyncInterval); err != nil {
 			if p.preds != nil {
 				p.preds.Close()
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/envconfig"
+	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/promptlib"
 	"github.com/agentworld/agentworld/internal/research"
 	"github.com/agentworld/agentworld/internal/sim"
@@ -151,7 +152,7 @@ rejected, however the judge liked it.`,
 				return err
 			}
 			jpath := filepath.Join(out, "journal.jsonl")
-			if err := trajectory.CutTornTail(jpath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := journal.CutTornTail(jpath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 			if f, err := os.Open(jpath); err == nil {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/filelock"
+	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 )
@@ -202,7 +203,7 @@ type Writer struct {
 	lock *filelock.Lock
 
 	mu   sync.Mutex
-	apps map[string]*trajectory.Appender // shard path → appender
+	apps map[string]*journal.Appender // shard path → appender
 }
 
 // Create opens dir for appending, making it a library with shards shards
@@ -231,16 +232,16 @@ func Create(dir string, shards int) (*Writer, error) {
 		lk.Release()
 		return nil, err
 	}
-	return &Writer{Library: l, lock: lk, apps: map[string]*trajectory.Appender{}}, nil
+	return &Writer{Library: l, lock: lk, apps: map[string]*journal.Appender{}}, nil
 }
 
-func (w *Writer) appender(path string) (*trajectory.Appender, error) {
+func (w *Writer) appender(path string) (*journal.Appender, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if a, ok := w.apps[path]; ok {
 		return a, nil
 	}
-	a, err := trajectory.OpenAppender(path, 0)
+	a, err := journal.Open(path, 0)
 	if err != nil {
 		return nil, err
 	}

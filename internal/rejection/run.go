@@ -20,6 +20,7 @@ import (
 	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/filelock"
+	"github.com/agentworld/agentworld/internal/journal"
 	progressline "github.com/agentworld/agentworld/internal/progress"
 	"github.com/agentworld/agentworld/internal/reward"
 	"github.com/agentworld/agentworld/internal/runpin"
@@ -208,7 +209,7 @@ type runner struct {
 	scored   chan *entry
 	out      string
 	answers  map[string]*worldmodel.Response
-	journal  *trajectory.Appender
+	journal  *journal.Appender
 	log      *slog.Logger
 	sem      chan struct{}
 	requests atomic.Int64
@@ -282,7 +283,7 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 	r.answers = answers
 	res := &Result{Resumed: cp.Next}
 	var outs [3]*output
-	var progress *trajectory.Appender
+	var progress *journal.Appender
 	closeAll := func() error {
 		var errs []error
 		for _, o := range outs {
@@ -290,7 +291,7 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 				errs = append(errs, o.Close())
 			}
 		}
-		for _, a := range []*trajectory.Appender{progress, r.journal} {
+		for _, a := range []*journal.Appender{progress, r.journal} {
 			if a != nil {
 				errs = append(errs, a.Close())
 			}
@@ -303,11 +304,11 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 			return nil, err
 		}
 	}
-	if progress, err = trajectory.OpenAppender(filepath.Join(out, ProgressFile), syncInterval); err != nil {
+	if progress, err = journal.Open(filepath.Join(out, ProgressFile), syncInterval); err != nil {
 		closeAll()
 		return nil, err
 	}
-	if r.journal, err = trajectory.OpenAppender(filepath.Join(out, JournalFile), syncInterval); err != nil {
+	if r.journal, err = journal.Open(filepath.Join(out, JournalFile), syncInterval); err != nil {
 		closeAll()
 		return nil, err
 	}
@@ -622,7 +623,7 @@ const (
 // one write per file, then one checkpoint, once nothing more is ready or
 // flushBytes are buffered: per-line writes would make the writer, not the
 // teacher, the bound of a fast run.
-func (r *runner) sink(ctx context.Context, window <-chan *job, outs [3]*output, progress *trajectory.Appender, prog *progress) error {
+func (r *runner) sink(ctx context.Context, window <-chan *job, outs [3]*output, progress *journal.Appender, prog *progress) error {
 	var bufs [3][]byte
 	var rendered []*job
 	flush := func() error {

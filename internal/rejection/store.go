@@ -4,24 +4,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"time"
 
-	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
 // syncInterval is how often appended files are fsynced while a run goes
-// on: a kill -9 loses nothing written (each batch of lines is one write(2)
-// to an O_APPEND file, trajectory.Appender), a power loss at most the last
-// interval, which resume recomputes.
-const syncInterval = time.Second
+// on: the one policy of package journal.
+const syncInterval = journal.SyncInterval
 
 // output is an output file, appended to after it was cut back to the last
 // checkpoint; size is where it ends, which the next checkpoint records.
 type output struct {
-	*trajectory.Appender
+	*journal.Appender
 	size int64
 }
 
@@ -31,7 +27,7 @@ func openOutput(path string, size int64) (*output, error) {
 	if err := os.Truncate(path, size); err != nil && !(size == 0 && errors.Is(err, os.ErrNotExist)) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	a, err := trajectory.OpenAppender(path, syncInterval)
+	a, err := journal.Open(path, syncInterval)
 	if err != nil {
 		return nil, err
 	}
@@ -61,31 +57,13 @@ type checkpoint struct {
 // it counts); the zero checkpoint when there is none.
 func lastCheckpoint(path string, sizes [3]int64) (checkpoint, error) {
 	var best checkpoint
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return best, nil
-	}
-	if err != nil {
-		return best, err
-	}
-	defer f.Close()
-	lr := trajectory.NewLineReader(f, path, 0)
-	for {
-		b, _, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			return best, nil
-		}
-		if err != nil {
-			return best, err
-		}
-		var c checkpoint
-		if json.Unmarshal(b, &c) != nil {
-			continue // a torn line
-		}
+	err := journal.Rows(path, nil, func(c *checkpoint, _ []byte, _ int64) error {
 		if c.Candidates <= sizes[0] && c.SFT <= sizes[1] && c.Pairs <= sizes[2] && c.Next >= best.Next {
-			best = c
+			best = *c
 		}
-	}
+		return nil
+	})
+	return best, err
 }
 
 func fileSize(path string) int64 {
@@ -103,39 +81,13 @@ func fileSize(path string) int64 {
 func readJournal(path string, next int64) (map[int64]map[int]*Candidate, map[string]*worldmodel.Response, error) {
 	scored := map[int64]map[int]*Candidate{}
 	answers := map[string]*worldmodel.Response{}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return scored, answers, nil
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	lr := trajectory.NewLineReader(f, path, 0)
-	for {
-		b, n, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			return scored, answers, nil
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		var l journalLine
-		if err := json.Unmarshal(b, &l); err != nil || l.Key == "" || (l.Answer == nil) == (l.Candidate == nil) {
-			if _, _, nerr := lr.Next(); errors.Is(nerr, io.EOF) {
-				return scored, answers, nil // a torn last line: that beam is done again
-			}
-			if err == nil {
-				err = errors.New(`want {"key", "seq", "beam", and "answer" or "candidate"}`)
-			}
-			return nil, nil, fmt.Errorf("%s:%d: not a journal line: %v", path, n, err)
-		}
+	err := journal.Rows(path, decodeJournalLine, func(l *journalLine, _ []byte, _ int64) error {
 		if l.Seq < next {
-			continue
+			return nil
 		}
 		if l.Answer != nil {
 			answers[l.Key] = l.Answer
-			continue
+			return nil
 		}
 		c := l.Candidate
 		c.key = l.Key
@@ -143,5 +95,21 @@ func readJournal(path string, next int64) (map[int64]map[int]*Candidate, map[str
 			scored[l.Seq] = map[int]*Candidate{}
 		}
 		scored[l.Seq][l.Beam] = c
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
+	return scored, answers, nil
+}
+
+// decodeJournalLine reads a journal line: a teacher answer or a scored beam.
+func decodeJournalLine(b []byte, l *journalLine) error {
+	if err := json.Unmarshal(b, l); err != nil {
+		return fmt.Errorf("not a journal line: %v", err)
+	}
+	if l.Key == "" || (l.Answer == nil) == (l.Candidate == nil) {
+		return errors.New(`not a journal line: want {"key", "seq", "beam", and "answer" or "candidate"}`)
+	}
+	return nil
 }

@@ -67,6 +67,7 @@ import (
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/fielderr"
+	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -528,7 +529,7 @@ func (l *Library) RecordTo(dir string) error {
 		return fmt.Errorf("cache dir: %w", err)
 	}
 	path := filepath.Join(dir, "cache.jsonl")
-	if err := trajectory.CutTornTail(path); err != nil {
+	if err := journal.CutTornTail(path); err != nil {
 		return fmt.Errorf("cache file: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -76,7 +77,7 @@ func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions
 		return sum, err
 	}
 	defer f.Close()
-	w, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	w, err := journal.Open(out, journal.SyncInterval) // cuts a torn last line
 	if err != nil {
 		return sum, err
 	}
@@ -169,8 +170,8 @@ func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions
 			}
 			// One write per line: a kill leaves at most a torn last line,
 			// which the next run cuts.
-			if _, err := w.Write(append(b, '\n')); err != nil {
-				werr = fmt.Errorf("%s: %w", out, err)
+			if err := w.AppendLines(append(b, '\n')); err != nil {
+				werr = err
 				continue
 			}
 			sum.Scored++
@@ -189,51 +190,27 @@ func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions
 }
 
 // resumeOutput reads the lines an earlier run wrote and returns the input
-// line numbers they answer. A torn last line (a kill mid-write) is cut off
-// the file; any other undecodable line is an error naming it.
+// line numbers they answer ([journal.Rows]: a torn last line is dropped,
+// scored again, and cut when the output is opened); any other line that
+// is not a reward output line is an error naming it.
 func resumeOutput(path string) (map[int]bool, error) {
 	done := map[int]bool{}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return done, nil
-	}
+	err := journal.Rows(path, decodeScoredLine, func(sl *ScoredLine, _ []byte, _ int64) error {
+		done[sl.Line] = true
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	lr := trajectory.NewLineReader(f, path, 0)
-	var good int64 // end of the last complete, decodable line
-	for {
-		b, n, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		var sl ScoredLine
-		if derr := json.Unmarshal(b, &sl); derr != nil || sl.Line <= 0 {
-			at := lr.Offset()
-			if _, _, nerr := lr.Next(); errors.Is(nerr, io.EOF) {
-				// The last line is torn: cut it and score it again.
-				if err := f.Truncate(at); err != nil {
-					return nil, err
-				}
-				return done, nil
-			}
-			return nil, fmt.Errorf("%s:%d: not a line of a reward output (want {\"line\": N, ...}): %v", path, n, derr)
-		}
-		done[sl.Line] = true
-		good = lr.Offset() + int64(len(b))
-	}
-	// A last line without its newline decoded fine; end it so the next
-	// append starts a line of its own.
-	if st, err := f.Stat(); err == nil && st.Size() == good && good > 0 {
-		if _, err := f.WriteAt([]byte("\n"), good); err != nil {
-			return nil, err
-		}
-	}
 	return done, nil
+}
+
+// decodeScoredLine reads a line of an offline output file.
+func decodeScoredLine(b []byte, sl *ScoredLine) error {
+	if err := json.Unmarshal(b, sl); err != nil || sl.Line <= 0 {
+		return fmt.Errorf("not a line of a reward output (want {\"line\": N, ...}): %v", err)
+	}
+	return nil
 }
 
 // countLines counts the non-blank lines of the input for progress.

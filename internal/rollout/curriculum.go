@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -48,7 +49,7 @@ func (p PassRate) Rate() float64 {
 // AppendHistory appends a run's per-task outcomes (its summary's groups)
 // to the history at path, in one write.
 func AppendHistory(path, run string, s *Summary) error {
-	a, err := trajectory.OpenAppender(path, 0)
+	a, err := journal.Open(path, 0)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/world"
@@ -175,6 +176,6 @@ func readRows(path string) ([]Row, error) {
 		return nil, err
 	}
 	var rows []Row
-	err := eachRow(path, func(r *Row) { rows = append(rows, *r) })
+	err := journal.Rows(path, nil, func(r *Row, _ []byte, _ int64) error { rows = append(rows, *r); return nil })
 	return rows, err
 }

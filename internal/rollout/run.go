@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,9 +14,9 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/atomicfile"
+	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/runpin"
 	"github.com/agentworld/agentworld/internal/sim"
-	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -148,7 +147,7 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 	path := filepath.Join(dir, EpisodesFile)
 	// Opening the journal first cuts a line a kill tore, so the pass over
 	// it reads whole rows only.
-	j, err := trajectory.OpenAppender(path, 0)
+	j, err := journal.Open(path, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -399,42 +398,13 @@ type journalRow struct {
 }
 
 // readJournal returns the episodes a journal holds and adds their rows
-// to stats. The journal must end in a whole line
-// ([trajectory.OpenAppender] cuts a torn one).
+// to stats ([journal.Rows]: a torn last row is dropped and run again).
 func readJournal(path string, stats *summarizer) (map[key]bool, error) {
 	done := map[key]bool{}
-	err := eachRow(path, func(r *journalRow) {
+	err := journal.Rows(path, nil, func(r *journalRow, _ []byte, _ int64) error {
 		done[key{r.GroupID, r.SampleIdx}] = true
 		stats.add(r.outcome)
+		return nil
 	})
 	return done, err
-}
-
-// eachRow decodes each line of a JSONL file into a fresh T for fn,
-// streaming the file so that a long run's journal is never held whole; a
-// missing file has no lines.
-func eachRow[T any](path string, fn func(*T)) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	lr := trajectory.NewLineReader(f, path, 0)
-	for {
-		line, n, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var r T
-		if err := json.Unmarshal(line, &r); err != nil {
-			return fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		fn(&r)
-	}
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -123,44 +121,5 @@ func TestRecordReaderRawAndMaxErrors(t *testing.T) {
 	}
 	if rr.Skipped != 3 || len(rr.Errors) != 2 || !strings.HasPrefix(rr.Errors[1].Error(), "f.jsonl:3:") {
 		t.Errorf("skipped %d, errors %v", rr.Skipped, rr.Errors)
-	}
-}
-
-func TestCutTornTail(t *testing.T) {
-	long := strings.Repeat("x", 70<<10) // longer than one backwards block
-	tests := []struct {
-		name, in, want string
-	}{
-		{"empty", "", ""},
-		{"whole lines", "{}\n{}\n", "{}\n{}\n"},
-		{"torn last line", "{}\n{\"a\":", "{}\n"},
-		{"only a torn line", "{\"a\":", ""},
-		{"torn line longer than a block", "{}\n" + long, "{}\n"},
-		{"whole line longer than a block, then a torn one", long + "\n{", long + "\n"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "f.jsonl")
-			if err := os.WriteFile(path, []byte(tc.in), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := CutTornTail(path); err != nil {
-				t.Fatal(err)
-			}
-			got, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != tc.want {
-				t.Errorf("after the cut: %d bytes ending %q, want %d bytes", len(got), got[max(len(got)-8, 0):], len(tc.want))
-			}
-		})
-	}
-	missing := filepath.Join(t.TempDir(), "none.jsonl")
-	if err := CutTornTail(missing); err != nil {
-		t.Errorf("missing file: %v", err)
-	}
-	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a missing file was created: %v", err)
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/itemf1"
+	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/library"
 	"github.com/agentworld/agentworld/internal/progress"
 	"github.com/agentworld/agentworld/internal/searchindex"
@@ -321,8 +322,8 @@ func (o *Options) defaults() {
 type run struct {
 	o   Options
 	lib *library.Writer
-	ans *trajectory.Appender
-	ver *trajectory.Appender
+	ans *journal.Appender
+	ver *journal.Appender
 
 	mu       sync.Mutex
 	stats    *Stats
@@ -352,11 +353,11 @@ func Run(ctx context.Context, dir string, opts Options) (*Stats, error) {
 	r := &run{o: o, lib: lib, stats: newStats(), worldFPs: map[uint64]string{}, taskFPs: map[uint64]string{}}
 	defer func() { lib.Close() }()
 	jdir := filepath.Join(dir, JournalDir)
-	if r.ans, err = trajectory.OpenAppender(filepath.Join(jdir, AnswersFile), 0); err != nil {
+	if r.ans, err = journal.Open(filepath.Join(jdir, AnswersFile), 0); err != nil {
 		return nil, err
 	}
 	defer r.ans.Close()
-	if r.ver, err = trajectory.OpenAppender(filepath.Join(jdir, VerdictsFile), 0); err != nil {
+	if r.ver, err = journal.Open(filepath.Join(jdir, VerdictsFile), 0); err != nil {
 		return nil, err
 	}
 	defer r.ver.Close()

@@ -1,12 +1,16 @@
-package trajectory
+package journal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
 // Appender is an append-only JSONL journal, the durable record that lets a
@@ -15,7 +19,7 @@ import (
 // Every [Appender.Append] is one write(2) of whole lines to a file opened
 // with O_APPEND, made as soon as the rows are known, so a process killed at
 // any instant leaves only complete lines and nothing finished is lost. A
-// power loss can still tear the last line: [OpenAppender] cuts it (with
+// power loss can still tear the last line: [Open] cuts it (with
 // [CutTornTail]) so new rows start on a line of their own, and the reader's
 // job recomputes it. After the first failed write every later call returns
 // that error.
@@ -28,10 +32,10 @@ type Appender struct {
 	err       error
 }
 
-// OpenAppender opens path for appending, creating it and its directory. A
+// Open opens path for appending, creating it and its directory. A
 // syncEvery above 0 fsyncs the file at most that often while rows arrive
 // (bounding what a power loss can take); 0 fsyncs only at Close.
-func OpenAppender(path string, syncEvery time.Duration) (*Appender, error) {
+func Open(path string, syncEvery time.Duration) (*Appender, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
@@ -45,12 +49,12 @@ func OpenAppender(path string, syncEvery time.Duration) (*Appender, error) {
 	return &Appender{f: f, path: path, syncEvery: syncEvery, lastSync: time.Now()}, nil
 }
 
-// Append writes each value as one line ([Marshal]), all of them in a single
+// Append writes each value as one line ([trajectory.Marshal]), all of them in a single
 // write, so a kill leaves all of them or none.
 func (a *Appender) Append(vs ...any) error {
 	var b []byte
 	for _, v := range vs {
-		line, err := Marshal(v)
+		line, err := trajectory.Marshal(v)
 		if err != nil {
 			return err
 		}
@@ -89,4 +93,41 @@ func (a *Appender) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return errors.Join(a.err, a.f.Sync(), a.f.Close())
+}
+
+// CutTornTail truncates a JSONL file after its last newline, so lines
+// appended next start on a line of their own instead of extending a line a
+// crash tore. A missing file is left missing. It searches backwards from
+// the end rather than reading lines forward, so opening a large file costs
+// one block, not a pass over every line.
+func CutTornTail(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return err
+	}
+	size := st.Size()
+	buf := make([]byte, 64<<10)
+	for end := size; end > 0; {
+		start := max(end-int64(len(buf)), 0)
+		n, err := f.ReadAt(buf[:end-start], start)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			if cut := start + int64(i) + 1; cut != size {
+				return f.Truncate(cut)
+			}
+			return nil
+		}
+		end = start
+	}
+	return f.Truncate(0)
 }

@@ -1,0 +1,78 @@
+// Package journal is the one durable record of long jobs (bench runs and
+// their cache, data sample, reward score, rollout, world generation, the
+// library): JSONL files appended one whole line per write(2) ([Appender]),
+// fsynced every [SyncInterval], and read back on resume by [Rows], which
+// knows what a crash can leave behind. A job killed at any instant (kill -9
+// included) loses nothing it finished; a power loss at most the last
+// interval's rows and a torn last line, which the job computes again.
+package journal
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"github.com/agentworld/agentworld/internal/trajectory"
+)
+
+// SyncInterval is how often a job's journal is fsynced while it runs: the
+// rows a power loss or kernel crash can take are at most this old. A kill
+// of the process takes none (each row is written as soon as it is known).
+const SyncInterval = time.Second
+
+// Rows reads the journal at path row by row: decode turns a line into a T
+// (nil means json.Unmarshal) and fn receives each decoded row with its line
+// and the byte offset the line starts at. A missing file has no rows.
+//
+// A crash can leave one torn row, the last: a line without its newline
+// (every row is written with its newline in one write, so such a line was
+// never finished) or, after a power loss, a last line that does not decode.
+// Rows drops it without an error and the job computes that row again;
+// [Open] cuts an unfinished line before the next append. A line that does
+// not decode anywhere else is an error naming path:line (a
+// *trajectory.LineError). An error from fn stops the read and is returned
+// as it is.
+func Rows[T any](path string, decode func(line []byte, v *T) error, fn func(v *T, line []byte, off int64) error) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if decode == nil {
+		decode = func(line []byte, v *T) error { return json.Unmarshal(line, v) }
+	}
+	size := st.Size()
+	lr := trajectory.NewLineReader(io.LimitReader(f, size), path, 0)
+	for {
+		line, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		off := lr.Offset()
+		if off+int64(len(line)) >= size {
+			return nil // no newline after it: a torn last row
+		}
+		var v T
+		if err := decode(line, &v); err != nil {
+			if _, _, next := lr.Next(); errors.Is(next, io.EOF) {
+				return nil // a last row a power loss damaged
+			}
+			return &trajectory.LineError{File: path, Line: n, Err: err}
+		}
+		if err := fn(&v, line, off); err != nil {
+			return err
+		}
+	}
+}
