@@ -727,23 +727,33 @@ func (v *ViewSource) Compare(ctx context.Context, a, b string, q runview.Query) 
 			c.OnlyB++
 		}
 	}
-	key := func(n runview.Num) float64 {
-		if !n.Known() {
-			return math.Inf(-1)
+	// Unknown values (a failed sample) sort last whichever the direction.
+	by := func(f func(p runview.ComparePair) runview.Num, desc bool) func(i, j int) bool {
+		return func(i, j int) bool {
+			a, b := f(rows[i]), f(rows[j])
+			switch {
+			case !a.Known():
+				return false
+			case !b.Known():
+				return true
+			case desc:
+				return a > b
+			}
+			return a < b
 		}
-		return float64(n)
 	}
+	delta := func(p runview.ComparePair) runview.Num { return p.Delta }
 	switch q.Sort {
 	case "delta":
-		sort.SliceStable(rows, func(i, j int) bool { return key(rows[i].Delta) < key(rows[j].Delta) })
+		sort.SliceStable(rows, by(delta, false))
 	case "-delta":
-		sort.SliceStable(rows, func(i, j int) bool { return key(rows[i].Delta) > key(rows[j].Delta) })
+		sort.SliceStable(rows, by(delta, true))
 	case "absdelta":
-		sort.SliceStable(rows, func(i, j int) bool { return math.Abs(key(rows[i].Delta)) > math.Abs(key(rows[j].Delta)) })
+		sort.SliceStable(rows, by(func(p runview.ComparePair) runview.Num { return runview.Num(math.Abs(float64(p.Delta))) }, true))
 	case "total":
-		sort.SliceStable(rows, func(i, j int) bool { return key(rows[i].A) < key(rows[j].A) })
+		sort.SliceStable(rows, by(func(p runview.ComparePair) runview.Num { return p.A }, false))
 	case "-total":
-		sort.SliceStable(rows, func(i, j int) bool { return key(rows[i].A) > key(rows[j].A) })
+		sort.SliceStable(rows, by(func(p runview.ComparePair) runview.Num { return p.A }, true))
 	}
 	if q.Limit <= 0 {
 		q.Limit = DefaultPageSize
