@@ -193,3 +193,33 @@ func TestTuringPicks(t *testing.T) {
 		t.Errorf("gaps = %q: the judge's missing Turing picks are not named", r.Gaps)
 	}
 }
+
+func TestTuringAgreementWithJudge(t *testing.T) {
+	var samples []Sample
+	var labels []Label
+	// The judge and the person agree on 8 of 10 picks.
+	judge := []string{PickTruth, PickTruth, PickTruth, PickPrediction, PickPrediction, PickTruth, PickPrediction, PickTruth, PickTruth, PickPrediction}
+	human := []string{PickTruth, PickTruth, PickTruth, PickPrediction, PickPrediction, PickTruth, PickTruth, PickTruth, PickPrediction, PickPrediction}
+	for i := range judge {
+		key := fmt.Sprint(i)
+		samples = append(samples, Sample{Key: key, Cluster: key, Domain: "web", Model: "m", Judge: "j", Failed: true, TuringPick: judge[i]})
+		labels = append(labels, Label{Model: "m", Key: key, TuringPick: human[i]})
+	}
+	r := Analyze(samples, labels, &Options{Resamples: 100})
+	var h *HumanAgreement
+	for i := range r.Human {
+		if r.Human[i].Dimension == "turing" {
+			h = &r.Human[i]
+		}
+	}
+	// 2×2 table [[5,1],[1,3]]: po = 0.8, pe = 0.6·0.6 + 0.4·0.4 = 0.52,
+	// κ = (0.8 − 0.52)/(1 − 0.52) = 0.5833…
+	if h == nil || h.N != 10 || math.Abs(float64(h.Kappa)-0.28/0.48) > 1e-12 {
+		t.Fatalf("turing agreement = %+v", r.Human)
+	}
+	for _, g := range r.Gaps {
+		if strings.Contains(g, "no Turing picks") {
+			t.Errorf("gap named although the judge picked: %q", g)
+		}
+	}
+}

@@ -28,9 +28,32 @@ func AgreeSamples(rows []*Judged) []agree.Sample {
 		if j.Scores != nil {
 			s.Scores = *j.Scores
 		}
+		s.TuringPick = turingPick(j)
+		if j.JudgeMode == ModeTuring && s.TuringPick == "" && j.Failure == FailJudgeUnparsable {
+			s.JudgeUnparsable = true
+		}
 		out[i] = s
 	}
 	return out
+}
+
+// turingPick is what a Turing-mode judge took for the real observation
+// (agree.PickTruth or agree.PickPrediction), from its first answered
+// order; "" for a row of another mode or with no answer.
+func turingPick(j *Judged) string {
+	if j.JudgeMode != ModeTuring || j.Pair == nil {
+		return ""
+	}
+	for _, pj := range j.Pair.Judgments {
+		if pj.Answer == "" {
+			continue
+		}
+		if pj.Hit() {
+			return agree.PickTruth
+		}
+		return agree.PickPrediction
+	}
+	return ""
 }
 
 // TaxonomyInput is what the error taxonomy reads of a judged row; rec,
@@ -77,14 +100,33 @@ func TrustOf(rows []*Judged) *Trust {
 // analyzes the agreement of their judges, and with labels.
 func AgreeRuns(runs []string, labels []agree.Label, opts *agree.Options) (*agree.Report, error) {
 	var samples []agree.Sample
+	type system struct{ model, judge string }
+	first := map[system]string{}
+	var warnings []string
 	for _, r := range runs {
 		rows, err := ReadJudged(JudgedPathOf(r))
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", r, err)
 		}
-		samples = append(samples, AgreeSamples(rows)...)
+		s := AgreeSamples(rows)
+		seen := map[system]bool{}
+		for _, x := range s {
+			k := system{x.Model, x.Judge}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if f, ok := first[k]; ok {
+				warnings = append(warnings, fmt.Sprintf("runs %s and %s both hold model %s under judge %s: their samples are pooled as one", f, r, k.model, k.judge))
+			} else {
+				first[k] = r
+			}
+		}
+		samples = append(samples, s...)
 	}
-	return agree.Analyze(samples, labels, opts), nil
+	rep := agree.Analyze(samples, labels, opts)
+	rep.Warnings = append(warnings, rep.Warnings...)
+	return rep, nil
 }
 
 // writeTrustText renders the trust section of a run's text report.

@@ -48,3 +48,18 @@ func TestTrustSectionAndTaxonomyInCompare(t *testing.T) {
 		t.Error("HTML report lacks the trust report")
 	}
 }
+
+func TestTuringPicksReachAgree(t *testing.T) {
+	rows := []*Judged{
+		{Prediction: Prediction{Sample: "1", Task: "web", Domain: "web", ID: "1", Model: "m"}, Judge: "j", JudgeMode: ModeTuring,
+			Pair: &PairVerdict{Judgments: []PairJudgment{{A: SideReal, Answer: "A"}}}},
+		{Prediction: Prediction{Sample: "2", Task: "web", Domain: "web", ID: "2", Model: "m"}, Judge: "j", JudgeMode: ModeTuring,
+			Pair: &PairVerdict{Judgments: []PairJudgment{{A: SideReal, Answer: ""}, {A: SidePrediction, Answer: "A"}}}},
+		{Prediction: Prediction{Sample: "3", Task: "web", Domain: "web", ID: "3", Model: "m", Failure: FailJudgeUnparsable}, Judge: "j", JudgeMode: ModeTuring,
+			Pair: &PairVerdict{Judgments: []PairJudgment{{A: SideReal}}}},
+	}
+	s := AgreeSamples(rows)
+	if s[0].TuringPick != "truth" || s[1].TuringPick != "prediction" || s[2].TuringPick != "" || !s[2].JudgeUnparsable {
+		t.Errorf("picks = %+v", s)
+	}
+}

@@ -20,6 +20,7 @@ var docPages = map[string]string{
 	"research":   "docs/research.md",
 	"realenv":    "docs/real-environments.md",
 	"verify":     "docs/real-environments.md",
+	"ui":         "docs/benchmark.md",
 }
 
 // docPage is the manual page of cmd ("" for a command the map lacks, which

@@ -164,6 +164,7 @@ func (f *simFlags) app(cmd *cobra.Command) (*app.App, error) {
 func newServeCmd() *cobra.Command {
 	var f simFlags
 	var addr string
+	var uc uiConfig
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve simulated environments: native session API, OpenEnv HTTP/WebSocket, metrics",
@@ -190,8 +191,29 @@ simulation.`,
 			log := logger(cmd)
 			log.Info("agentworld serve", "addr", ln.Addr().String(), "worlds", len(s.Manager.Worlds()), "backend", s.Describe, "db", f.cfg.DBPath, "auth", f.srv.APIKey != "")
 			fmt.Fprintf(cmd.ErrOrStderr(), "serving on http://%s (%s)\n", ln.Addr(), s.Describe)
-			err = s.Server.Serve(cmd.Context(), ln)
-			return errors.Join(err, closeApp(s.App))
+			if uc.addr == "" {
+				err = s.Server.Serve(cmd.Context(), ln)
+				return errors.Join(err, closeApp(s.App))
+			}
+			// The web UI on its own address, behind the same edge settings,
+			// reading this serve's session database.
+			uc.db, uc.edge = f.cfg.DBPath, f.srv.Edge
+			serveUI, err := startUI(cmd, uc)
+			if err != nil {
+				return errors.Join(err, ln.Close(), closeApp(s.App))
+			}
+			// Either server stopping stops the other.
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			uiDone := make(chan error, 1)
+			go func() { // ends when ctx does
+				err := serveUI(ctx)
+				cancel()
+				uiDone <- err
+			}()
+			err = s.Server.Serve(ctx, ln)
+			cancel()
+			return errors.Join(err, <-uiDone, closeApp(s.App))
 		},
 	}
 	f.register(cmd)
@@ -208,6 +230,9 @@ simulation.`,
 	fl.DurationVar(&f.cfg.IdleTTL, "idle-ttl", 0, "expire sessions idle this long (default 30m)")
 	fl.StringVar(&f.srv.DefaultWorld, "default-world", "", "world for OpenEnv /reset without world_id (default: first by name)")
 	registerEdgeFlags(cmd, &f.srv.Edge, true)
+	fl.StringVar(&uc.addr, "ui", "", "also serve the web UI (agentworld ui) on this address, over this serve's --db")
+	fl.StringSliceVar(&uc.runs, "ui-runs", nil, "with --ui: benchmark run directories to show (repeatable)")
+	fl.StringVar(&uc.labels, "ui-labels", "", "with --ui: label database; turns human labelling on")
 	return cmd
 }
 

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 
@@ -54,36 +56,11 @@ is read without reading its judged rows; it is rebuilt when judged.jsonl changes
 				return err
 			}
 			edge.Hints = settingHints("ui", edgeSettingFlags)
-			o := &ui.Options{Rollouts: rollouts, Research: res, Edge: edge, Logger: logger(cmd)}
-			if len(runs) > 0 {
-				o.Runs = bench.NewViewSource(runs, nil)
-			}
-			if db != "" {
-				d, err := store.OpenReadOnly(db)
-				if err != nil {
-					return err
-				}
-				defer d.Close()
-				o.Sessions = d
-			}
-			if labelsPath != "" {
-				l, err := labels.Open(labelsPath)
-				if err != nil {
-					return err
-				}
-				defer l.Close()
-				o.Labels = l
-			}
-			s, err := ui.New(o)
+			serve, err := startUI(cmd, uiConfig{addr: addr, db: db, labels: labelsPath, runs: runs, rollouts: rollouts, research: res, edge: edge})
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "agentworld ui on http://%s\n", ln.Addr())
-			return s.Serve(cmd.Context(), ln)
+			return serve(cmd.Context())
 		},
 	}
 	fl := cmd.Flags()
@@ -95,4 +72,54 @@ is read without reading its judged rows; it is rebuilt when judged.jsonl changes
 	fl.StringVar(&labelsPath, "labels", "", "label database (SQLite, created if missing): turns human labelling on")
 	registerEdgeFlags(cmd, &edge, false)
 	return cmd
+}
+
+// uiConfig is what the UI is started with, by ui or by serve --ui.
+type uiConfig struct {
+	addr, db, labels         string
+	runs, rollouts, research []string
+	edge                     httpedge.Edge
+}
+
+// startUI opens what c names and listens on c.addr; the returned func
+// serves until its context ends and then closes what it opened.
+func startUI(cmd *cobra.Command, c uiConfig) (func(context.Context) error, error) {
+	o := &ui.Options{Rollouts: c.rollouts, Research: c.research, Edge: c.edge, Logger: logger(cmd)}
+	var closers []func() error
+	closeAll := func() error {
+		var errs []error
+		for _, f := range closers {
+			errs = append(errs, f())
+		}
+		return errors.Join(errs...)
+	}
+	if len(c.runs) > 0 {
+		o.Runs = bench.NewViewSource(c.runs, nil)
+	}
+	if c.db != "" {
+		d, err := store.OpenReadOnly(c.db)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, d.Close)
+		o.Sessions = d
+	}
+	if c.labels != "" {
+		l, err := labels.Open(c.labels)
+		if err != nil {
+			return nil, errors.Join(err, closeAll())
+		}
+		closers = append(closers, l.Close)
+		o.Labels = l
+	}
+	s, err := ui.New(o)
+	if err != nil {
+		return nil, errors.Join(err, closeAll())
+	}
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return nil, errors.Join(err, closeAll())
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "agentworld ui on http://%s\n", ln.Addr())
+	return func(ctx context.Context) error { return errors.Join(s.Serve(ctx, ln), closeAll()) }, nil
 }
