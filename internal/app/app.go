@@ -476,12 +476,13 @@ func (ts tokenizers) Tokenize(ctx context.Context, text string) (worldmodel.Toke
 // worldControlHooks are the step hooks every simulator runs: the tool
 // check first (a call the world's tools refuse is answered as a real
 // server would, before anything else spends on it), then fictional
-// worlds' ledger (world-state text), then perturbation rules (control
+// worlds' ledger (world-state text), the documents a search reaches in a
+// world that asks for retrieval, then perturbation rules (control
 // text, direct faults, latency held to lim).
 func worldControlHooks(l *fiction.Ledger, lim perturb.Limits, log *slog.Logger) []sim.StepHook {
 	p := worldhooks.NewPerturbations(log)
 	p.Limits = lim
-	return []sim.StepHook{mcpworld.NewToolCalls(), worldhooks.NewLedger(l, log), p}
+	return []sim.StepHook{mcpworld.NewToolCalls(), worldhooks.NewLedger(l, log), worldhooks.NewRetrieval(log), p}
 }
 
 // newFacade serves every world that has an MCP form (mounted by the

@@ -21,6 +21,29 @@ type Facts struct {
 	Entities  []Entity   `json:"entities,omitempty"`
 	Relations []Relation `json:"relations,omitempty"`
 	Documents []Document `json:"documents,omitempty"`
+	// Retrieval, when set, keeps the documents out of the system prompt:
+	// each step gets only those a full-text search for its action finds
+	// (internal/worldhooks), so a world can hold thousands. nil puts every
+	// document into the prompt.
+	Retrieval *Retrieval `json:"retrieval,omitempty"`
+}
+
+// Retrieval configures how a step's documents are found.
+type Retrieval struct {
+	// TopK is how many documents a search action retrieves; 0 means
+	// DefaultTopK.
+	TopK int `json:"top_k,omitempty"`
+}
+
+// DefaultTopK is the documents a search retrieves when Retrieval.TopK is 0.
+const DefaultTopK = 5
+
+// K is the number of documents to retrieve.
+func (r *Retrieval) K() int {
+	if r == nil || r.TopK <= 0 {
+		return DefaultTopK
+	}
+	return r.TopK
 }
 
 // Entity is one thing of the world: a company, a person, an order.
@@ -104,6 +127,9 @@ func (f *Facts) Validate() error {
 		case !ids[r.Object]:
 			return badFact(p, what, "object %q is not an entity id", r.Object)
 		}
+	}
+	if f.Retrieval != nil && (f.Retrieval.TopK < 0 || f.Retrieval.TopK > 100) {
+		return badFact("retrieval.top_k", "", "%d: want 0 to 100", f.Retrieval.TopK)
 	}
 	docs := map[string]bool{}
 	for i, d := range f.Documents {
@@ -191,7 +217,9 @@ func (f *Facts) Render() string {
 			fmt.Fprintf(&b, "- %s %s %s\n", r.Subject, r.Predicate, r.Object)
 		}
 	}
-	if len(f.Documents) > 0 {
+	if len(f.Documents) > 0 && f.Retrieval != nil {
+		fmt.Fprintf(&b, "\n### Documents\nThe world holds %d documents about these entities, the only pages that exist. Those a search or an opened page reaches are given with each action; results and pages come from them.\n", len(f.Documents))
+	} else if len(f.Documents) > 0 {
 		b.WriteString("\n### Documents (the only pages that exist about these entities; search results and opened pages come from them)\n")
 		for _, d := range f.Documents {
 			b.WriteString("\n#### ")

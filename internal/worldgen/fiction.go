@@ -32,7 +32,7 @@ var searchTools = []world.Tool{
 // documents and answers.
 func buildFiction(p plan, rf *rawFiction) (*candidate, error) {
 	name := worldName(rf.Name, p.Index)
-	facts := &fiction.Facts{Entities: rf.Entities, Relations: rf.Relations}
+	facts := &fiction.Facts{Entities: rf.Entities, Relations: rf.Relations, Retrieval: &fiction.Retrieval{}}
 	if err := facts.Validate(); err != nil {
 		return nil, reject(RungSchema, "fiction: %v", err)
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
+	"github.com/agentworld/agentworld/internal/worldhooks"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -331,6 +332,9 @@ type run struct {
 	taskFPs  map[uint64]string // instruction fingerprint → task id
 
 	done, resumed atomic.Int64
+	// retrieval gives fictional worlds' replays their documents as a
+	// server would.
+	retrieval *worldhooks.Retrieval
 }
 
 // Run generates Count candidates into the library at dir and returns the
@@ -350,7 +354,7 @@ func Run(ctx context.Context, dir string, opts Options) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{o: o, lib: lib, stats: newStats(), worldFPs: map[uint64]string{}, taskFPs: map[uint64]string{}}
+	r := &run{o: o, lib: lib, stats: newStats(), worldFPs: map[uint64]string{}, taskFPs: map[uint64]string{}, retrieval: worldhooks.NewRetrieval(o.Logger)}
 	defer func() { lib.Close() }()
 	jdir := filepath.Join(dir, JournalDir)
 	if r.ans, err = journal.Open(filepath.Join(jdir, AnswersFile), 0); err != nil {
@@ -662,6 +666,7 @@ func (r *run) prove(ctx context.Context, c *candidate, t *library.TaskEntry, ix 
 	}
 	spec := library.TaskSpec(c.spec, t)
 	m := sim.New(&sim.Options{
+		Hooks:    []sim.StepHook{r.retrieval},
 		Worlds:   map[string]*world.Spec{spec.Name: spec},
 		Backends: map[string]sim.BackendFactory{sim.BackendModel: sim.NewModelBackend(r.o.WorldModel, &sim.ModelOptions{MaxTokens: 4096})},
 	})
