@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/fiction"
+	"github.com/agentworld/agentworld/internal/library"
 	"github.com/agentworld/agentworld/internal/mcpworld"
 	"github.com/agentworld/agentworld/internal/store"
 	"github.com/agentworld/agentworld/internal/world"
@@ -80,21 +83,53 @@ var errContradictions = errors.New("contradictions found")
 func newWorldCheckCmd() *cobra.Command {
 	var (
 		ledgerDir, worldsDir, dbPath string
-		asJSON                       bool
+		asJSON, all                  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "check WORLD",
+		Use:   "check WORLD | --all --worlds DIR|LIB",
 		Short: "Report contradictions in a world's ledger: an entity attribute one session or the spec's facts set and another session changed",
-		Long: `WORLD is a spec file or the name of a world in --worlds. The ledger (kept in the
-session database of serve, --db) holds the facts the simulator asserted in
-observations of that world; a value that one
-session (or the spec's facts section) established and another session then
-contradicted is reported. Exits with status 1 when any is found.`,
-		Args: cobra.ExactArgs(1),
+		Long: `WORLD is a spec file or the name of a world in --worlds (a directory of
+specs or a world library) or a bundled world. The ledger (kept in the
+session database of serve, --db) holds the facts the simulator asserted
+in observations of that world; a value that one session (or the spec's
+facts section) established and another session then contradicted is
+reported, with the contradiction rate: contradictions per fact the
+simulator asserted. --all checks every world of --worlds that has a facts
+section (the fictional worlds "world generate" makes) and prints each
+world's rate and the overall one. Exits with status 1 when any
+contradiction is found.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if all {
+				if len(args) != 0 || worldsDir == "" {
+					return errors.New("--all takes no WORLD and needs --worlds")
+				}
+				return nil
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, canon, known, err := resolveWorldFacts(args[0], worldsDir)
-			if err != nil {
-				return err
+			type target struct {
+				name  string
+				canon *fiction.Facts
+			}
+			var targets []target
+			known := true
+			if all {
+				specs, err := loadWorldsDir(worldsDir)
+				if err != nil {
+					return err
+				}
+				for _, name := range slices.Sorted(maps.Keys(specs)) {
+					if specs[name].Facts != nil {
+						targets = append(targets, target{name, specs[name].Facts})
+					}
+				}
+			} else {
+				name, canon, ok, err := resolveWorldFacts(args[0], worldsDir)
+				if err != nil {
+					return err
+				}
+				targets, known = append(targets, target{name, canon}), ok
 			}
 			var facts fiction.Store
 			if ledgerDir != "" {
@@ -114,46 +149,91 @@ contradicted is reported. Exits with status 1 when any is found.`,
 				defer db.Close()
 				facts = db
 			}
-			if !known {
-				// A name no spec has and no ledger holds is a typo, not a
-				// world without contradictions.
-				got, err := facts.WorldFacts(cmd.Context(), name)
+			ledger := fiction.NewLedger(facts, nil)
+			w := cmd.OutOrStdout()
+			enc := json.NewEncoder(w)
+			total, asserted := 0, 0
+			for _, tg := range targets {
+				fs, err := facts.WorldFacts(cmd.Context(), tg.name)
 				if err != nil {
 					return err
 				}
-				if len(got) == 0 {
-					return fmt.Errorf("world %q: no spec of that name (a spec file, --worlds DIR or a bundled world) and no facts in its ledger", name)
+				if !known && len(fs) == 0 {
+					// A name no spec has and no ledger holds is a typo, not
+					// a world without contradictions.
+					return fmt.Errorf("world %q: no spec of that name (a spec file, --worlds DIR or a bundled world) and no facts in its ledger", tg.name)
 				}
-			}
-			cs, err := fiction.NewLedger(facts, nil).Contradictions(cmd.Context(), name, canon)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(w)
-				for _, c := range cs {
-					if err := enc.Encode(c); err != nil {
-						return err
+				cs, err := ledger.Contradictions(cmd.Context(), tg.name, tg.canon)
+				if err != nil {
+					return err
+				}
+				n := 0
+				for _, f := range fs {
+					if f.Source == fiction.SourceObservation {
+						n++
 					}
 				}
-			} else {
+				total += len(cs)
+				asserted += n
+				if asJSON {
+					for _, c := range cs {
+						if err := enc.Encode(c); err != nil {
+							return err
+						}
+					}
+					continue
+				}
 				for _, c := range cs {
 					fmt.Fprintln(w, c.String())
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "world %s: %d contradictions\n", name, len(cs))
+				fmt.Fprintf(cmd.ErrOrStderr(), "world %s: %d contradictions in %d asserted facts (rate %s)\n", tg.name, len(cs), n, contradictionRate(len(cs), n))
 			}
-			if len(cs) > 0 {
-				return fmt.Errorf("world %s: %w (%d)", name, errContradictions, len(cs))
+			if all && !asJSON {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d worlds with facts: %d contradictions in %d asserted facts (rate %s)\n", len(targets), total, asserted, contradictionRate(total, asserted))
+			}
+			if total > 0 {
+				if len(targets) == 1 {
+					return fmt.Errorf("world %s: %w (%d)", targets[0].name, errContradictions, total)
+				}
+				return fmt.Errorf("%w (%d in %d worlds)", errContradictions, total, len(targets))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dbPath, "db", app.DefaultDBPath(), "session database holding the world ledgers (serve's --db)")
 	cmd.Flags().StringVar(&ledgerDir, "ledger", "", "read ledgers from a directory of <world>.facts.jsonl files instead of --db")
-	cmd.Flags().StringVar(&worldsDir, "worlds", "", "directory of world specs, to find WORLD by name and read its facts")
+	cmd.Flags().StringVar(&worldsDir, "worlds", "", "directory of world specs or a world library, to find WORLD by name and read its facts")
+	cmd.Flags().BoolVar(&all, "all", false, "check every world of --worlds that has a facts section")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per contradiction")
 	return cmd
+}
+
+// contradictionRate formats contradictions per asserted fact ("n/a" when
+// none was asserted).
+func contradictionRate(c, n int) string {
+	if n == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.4f", float64(c)/float64(n))
+}
+
+// loadWorldsDir loads a directory of spec files or a world library.
+func loadWorldsDir(dir string) (map[string]*world.Spec, error) {
+	if library.IsLibrary(dir) {
+		lib, err := library.Open(dir)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]*world.Spec{}
+		err = lib.Worlds(library.Filter{}, func(e *library.WorldEntry) error {
+			if _, dup := out[e.Spec.Name]; !dup {
+				out[e.Spec.Name] = e.Spec
+			}
+			return nil
+		})
+		return out, err
+	}
+	return world.LoadDir(dir)
 }
 
 // resolveWorldFacts finds the world's name and canonical facts: WORLD as a
@@ -168,7 +248,7 @@ func resolveWorldFacts(arg, worldsDir string) (name string, canon *fiction.Facts
 		return s.Name, s.Facts, true, nil
 	}
 	if worldsDir != "" {
-		specs, err := world.LoadDir(worldsDir)
+		specs, err := loadWorldsDir(worldsDir)
 		if err != nil {
 			return "", nil, false, err
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/app"
+	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/library"
 	"github.com/agentworld/agentworld/internal/world"
 )
@@ -88,5 +89,46 @@ func TestServeLoadsLibrary(t *testing.T) {
 	}
 	if s, _ := a.Manager.World("tracker-1-hard"); s != nil && (s.Reward == nil || len(s.Reward.Success.State) != 1) {
 		t.Errorf("task world without its check: %+v", s.Reward)
+	}
+}
+
+// TestWorldCheckAllReportsRate: `world check --all` over a library reads
+// each fictional world's ledger and reports its contradiction rate.
+func TestWorldCheckAllReportsRate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "lib")
+	w, err := library.Create(dir, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"isle-a", "isle-b"} {
+		spec := &world.Spec{Name: name, Domain: "search", TaskDescription: "an invented isle",
+			ActionSpace: world.ActionSpace{Tools: []world.Tool{{Name: "search"}}},
+			Facts: &fiction.Facts{Entities: []fiction.Entity{{ID: "keeper", Name: "Ysolde Parr", Attributes: map[string]string{"born": "1695"}}},
+				Retrieval: &fiction.Retrieval{}}}
+		if err := w.Add(&library.WorldEntry{Spec: spec, Provenance: library.Provenance{Source: "fiction"}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	ledger := t.TempDir()
+	fs, _ := fiction.NewFileStore(ledger, nil)
+	obs := func(world, session, value string) fiction.Fact {
+		return fiction.Fact{World: world, Entity: "keeper", Attribute: "born", Value: value, Session: session, Source: fiction.SourceObservation}
+	}
+	// isle-a: 4 asserted facts, one contradicts the canon; isle-b: 2 agree
+	fs.AppendFacts(t.Context(), "isle-a", []fiction.Fact{obs("isle-a", "s1", "1695"), obs("isle-a", "s2", "1695"), obs("isle-a", "s3", "1702"), obs("isle-a", "s3", "1702")})
+	fs.AppendFacts(t.Context(), "isle-b", []fiction.Fact{obs("isle-b", "s1", "1695"), obs("isle-b", "s2", "1695")})
+	_, errOut, err := runCLI(t, "world", "check", "--all", "--worlds", dir, "--ledger", ledger)
+	if err == nil {
+		t.Fatal("contradictions found and no error")
+	}
+	for _, want := range []string{
+		"world isle-a: 1 contradictions in 4 asserted facts (rate 0.2500)",
+		"world isle-b: 0 contradictions in 2 asserted facts (rate 0.0000)",
+		"2 worlds with facts: 1 contradictions in 6 asserted facts (rate 0.1667)",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("want %q in\n%s", want, errOut)
+		}
 	}
 }
