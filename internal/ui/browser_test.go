@@ -154,5 +154,21 @@ func TestBrowser(t *testing.T) {
 	if !strings.Contains(text, "echo 11") {
 		t.Errorf("page 2 of the transcript: %q", text[:min(200, len(text))])
 	}
+	// Rollout groups and a research run's template diff.
+	run("rollout", chromedp.Navigate(srv.URL+"/"), chromedp.Click(chromedp.CSS(`a[href="/rollouts/ro-1"]`)), chromedp.WaitVisible(chromedp.CSS("#groups")),
+		chromedp.KeyEvent("j"), chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.CSS("#episodes")), shot("11-rollout"))
+	if text = textOf("#episodes"); !strings.Contains(text, "terminated") {
+		t.Errorf("episodes: %q", text)
+	}
+	run("research", chromedp.Navigate(srv.URL+"/"), chromedp.Click(chromedp.CSS(`a[href="/research/rs-1"]`)), chromedp.WaitVisible(chromedp.CSS("#iterations")),
+		chromedp.Click(chromedp.CSS(`#iterations a[href*="a=v0"]`)), chromedp.WaitVisible(chromedp.CSS("pre.diff")), shot("12-research"))
+	if text = textOf("pre.diff"); !strings.Contains(text, "+Keep every file listing exact.") {
+		t.Errorf("template diff: %q", text[:min(300, len(text))])
+	}
+	// A failed sample says why it has no verdict.
+	run("failed sample", chromedp.Navigate(srv.URL+"/runs/run-b/samples/terminal-3"), chromedp.WaitVisible(chromedp.CSS("#verdict")), shot("13-failed-sample"))
+	if text = textOf("#verdict"); !strings.Contains(text, "No verdict") {
+		t.Errorf("failed sample: %q", text)
+	}
 	t.Logf("screenshots in %s", shots)
 }

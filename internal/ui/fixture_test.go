@@ -9,9 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/labels"
+	"github.com/agentworld/agentworld/internal/promptlib"
+	"github.com/agentworld/agentworld/internal/research"
+	"github.com/agentworld/agentworld/internal/rollout"
 	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/store"
@@ -23,6 +27,7 @@ import (
 // and a label database.
 type fixture struct {
 	root, data, runs, labelsPath, dbPath string
+	rollouts, research                   string
 	samples                              []string // sample keys, in file order
 }
 
@@ -49,7 +54,8 @@ func writeFile(t testing.TB, path string, lines []any) {
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	root := t.TempDir()
-	f := &fixture{root: root, data: filepath.Join(root, "data"), runs: filepath.Join(root, "runs"), labelsPath: filepath.Join(root, "labels.db"), dbPath: filepath.Join(root, "sessions.db")}
+	f := &fixture{root: root, data: filepath.Join(root, "data"), runs: filepath.Join(root, "runs"), labelsPath: filepath.Join(root, "labels.db"), dbPath: filepath.Join(root, "sessions.db"),
+		rollouts: filepath.Join(root, "rollouts"), research: filepath.Join(root, "research")}
 	type rec struct {
 		Task          string   `json:"task"`
 		ID            int      `json:"id"`
@@ -125,8 +131,9 @@ func newFixture(t testing.TB) *fixture {
 			turns = append(turns, sim.TurnRecord{Turn: i, HistoryTurn: sim.HistoryTurn{Action: fmt.Sprintf("echo %d", i), Observation: fmt.Sprintf("out %d", i)},
 				Result: sim.StepResult{Observation: fmt.Sprintf("out %d", i), Reward: float64(i % 2), Info: sim.StepInfo{Turn: i, LatencyMS: int64(10 + i), Backend: "model", RewardComponents: map[string]float64{"success": float64(i % 2)}}}})
 		}
+		at := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
 		rec := sim.SessionRecord{ID: id, Parent: parent, Root: "sess-root", World: "shell", Domain: "terminal", Backend: "model", Model: "wm-1", Spec: json.RawMessage(`{}`),
-			InitialObservation: "$", Status: status}
+			InitialObservation: "$", Status: status, CreatedAt: at, UpdatedAt: at.Add(time.Duration(n) * time.Second)}
 		if err := db.CreateSession(ctx, rec, turns); err != nil {
 			t.Fatal(err)
 		}
@@ -136,6 +143,38 @@ func newFixture(t testing.TB) *fixture {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// A rollout run: two groups of two episodes.
+	rdir := filepath.Join(f.rollouts, "ro-1")
+	sum := rollout.Summary{Episodes: 4, K: 2, RewardMean: 0.5, PassAt1: 0.5, PassAtK: 1, Groups: []rollout.GroupSummary{
+		{GroupID: "g0", TaskID: "fix-bug", N: 2, Passed: 1, RewardMean: 0.5, RewardStd: 0.5, RewardMin: 0, RewardMax: 1, PassAt1: 0.5, PassAtK: 1},
+		{GroupID: "g1", TaskID: "add-test", N: 2, Passed: 1, RewardMean: 0.5, RewardStd: 0.5, RewardMin: 0, RewardMax: 1, PassAt1: 0.5, PassAtK: 1}}}
+	writeFile(t, filepath.Join(rdir, rollout.SummaryFile), []any{sum})
+	var eps []any
+	for g := range 2 {
+		for i := range 2 {
+			eps = append(eps, rollout.Row{GroupID: fmt.Sprintf("g%d", g), SampleIdx: i, TaskID: "fix-bug", Reward: float64(i), RewardComponents: map[string]float64{"success": float64(i)},
+				StopReason: "terminated", NumTurns: 3 + i, EnvSessionID: "sess-root", LWMModel: "wm-1"})
+		}
+	}
+	writeFile(t, filepath.Join(rdir, rollout.EpisodesFile), eps)
+	// A research run: one accepted iteration whose template differs from v0.
+	rsdir := filepath.Join(f.research, "rs-1")
+	lib, err := promptlib.Open(filepath.Join(rsdir, "templates"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v0 := lib.List()[0]
+	tm := map[string]string{}
+	for k, v := range v0.Templates {
+		tm[k] = v
+	}
+	tm["terminal"] = strings.Replace(tm["terminal"], "{{", "Keep every file listing exact.\n{{", 1)
+	v1, err := lib.Add(&promptlib.Version{Parent: v0.ID, Rationale: "listings drift", Templates: tm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(rsdir, "journal.jsonl"), []any{research.Iteration{N: 0, Parent: v0.Name, Candidate: v1.Name, Name: v1.Name, Rationale: "listings drift",
+		ParentMinibatch: 41.5, CandidateMinibatch: 47.25, Accepted: true, ValMean: 46}})
 	return f
 }
 
@@ -153,7 +192,8 @@ func (f *fixture) server(t testing.TB) (*httptest.Server, *labels.DB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	s, err := ui.New(&ui.Options{Runs: bench.NewViewSource([]string{f.runs}, &bench.ViewOptions{Resamples: 100}), Sessions: db, Labels: l, PageSize: 10})
+	s, err := ui.New(&ui.Options{Runs: bench.NewViewSource([]string{f.runs}, &bench.ViewOptions{Resamples: 100}), Sessions: db, Labels: l, PageSize: 10,
+		Rollouts: []string{f.rollouts}, Research: []string{f.research}})
 	if err != nil {
 		t.Fatal(err)
 	}
