@@ -191,6 +191,8 @@ rejected, however the judge liked it.`,
 			o.JudgeName = jf.tf.model
 			if o.Offline {
 				o.JudgeName = bench.RulesJudgeName
+			} else if base.JudgeText != nil {
+				o.JudgePrompts = base.JudgeText.Label
 			}
 			if realDir != "" {
 				var c worldmodel.Completer = bench.CopyBaseline{}

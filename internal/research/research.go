@@ -141,7 +141,11 @@ type Options struct {
 	// offline judge whose scores are not comparable with the rubric
 	// judge's. RealName names the real trajectories.
 	ModelName, JudgeName, OptimizerName, RealName string
-	Offline                                       bool
+	// JudgePrompts says which text the rubric judge was given ("agentworld
+	// (not the official text)" or the official text's label); "" with the
+	// offline judge. Reports repeat it.
+	JudgePrompts string
+	Offline      bool
 	// Progress receives a line per iteration and every ProgressCalls
 	// calls with the spend so far; nil means none.
 	Progress io.Writer

@@ -65,6 +65,8 @@ type Report struct {
 	Judge     string `json:"judge,omitempty"`
 	Optimizer string `json:"optimizer,omitempty"`
 	Offline   bool   `json:"offline,omitempty"`
+	// JudgePrompts is the rubric judge's text (Options.JudgePrompts).
+	JudgePrompts string `json:"judge_prompts,omitempty"`
 	// Splits counts trajectories per split (train, val, test).
 	Splits   map[string]int `json:"splits"`
 	SeedVal  float64        `json:"seed_val"`
@@ -125,6 +127,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "research %s: seed %s, %d train / %d validation / %d test trajectories\n", r.Domain, r.SeedName, r.Splits["train"], r.Splits["val"], r.Splits["test"])
 	if r.Model != "" || r.Judge != "" {
 		fmt.Fprintf(&b, "world model %s, judge %s, optimizer %s\n", orDash(r.Model), orDash(r.Judge), orDash(r.Optimizer))
+	}
+	if r.JudgePrompts != "" {
+		fmt.Fprintf(&b, "judge prompts: %s\n", r.JudgePrompts)
 	}
 	real := r.Real != ""
 	fmt.Fprintf(&b, "%-4s %-6s %-12s %-12s %9s %9s %8s", "iter", "name", "candidate", "parent", "parent-mb", "cand-mb", "val")
@@ -256,7 +261,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	b.restore(resume.Spent, resume.nextCall, jr, o.Progress, o.ProgressCalls)
 
-	rep := &Report{Domain: string(o.Domain), Seed: seed.ID, SeedName: seed.Name, Model: o.ModelName, Judge: o.JudgeName, Optimizer: o.OptimizerName, Offline: o.Offline,
+	rep := &Report{Domain: string(o.Domain), Seed: seed.ID, SeedName: seed.Name, Model: o.ModelName, Judge: o.JudgeName, Optimizer: o.OptimizerName, Offline: o.Offline, JudgePrompts: o.JudgePrompts,
 		Splits: map[string]int{"train": len(sp.Train), "val": len(sp.Val), "test": len(sp.Test)}, Limits: b.Limits()}
 	if o.Real != nil {
 		rep.Real, rep.RealTolerance = o.RealName, o.RealTolerance
