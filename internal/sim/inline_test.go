@@ -293,3 +293,43 @@ func TestInlineCompiledStateCountsInTheSessionSize(t *testing.T) {
 		t.Fatalf("a loaded world's session counts %d compiled bytes", s.compiled)
 	}
 }
+
+// TestForksAndReloadsKeepTheCompiledSize: a fork of an inline session,
+// and the session read back from the store, count what its spec
+// compiles into like the original.
+func TestForksAndReloadsKeepTheCompiledSize(t *testing.T) {
+	raw := `{"domain":"mcp","task_description":"t","initial_state":"s","action_space":{"tools":[{"name":"get","output_schema":{"type":"object","properties":{"a":{"type":"string","pattern":"^[a-z]{1,9}$"}}}}]}}`
+	spec, err := world.Parse([]byte(raw), "inline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := NewMemStore()
+	m := newTestManager(t, &scriptedModel{}, Options{Store: st})
+	ctx := context.Background()
+	rep, err := m.Create(ctx, CreateRequest{World: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.Fork(ctx, rep.SessionID, ForkRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled := func(m *Manager, id string) int {
+		t.Helper()
+		s, err := m.acquire(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.release(s)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.compiled
+	}
+	want := spec.CompiledBytes()
+	m2 := newTestManager(t, &scriptedModel{}, Options{Store: st})
+	for name, got := range map[string]int{"created": compiled(m, rep.SessionID), "fork": compiled(m, f.SessionID), "reloaded": compiled(m2, rep.SessionID)} {
+		if got != want || want == 0 {
+			t.Errorf("%s: %d compiled bytes, want %d", name, got, want)
+		}
+	}
+}

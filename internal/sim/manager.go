@@ -143,8 +143,9 @@ type session struct {
 	results   []*[resultChunk]StepResult
 	turnBytes int
 	// compiled is what an inline spec's schemas and regular expressions
-	// can hold compiled (world.Spec.CompiledBytes); 0 for a loaded world,
-	// whose compiled state its sessions share.
+	// can hold compiled (world.Spec.CompiledBytes, measured at create or
+	// load, inherited by forks); 0 for a loaded world, whose compiled
+	// state its sessions share.
 	compiled int
 	env      Environment
 	lastUsed time.Time
@@ -421,6 +422,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 		Params: req.Params, Labels: req.Labels, Private: req.Private, Status: StatusActive, CreatedAt: now, UpdatedAt: now,
 	}
 	s := newSession(rec, spec, nil, now)
+	s.compiled = compiled
 	env, err := factory(ctx, s.infoLocked())
 	if err != nil {
 		m.unreserve()
@@ -631,9 +633,6 @@ func (s *session) turnsLocked() []TurnRecord {
 // stored session's).
 func newSession(rec SessionRecord, spec *world.Spec, turns []TurnRecord, now time.Time) *session {
 	s := &session{sem: make(chan struct{}, 1), rec: rec, spec: spec, lastUsed: now}
-	if rec.Inline != "" {
-		s.compiled = spec.CompiledBytes()
-	}
 	if len(turns) > 0 {
 		s.hist = make([]HistoryTurn, 0, len(turns)+resultChunk)
 	}

@@ -97,6 +97,9 @@ func (m *Manager) acquireAny(ctx context.Context, id string, private bool) (*ses
 		return nil, fmt.Errorf("session %s: stored world spec: %w", id, err)
 	}
 	s = newSession(rec, &spec, turns, m.opts.Now())
+	if rec.Inline != "" {
+		s.compiled = spec.CompiledBytes()
+	}
 	s.users = 1
 	if rec.Status != StatusActive {
 		return s, nil // read-only view; never resident
@@ -512,6 +515,7 @@ func (m *Manager) fork(ctx context.Context, id string, req ForkRequest, private 
 	s.mu.Lock()
 	parent := s.rec
 	spec := s.spec
+	compiled := s.compiled
 	turns := s.turnsLocked()
 	s.mu.Unlock()
 	s.unlock()
@@ -552,6 +556,7 @@ func (m *Manager) fork(ctx context.Context, id string, req ForkRequest, private 
 		maps.Copy(child.Labels, req.Labels)
 	}
 	ns := newSession(child, spec, turns, m.opts.Now())
+	ns.compiled = compiled
 	// A backend that cannot rebuild its state from the history (a real
 	// sandbox, the real side of a shadow session) refuses now, before a
 	// child exists, not on the child's first step. The environment made to
