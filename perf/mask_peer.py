@@ -11,6 +11,10 @@ CONFIG.json is the masking config as JSON (`agentworld data mask
 decimal digits (Nd) and '_', lower-cased one character at a time, after
 removing the record format markers (a leading "### Turn N\n**Action:**" of
 the action, a leading "**Environment Observation:**" of the observation).
+The action's words are the agent's own: an action that is a JSON object or
+array counts the words of its values (strings and number literals, never
+keys, true, false or null), an object holding a "keystrokes" key only that
+key's value; any other action, or JSON that does not parse, all its text.
 """
 import json
 import re
@@ -57,9 +61,48 @@ def strip_markers(action, observation):
     return action, observation
 
 
+class Pairs(list):
+    """A JSON object as its (key, value) pairs, duplicates kept."""
+
+
+class Number(str):
+    """A JSON number as its literal."""
+
+
+def reject_constant(name):
+    raise ValueError("not JSON: " + name)
+
+
+def value_texts(v, out):
+    if isinstance(v, Pairs):
+        keys = [k for k, _ in v]
+        for k, x in v:
+            if "keystrokes" not in keys or k == "keystrokes":
+                value_texts(x, out)
+    elif isinstance(v, list):
+        for x in v:
+            value_texts(x, out)
+    elif isinstance(v, str):  # strings and Number literals
+        out.append(v)
+
+
+def action_words(action):
+    if action.lstrip(" \t\n\r")[:1] in ("{", "["):
+        try:
+            v = json.loads(action, object_pairs_hook=Pairs, parse_float=Number, parse_int=Number,
+                           parse_constant=reject_constant)
+        except (ValueError, RecursionError):
+            v = None
+        if v is not None:
+            texts = []
+            value_texts(v, texts)
+            return [w for t in texts for w in WORD.findall(lower(t))]
+    return WORD.findall(lower(action))
+
+
 def stats(action, observation):
     action, observation = strip_markers(action, observation)
-    act = WORD.findall(lower(action))
+    act = action_words(action)
     obs = WORD.findall(lower(observation))
     wa, wo = set(act), set(obs)
     shared = len(wa & wo)

@@ -72,6 +72,9 @@ func (s *Stats) finish() {
 // the few thousand words a turn has.
 type Scorer struct {
 	act, obs wordSet
+	// buf, words and ks are the structured action's scratch (actionWords).
+	buf       []byte
+	words, ks []uint64
 }
 
 // Score computes the statistics of an action and its observation.
@@ -91,9 +94,7 @@ func (sc *Scorer) score(a, o []byte, escaped bool) Stats {
 	sc.act.reset()
 	sc.obs.reset()
 	var st Stats
-	st.ActWords = scanWords(a, escaped, func(h uint64) {
-		sc.act.add(h)
-	})
+	st.ActWords = sc.actionWords(a, escaped)
 	st.ObsWords = scanWords(o, escaped, func(h uint64) {
 		if sc.obs.add(h) && sc.act.has(h) {
 			st.Shared++

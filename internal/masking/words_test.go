@@ -138,6 +138,9 @@ func FuzzScoreJSON(f *testing.F) {
 	f.Add("ls -la", "total 0\nroot@x:/# ")
 	f.Add("Café 東京", `{"a":"\u00e9"}`)
 	f.Add("\xed\xa0\x80 x", "ΟΔΟΣ İ")
+	f.Add(`[{"keystrokes": "cd src\n", "duration": 0.1}]`, "$ cd src\n$ ")
+	f.Add(`{"name": "f", "arguments": {"q": "caf\u00e9", "n": -1.5e3}}`, "ok")
+	f.Add(`{"keystrokes": {"a": ["b"]}, "k": "x"}`, "b")
 	f.Fuzz(func(t *testing.T, a, o string) {
 		var sc Scorer
 		ab, _ := json.Marshal(a)
