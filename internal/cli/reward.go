@@ -191,11 +191,7 @@ kept, a torn last line is cut, and only the missing items are scored.`,
 			if err != nil {
 				return err
 			}
-			log := logger(cmd)
-			start := time.Now()
-			sum, err := reward.ScoreFile(cmd.Context(), s, in, out, &reward.FileOptions{Workers: workers, Progress: func(done, total int) {
-				log.Info("reward score", "done", done, "total", total, "elapsed", time.Since(start).Round(time.Second))
-			}})
+			sum, err := reward.ScoreFile(cmd.Context(), s, in, out, &reward.FileOptions{Workers: workers, Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/journal"
+	"github.com/agentworld/agentworld/internal/progress"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -27,9 +28,13 @@ type FileOptions struct {
 	// Workers is how many items are scored at once (judge calls stay within
 	// the scorer's own bound); 0 means 64.
 	Workers int
-	// Progress, when set, is called about every second and at the end with
-	// the lines done (resumed ones included) and the lines of the input.
-	Progress func(done, total int)
+	// Progress receives the progress line of the run (package progress:
+	// redrawn on a terminal, else a line every ProgressInterval) and a last
+	// one at the end; nil writes none.
+	Progress io.Writer
+	// ProgressInterval is the plain-line interval; 0 means
+	// progress.DefaultInterval.
+	ProgressInterval time.Duration
 }
 
 // FileSummary counts what an offline run did.
@@ -141,8 +146,15 @@ func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions
 	}()
 	go func() { wg.Wait(); close(results) }()
 
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
+	var scored, failed atomic.Int64 // written by this loop, read by the progress line
+	started := time.Now()
+	ticker := progress.Start(o.Progress, o.ProgressInterval, func() string {
+		res := resumed.Load()
+		done := res + scored.Load()
+		rate, eta := progress.Rate(done, res, int64(total), started)
+		return fmt.Sprintf("reward score: %d/%d items (%d resumed), %.1f items/s, ETA %s, failed %d", done, total, res, rate, eta, failed.Load())
+	})
+	defer ticker.Stop()
 	var werr error
 	for {
 		select {
@@ -151,9 +163,6 @@ func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions
 				sum.Resumed = int(resumed.Load())
 				if err := <-readErr; err != nil {
 					return sum, err
-				}
-				if o.Progress != nil {
-					o.Progress(int(resumed.Load())+sum.Scored, sum.Total)
 				}
 				return sum, werr
 			}
@@ -175,15 +184,13 @@ func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions
 				continue
 			}
 			sum.Scored++
+			scored.Add(1)
 			if r.Dropped || (r.Value() == 0 && r.Reason != "") {
 				sum.Failed++
+				failed.Add(1)
 			}
 			if r.Judge.Fallback != "" {
 				sum.JudgeFallback++
-			}
-		case <-tick.C:
-			if o.Progress != nil {
-				o.Progress(int(resumed.Load())+sum.Scored, sum.Total)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package reward
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -111,8 +112,8 @@ func TestScoreFileKill(t *testing.T) {
 	f.Close()
 
 	s, _ := New(&Options{Judge: verdictJudge{}, JudgeModel: "j"})
-	var last [2]int
-	sum, err := ScoreFile(context.Background(), s, in, out, &FileOptions{Progress: func(d, t int) { last = [2]int{d, t} }})
+	var prog bytes.Buffer
+	sum, err := ScoreFile(context.Background(), s, in, out, &FileOptions{Progress: &prog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +129,9 @@ func TestScoreFileKill(t *testing.T) {
 	if b, _ := os.ReadFile(out); !strings.Contains(string(b), `"reason":"invalid item: `+in+`:9: `) {
 		t.Error("the malformed input line 9 is not answered with a reason naming it")
 	}
-	if sum.Resumed != len(before) || sum.Resumed+sum.Scored != n+1 || last != [2]int{n + 1, n + 1} {
-		t.Errorf("summary %+v (before the kill: %d), progress %v", sum, len(before), last)
+	wantLast := fmt.Sprintf("reward score: %d/%d items (%d resumed)", n+1, n+1, len(before))
+	if lines := strings.Split(strings.TrimSpace(prog.String()), "\n"); sum.Resumed != len(before) || sum.Resumed+sum.Scored != n+1 || !strings.HasPrefix(lines[len(lines)-1], wantLast) {
+		t.Errorf("summary %+v (before the kill: %d), progress %q, want the last line to start %q", sum, len(before), prog.String(), wantLast)
 	}
 }
 

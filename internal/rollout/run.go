@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/journal"
+	"github.com/agentworld/agentworld/internal/progress"
 	"github.com/agentworld/agentworld/internal/runpin"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
@@ -75,7 +76,8 @@ type Options struct {
 	// LWMModel names the world model in rows whose steps report none; ""
 	// leaves it empty.
 	LWMModel string
-	// Progress receives a progress line every ProgressEvery and a last one
+	// Progress receives the progress line (package progress: redrawn on a
+	// terminal, else a line every ProgressEvery) and a last one
 	// at the end; nil writes none.
 	Progress io.Writer
 	// ProgressEvery is the progress interval; 0 means 2s.
@@ -184,10 +186,8 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 		}
 		mu.Unlock()
 	}
-	progress := func() {
-		if o.Progress == nil {
-			return
-		}
+	started := time.Now()
+	line := func() string {
 		d := nDone.Load()
 		mu.Lock()
 		mean := 0.0
@@ -195,23 +195,12 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 			mean = sum / float64(d)
 		}
 		mu.Unlock()
-		fmt.Fprintf(o.Progress, "rollout: %d/%d episodes (%d resumed, %d failed), %d in flight, mean reward %.3f\n",
-			int64(res.Resumed)+d, total, res.Resumed, nFailed.Load(), inFlight.Load(), mean)
+		done := int64(res.Resumed) + d
+		rate, eta := progress.Rate(done, int64(res.Resumed), int64(total), started)
+		return fmt.Sprintf("rollout: %d/%d episodes (%d resumed, %d failed), %d in flight, mean reward %.3f, %.2f episodes/s, ETA %s",
+			done, total, res.Resumed, nFailed.Load(), inFlight.Load(), mean, rate, eta)
 	}
-	stop := make(chan struct{})
-	var tick sync.WaitGroup
-	tick.Go(func() {
-		t := time.NewTicker(o.ProgressEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				progress()
-			}
-		}
-	})
+	ticker := progress.Start(o.Progress, o.ProgressEvery, line)
 
 	for _, t := range tasks {
 		if ctx.Err() != nil {
@@ -308,9 +297,7 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 		}
 	}
 	wg.Wait()
-	close(stop)
-	tick.Wait()
-	progress()
+	ticker.Stop() // the last line
 	cerr := j.Close()
 	res.Done, res.Failed = int(nDone.Load()), int(nFailed.Load())
 	res.Summary = stats.summary()
