@@ -35,24 +35,22 @@ type Comparison struct {
 // (agentworld's against the official one, or official files with
 // different SHA-256): like different judges, their scores are not on one
 // scale.
-func (c *Comparison) PromptsDiffer() bool {
-	for _, p := range c.Prompts[1:] {
-		if !slices.Equal(p, c.Prompts[0]) {
-			return true
+func (c *Comparison) PromptsDiffer() bool { return !allEqual(c.Prompts) }
+
+// allEqual reports whether every run's list equals the first run's.
+func allEqual(lists [][]string) bool {
+	for _, l := range lists[1:] {
+		if !slices.Equal(l, lists[0]) {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // ModesDiffer reports runs judged in different judge modes: a detection
 // rate, a win rate and a rubric score cannot be compared.
 func (c *Comparison) ModesDiffer() bool {
-	for _, m := range c.Modes[1:] {
-		if m != c.Modes[0] {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(c.Modes, func(m string) bool { return m != c.Modes[0] })
 }
 
 // PromptsText names each run's judge texts.
@@ -67,14 +65,7 @@ func (c *Comparison) PromptsText() string {
 // JudgesDiffer reports runs scored by different judges (the offline rules
 // scorer against an LLM judge, or two LLM judges): their scores are not
 // on one scale, so their deltas measure the judges as much as the models.
-func (c *Comparison) JudgesDiffer() bool {
-	for _, j := range c.Judges[1:] {
-		if !slices.Equal(j, c.Judges[0]) {
-			return true
-		}
-	}
-	return false
-}
+func (c *Comparison) JudgesDiffer() bool { return !allEqual(c.Judges) }
 
 // judgesText names each run's judges, "label: judge, …" per run.
 func (c *Comparison) judgesText() string {
