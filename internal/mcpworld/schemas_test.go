@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -16,12 +17,6 @@ import (
 // after GC, runtime.MemStats), for the shapes that cost most per byte of
 // text; so the bound on a spec's estimate bounds its compiled schemas.
 func TestSchemaCostBoundsMemory(t *testing.T) {
-	heap := func() int64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return int64(m.HeapAlloc)
-	}
 	for _, node := range []string{`{}`, `{"type":"string"}`, `{"type":"string","pattern":"^[a-z]{1,%d}$"}`, `{"type":"object","properties":{"a":{},"b":{"enum":[1,2,3]}}}`} {
 		props := make([]string, 2000)
 		for i := range props {
@@ -36,9 +31,9 @@ func TestSchemaCostBoundsMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := heap()
+		before := testkit.HeapAfterGC()
 		rs := compileSchema(raw)
-		held := heap() - before
+		held := testkit.HeapAfterGC() - before
 		if rs == nil {
 			t.Fatalf("%s: did not compile", node)
 		}

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/agentworld/agentworld/internal/testkit"
 )
 
 // TestCost: patterns of real rules are admitted and cost little; the
@@ -75,12 +77,6 @@ func alternation(n int) string {
 // through runtime.MemStats) stays under the estimate, so summing costs
 // bounds memory.
 func TestCostBoundsMemory(t *testing.T) {
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	input := strings.Repeat("abcé ", 2000)
 	for _, expr := range []string{`\pL{900}`, `^.{1,1000}$`, `(a|b|c|d){1000}`, strings.Repeat(`[\pL\pN]`, 80), `(?i)^(ab|cd){1,400}$`} {
 		cost, err := Cost(expr, nil)
@@ -88,14 +84,14 @@ func TestCostBoundsMemory(t *testing.T) {
 			t.Fatalf("%.40s: %v", expr, err)
 		}
 		const copies = 8 // averages allocator noise out
-		before := heap()
+		before := testkit.HeapAfterGC()
 		res := make([]*regexp.Regexp, copies)
 		for i := range res {
 			res[i] = regexp.MustCompile(expr)
 			res[i].MatchString(input)
 			res[i].FindStringIndex(input)
 		}
-		used := int64(heap()) - int64(before)
+		used := testkit.HeapAfterGC() - before
 		runtime.KeepAlive(res)
 		t.Logf("%.40q: estimated %d bytes, held %d", expr, cost, used/copies)
 		if used/copies > int64(cost) {

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentworld/agentworld/internal/app"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/world"
 )
@@ -22,16 +22,6 @@ const (
 	hostileHeapBound = 256 << 20
 	releasedBound    = 32 << 20
 )
-
-// heapAfterGC is the heap in use after a collection (runtime.MemStats'
-// HeapAlloc), the measure of the memory tests: RSS follows it, plus the
-// runtime's own spare pages.
-func heapAfterGC() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
-}
 
 // inlineMCPWorld is an inline MCP spec whose one tool has an output schema
 // of n properties named after iter (so no two iterations share a schema)
@@ -123,7 +113,7 @@ func TestInlineCompiledStateIsBounded(t *testing.T) {
 		t.Fatalf("a schema of 80,000 nodes: %d %+v", code, r)
 	}
 
-	idle := heapAfterGC()
+	idle := testkit.HeapAfterGC()
 	peak := idle
 	const nodes, rounds = 1000, 10
 	if w := inlineMCPWorld(0, nodes); true {
@@ -152,7 +142,7 @@ func TestInlineCompiledStateIsBounded(t *testing.T) {
 		if code := do(http.MethodDelete, "/v1/sessions/"+created.SessionID, nil, nil); code != http.StatusOK && code != http.StatusNoContent {
 			t.Fatalf("round %d: delete %d", i, code)
 		}
-		peak = max(peak, heapAfterGC())
+		peak = max(peak, testkit.HeapAfterGC())
 	}
 	t.Logf("heap in use after GC: idle %d MiB, peak %d MiB over %d rounds", idle>>20, peak>>20, rounds)
 	if peak-idle > hostileHeapBound {
@@ -162,7 +152,7 @@ func TestInlineCompiledStateIsBounded(t *testing.T) {
 	// that drop it (polled, within a hang guard).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		left := heapAfterGC() - idle
+		left := testkit.HeapAfterGC() - idle
 		if left <= releasedBound {
 			t.Logf("after the sessions: %d MiB over idle", left>>20)
 			break
