@@ -135,7 +135,7 @@ bundled worlds); with --sim it uses a running serve's session API.`,
 			return err
 		},
 	}
-	f.register(cmd)
+	f.registerInMemory(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&tasksPath, "tasks", "", "tasks: a JSONL file or a directory of them")
 	fl.StringVar(&out, "out", "", "run directory: episodes.jsonl and summary.json (a rerun resumes)")

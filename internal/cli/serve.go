@@ -254,6 +254,16 @@ func (f *simFlags) openSim(cmd *cobra.Command, remote, key string) (*api.Client,
 	return nil, a, err
 }
 
+// registerInMemory registers the simulator flags of a command whose
+// in-process simulator keeps sessions in memory unless --db is given (see
+// openSim): its help shows no default database it would not use.
+func (f *simFlags) registerInMemory(cmd *cobra.Command) {
+	f.register(cmd)
+	db := cmd.Flags().Lookup("db")
+	f.cfg.DBPath, db.DefValue = "", ""
+	db.Usage = "SQLite file holding sessions and transcripts (default: kept in memory, gone when the command ends)"
+}
+
 func newPlayCmd() *cobra.Command {
 	var f simFlags
 	var remote, key string
@@ -285,7 +295,7 @@ python-terminal"); with --server it plays against a running server.`,
 			return play.Play(ctx, p, args[0], cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
-	f.register(cmd)
+	f.registerInMemory(cmd)
 	cmd.Flags().StringVar(&remote, "server", "", "play against a running server at this URL instead of in-process")
 	cmd.Flags().StringVar(&key, "api-key", "", "bearer token for --server (default: "+envconfig.APIKey.Name+")")
 	cmd.Flags().DurationVar(&stepTimeout, "step-timeout", play.DefaultStepTimeout, "with --server, how long one step (or opening the session) may take before it is reported as failed; 0: no limit")

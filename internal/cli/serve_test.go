@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/app"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 )
 
@@ -180,5 +181,29 @@ func TestPlayServerStepTimeout(t *testing.T) {
 	err := root.ExecuteContext(ctx)
 	if err == nil || !strings.Contains(err.Error(), "open world python-terminal") || !strings.Contains(err.Error(), "Client.Timeout exceeded") || time.Since(start) > 20*time.Second {
 		t.Fatalf("after %v: %v\n%s", time.Since(start), err, stderr.String())
+	}
+}
+
+// TestInMemoryCommandsShowNoDefaultDB: play and rollout keep sessions in
+// memory unless --db is given, so their help shows no default database
+// file; serve's shows the one it opens.
+func TestInMemoryCommandsShowNoDefaultDB(t *testing.T) {
+	for _, c := range []struct {
+		cmd    string
+		memory bool
+	}{{"play", true}, {"rollout", true}, {"serve", false}} {
+		out, _, err := runCLI(t, c.cmd, "--help")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var line string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "--db string") {
+				line = l
+			}
+		}
+		if shows := strings.Contains(line, app.DefaultDBPath()); shows == c.memory || c.memory != strings.Contains(line, "kept in memory") {
+			t.Errorf("%s --help: %q", c.cmd, line)
+		}
 	}
 }
