@@ -176,10 +176,12 @@ func TestConvertedTrajectoriesScoreInBench(t *testing.T) {
 		case rec == nil:
 			t.Errorf("judged row %s/%s/%d matches no converted record", j.Task, j.ID, j.TurnIdx)
 		case j.TurnIdx == 1:
-			// The copy baseline has nothing to copy on a first turn.
+			// On a first turn the copy baseline copies the initial state
+			// (or says it has nothing to copy): a scored prediction, never
+			// a model fault.
 			firstTurns++
-			if j.Failure != bench.FailNoGeneration {
-				failures = append(failures, fmt.Sprintf("%s turn 1: failure %q, want %q", j.ID, j.Failure, bench.FailNoGeneration))
+			if !j.Valid() || j.Prediction.Prediction == "" {
+				failures = append(failures, fmt.Sprintf("%s turn 1: failure %q prediction %q, want a scored prediction", j.ID, j.Failure, j.Prediction.Prediction))
 			}
 		case !j.Valid():
 			failures = append(failures, fmt.Sprintf("%s turn %d: %s %s", j.ID, j.TurnIdx, j.Failure, j.Error))
@@ -231,7 +233,7 @@ func TestConvertedTrajectoriesScoreInBench(t *testing.T) {
 			t.Errorf("domain %s: %d invalid_record failures", d, f[bench.FailInvalidRecord])
 		}
 	}
-	if valid != scored {
-		t.Errorf("score counts %d valid samples, judged rows have %d", valid, scored)
+	if valid != scored+firstTurns {
+		t.Errorf("score counts %d valid samples, judged rows have %d", valid, scored+firstTurns)
 	}
 }
