@@ -55,7 +55,9 @@ type FileSummary struct {
 // [ScoredLine]s. The output is also its journal: run again after a crash
 // (kill -9 included) it keeps the lines already written, cuts a torn last
 // line, and scores only the input lines missing. Output lines are written
-// in completion order; Line says which input line each answers. A
+// in input order (Line says which input line each answers), so the output
+// of a run, resumed or not, lines up with its input; at most a window of
+// 4 × Workers lines waits for a slow one before it. A
 // malformed input line is answered with a 0 and a reason naming it, and
 // counted; only an unreadable file or an output that is not this run's
 // format stops the run.
@@ -89,13 +91,21 @@ func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions
 	defer w.Close()
 
 	type job struct {
+		seq  int // position among the lines scored now: the write order
 		line int
 		it   Item
 		bad  error
 	}
+	type lineResult struct {
+		seq int
+		ScoredLine
+	}
 	var resumed atomic.Int64 // counted by the reader, read by progress
 	jobs := make(chan job)
-	results := make(chan ScoredLine)
+	results := make(chan lineResult)
+	// window bounds the lines read but not yet written, so the results
+	// held back behind a slow line stay few.
+	window := make(chan struct{}, 4*o.Workers)
 	var wg sync.WaitGroup
 	for range o.Workers {
 		wg.Add(1)
@@ -108,7 +118,7 @@ func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions
 				} else {
 					r = s.Score(ctx, j.it)
 				}
-				results <- ScoredLine{Line: j.line, Result: r}
+				results <- lineResult{seq: j.seq, ScoredLine: ScoredLine{Line: j.line, Result: r}}
 			}
 		}()
 	}
@@ -116,7 +126,7 @@ func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions
 	go func() {
 		defer close(jobs)
 		lr := trajectory.NewLineReader(f, in, 0)
-		for {
+		for seq := 0; ; seq++ {
 			b, n, err := lr.Next()
 			if errors.Is(err, io.EOF) {
 				readErr <- nil
@@ -132,9 +142,17 @@ func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions
 				j.bad = err
 			} else if done[n] {
 				resumed.Add(1)
+				seq--
 				continue
 			} else if derr := json.Unmarshal(b, &j.it); derr != nil {
 				j.bad = fmt.Errorf("%s:%d: %v", in, n, derr)
+			}
+			j.seq = seq
+			select {
+			case window <- struct{}{}:
+			case <-ctx.Done():
+				readErr <- ctx.Err()
+				return
 			}
 			select {
 			case jobs <- j:
@@ -156,9 +174,13 @@ func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions
 	})
 	defer ticker.Stop()
 	var werr error
+	// held are results waiting for the lines before them; next is the
+	// write position.
+	held := map[int]ScoredLine{}
+	next := 0
 	for {
 		select {
-		case r, ok := <-results:
+		case sr, ok := <-results:
 			if !ok {
 				sum.Resumed = int(resumed.Load())
 				if err := <-readErr; err != nil {
@@ -166,31 +188,45 @@ func ScoreFile(ctx context.Context, s *Scorer, in, out string, opts *FileOptions
 				}
 				return sum, werr
 			}
-			if werr != nil {
-				continue // drain the workers; the first write error is returned
-			}
-			if r.Dropped && ctx.Err() != nil {
-				continue // cut short by cancellation: scored again on resume
-			}
-			b, err := json.Marshal(r)
-			if err != nil {
-				werr = err
-				continue
-			}
-			// One write per line: a kill leaves at most a torn last line,
-			// which the next run cuts.
-			if err := w.AppendLines(append(b, '\n')); err != nil {
-				werr = err
-				continue
-			}
-			sum.Scored++
-			scored.Add(1)
-			if r.Dropped || (r.Value() == 0 && r.Reason != "") {
-				sum.Failed++
-				failed.Add(1)
-			}
-			if r.Judge.Fallback != "" {
-				sum.JudgeFallback++
+			held[sr.seq] = sr.ScoredLine
+			for {
+				r, ok := held[next]
+				if !ok {
+					break
+				}
+				delete(held, next)
+				next++
+				<-window
+				if werr != nil {
+					continue // drain the workers; the first write error is returned
+				}
+				if r.Dropped && ctx.Err() != nil {
+					// Cut short by cancellation: scored again on resume. The
+					// lines after it are not written either, so the output
+					// stays in input order.
+					werr = ctx.Err()
+					continue
+				}
+				b, err := json.Marshal(r)
+				if err != nil {
+					werr = err
+					continue
+				}
+				// One write per line: a kill leaves at most a torn last
+				// line, which the next run cuts.
+				if err := w.AppendLines(append(b, '\n')); err != nil {
+					werr = err
+					continue
+				}
+				sum.Scored++
+				scored.Add(1)
+				if r.Dropped || (r.Value() == 0 && r.Reason != "") {
+					sum.Failed++
+					failed.Add(1)
+				}
+				if r.Judge.Fallback != "" {
+					sum.JudgeFallback++
+				}
 			}
 		}
 	}

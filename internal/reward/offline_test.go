@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -145,5 +146,57 @@ func TestScoreFileBadOutput(t *testing.T) {
 	s, _ := New(nil)
 	if _, err := ScoreFile(context.Background(), s, in, out, nil); err == nil || !strings.Contains(err.Error(), "out.jsonl:1") {
 		t.Errorf("error %v, want one naming out.jsonl:1", err)
+	}
+}
+
+// jitterJudge answers like verdictJudge after a delay that varies from
+// call to call, so calls finish out of the order they started in.
+type jitterJudge struct{ n *atomic.Int64 }
+
+func (j jitterJudge) Complete(ctx context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
+	time.Sleep(time.Duration((j.n.Add(7)*13)%5) * time.Millisecond)
+	return verdictJudge{}.Complete(ctx, req)
+}
+
+// TestScoreFileWritesInInputOrder: with many workers finishing out of
+// order, the output lines still follow the input's, and a resumed run
+// continues in that order.
+func TestScoreFileWritesInInputOrder(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl")
+	writeItems(t, in, 60)
+	s, _ := New(&Options{Judge: jitterJudge{&atomic.Int64{}}, JudgeModel: "j", MaxConcurrency: 16})
+	// A first run that stops early: an output holding lines 1-20.
+	if _, err := ScoreFile(context.Background(), s, in, out, &FileOptions{Workers: 16}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(out)
+	lines := strings.SplitAfter(string(b), "\n")
+	if err := os.WriteFile(out, []byte(strings.Join(lines[:20], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ScoreFile(context.Background(), s, in, out, &FileOptions{Workers: 16}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	prev := 0
+	for sc.Scan() {
+		var sl ScoredLine
+		if err := json.Unmarshal(sc.Bytes(), &sl); err != nil {
+			t.Fatal(err)
+		}
+		if sl.Line != prev+1 {
+			t.Fatalf("output line for input line %d after %d: not in input order", sl.Line, prev)
+		}
+		prev = sl.Line
+	}
+	if prev != 61 {
+		t.Fatalf("output ends at input line %d, want 61", prev)
 	}
 }
