@@ -162,8 +162,8 @@ type PairScore struct {
 	// Rate is the detection rate (turing: the share of answers naming the
 	// real observation; 50 means indistinguishable) or the win rate
 	// (reference: the share judging the world model closer to the truth).
-	Rate Num    `json:"rate"`
-	CI95 [2]Num `json:"ci95"`
+	Rate Num      `json:"rate"`
+	CI95 Interval `json:"ci95"`
 	// PositionA is the share of answers that were "A" (50 = no position
 	// bias).
 	PositionA Num `json:"position_a"`

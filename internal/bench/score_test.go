@@ -371,7 +371,11 @@ func TestBootstrapNeedsTwoTrajectories(t *testing.T) {
 		t.Errorf("web interval %v, want a real one", web)
 	}
 	b, err := json.Marshal(rep)
-	if err != nil || !strings.Contains(string(b), `"ci95":[null,null]`) {
+	if err != nil || !strings.Contains(string(b), `"ci95":null`) || strings.Contains(string(b), `[null,null]`) {
 		t.Errorf("unknown intervals should be written as null: %s", b)
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil || !nan(back.Domains["os"].CI95) || nan(back.Domains["web"].CI95) {
+		t.Errorf("read back: %v os %v web %v", err, back.Domains["os"].CI95, back.Domains["web"].CI95)
 	}
 }
