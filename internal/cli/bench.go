@@ -640,25 +640,33 @@ func newBenchReportCmd() *cobra.Command {
 		strict         bool
 	)
 	cmd := &cobra.Command{
-		Use:   "report RUN --html FILE",
-		Short: "Write one self-contained HTML page for a run",
-		Long: `Write an HTML page for a run (a run directory or its judged.jsonl): the
-score table, a per-domain bar chart with 95% intervals, failures, and the
-worst samples with context, prediction against ground truth and the judge's
-weaknesses. Records are read from --data (default: the run's run.json).`,
+		Use:   "report RUN [--html FILE]",
+		Short: "Report a run: the text report on stdout, or one self-contained HTML page",
+		Long: `Report a run (a run directory or its judged.jsonl). Without --html the
+report is printed as text: the score table with 95% intervals, both
+overall figures, the failures and the trust section. With --html FILE it
+is written as one HTML page instead: the score table, a per-domain bar
+chart with 95% intervals, failures, and the worst samples with context,
+prediction against ground truth and the judge's weaknesses (records read
+from --data, default: the run's run.json).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := &bench.ScoreOptions{Strict: strict}
 			if htmlPath == "" {
-				return errors.New("missing required flag: --html")
+				rep, _, err := bench.LoadRun(args[0], opts)
+				if err != nil {
+					return err
+				}
+				return rep.WriteText(cmd.OutOrStdout())
 			}
-			if err := bench.WriteHTMLReport(args[0], htmlPath, data, &bench.ScoreOptions{Strict: strict}); err != nil {
+			if err := bench.WriteHTMLReport(args[0], htmlPath, data, opts); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintln(cmd.ErrOrStderr(), "wrote", htmlPath)
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&htmlPath, "html", "", "HTML file to write")
+	cmd.Flags().StringVar(&htmlPath, "html", "", "write the report as an HTML page to this file (default: text on stdout)")
 	cmd.Flags().StringVar(&data, "data", "", "data dir of the run (default: from run.json)")
 	cmd.Flags().BoolVar(&strict, "strict", false, "score failed samples as the lowest score instead of excluding them")
 	return cmd

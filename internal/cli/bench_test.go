@@ -337,6 +337,11 @@ func TestBenchRunJudgeAndScoreOnExamples(t *testing.T) {
 	if b, err := os.ReadFile(page); err != nil || !bytes.Contains(b, []byte("<svg ")) || !bytes.Contains(b, []byte("<html")) {
 		t.Fatalf("report page: %v (%d bytes)", err, len(b))
 	}
+	// Without --html the report is text on stdout: the score table.
+	stdout, _, err = runBenchCLI(t, "bench", "report", out)
+	if err != nil || !strings.Contains(stdout, "AgentWorldBench scores") || !strings.Contains(stdout, "95% CI") || !strings.Contains(stdout, "mcp") {
+		t.Fatalf("bench report (text): %v\n%s", err, stdout)
+	}
 
 	srv.Reset()
 	// Rerunning the whole command costs nothing.
