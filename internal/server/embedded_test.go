@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -123,5 +124,20 @@ func TestPlayAgainstServer(t *testing.T) {
 	}
 	if err := play.Play(context.Background(), &api.Client{BaseURL: h.srv.URL}, "term", strings.NewReader(""), &out); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("missing key: %v", err)
+	}
+}
+
+// TestManualNamesEveryBundledWorld: docs/simulator.md says how many worlds
+// the embedded default loads, and it is how many ship.
+func TestManualNamesEveryBundledWorld(t *testing.T) {
+	a, _ := newAppServer(t, app.Config{}, nil)
+	page, err := os.ReadFile("../../docs/simulator.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
+	n := len(a.Manager.Worlds())
+	if n >= len(words) || !strings.Contains(string(page), "the "+words[n]+" bundled example worlds") {
+		t.Errorf("docs/simulator.md does not say \"the %d bundled example worlds\" in words", n)
 	}
 }
