@@ -608,7 +608,8 @@ func (t *Terminal) capture(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	screen := NormalizeScreen(out)
+	// What a fake server sends need not be text.
+	screen := NormalizeScreen(strings.ToValidUTF8(out, "\uFFFD"))
 	if cut {
 		screen += fmt.Sprintf("\n[agentworld: the screen was cut at %d bytes]", t.opts.MaxScreenBytes)
 	}
