@@ -248,8 +248,13 @@ func (t *Terminal) prepare() error {
 		return fmt.Errorf("terminal: %w", err)
 	}
 	if os.Geteuid() == 0 {
-		// The sandbox runs as the host's nobody and must own its work dir.
-		if err := chownTree(t.work, hostNobody); err != nil {
+		// The sandbox runs as the host's nobody and must own its work dir
+		// (an empty one is not walked: the host opens nothing in it).
+		chown := func() error { return os.Lchown(t.work, hostNobody, hostNobody) }
+		if t.opts.Seed != "" {
+			chown = func() error { return chownTree(t.work, hostNobody) }
+		}
+		if err := chown(); err != nil {
 			return fmt.Errorf("terminal: %w", err)
 		}
 	}
