@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/judge"
@@ -276,4 +279,66 @@ func rowPtrs(rows []bench.Judged) []*bench.Judged {
 		out[i] = &rows[i]
 	}
 	return out
+}
+
+// TestTuringResumeAfterCancel: a turing run in both orders interrupted
+// midway resumes without asking a finished sample again and ends with the
+// rows an uninterrupted run writes.
+func TestTuringResumeAfterCancel(t *testing.T) {
+	var how atomic.Value
+	how.Store("random")
+	var asked atomic.Int32
+	var armed atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base := pairJudge(&how)
+	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		rep := base(r)
+		if armed.Load() && r.Model == "judge" && asked.Add(1) == 30 {
+			cancel()
+		}
+		return rep
+	})
+	defer srv.Close()
+	data := t.TempDir()
+	writeData(t, data, 60)
+	run := func(ctx context.Context, out string) error {
+		o := pairOptions(srv, data, out, bench.ModeTuring)
+		o.BothOrders = true
+		_, err := bench.Run(ctx, o)
+		return err
+	}
+	ref := t.TempDir()
+	if err := run(context.Background(), ref); err != nil {
+		t.Fatal(err)
+	}
+	pairs := func(dir string) map[string]*bench.PairVerdict {
+		m := map[string]*bench.PairVerdict{}
+		for _, r := range readJudged(t, filepath.Join(dir, bench.JudgedFile)) {
+			m[r.Sample] = r.Pair
+		}
+		return m
+	}
+	want := pairs(ref)
+	armed.Store(true)
+	out := t.TempDir()
+	if err := run(ctx, out); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	done := len(pairs(out))
+	if done == 0 || done == 60 {
+		t.Fatalf("%d samples finished before the interruption; the test needs some but not all", done)
+	}
+	armed.Store(false)
+	before := srv.Count()
+	if err := run(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+	// Each unfinished sample costs one model and two judge calls at most.
+	if got := srv.Count() - before; got > 3*(60-done) {
+		t.Errorf("%d requests to finish %d samples", got, 60-done)
+	}
+	if d := cmp.Diff(want, pairs(out)); d != "" {
+		t.Errorf("resumed run differs from an uninterrupted one (-want +got):\n%s", d)
+	}
 }
