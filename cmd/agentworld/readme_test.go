@@ -34,6 +34,7 @@ var readmeSkips = []struct{ match, why string }{
 	{"--model-url http://localhost:8000/v1", "needs a served world model"},
 	{"bench compare runs/aw35b", "compares the run made with the served world model above"},
 	{"--teacher-url http://localhost:8000/v1", "needs a teacher world-model server and a judge"},
+	{"--generator-url http://localhost:8000/v1", "needs a served generator model; internal/worldgen's tests run generate against a fake one"},
 	// Serve started with flags given in prose, not in a block, and a shadow
 	// session that steps a world model; internal/cli's real-environment
 	// serve tests drive both.

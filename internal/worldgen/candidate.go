@@ -112,7 +112,7 @@ func parseCandidate(p plan, answer string) (*candidate, error) {
 		if err != nil {
 			return nil, reject(RungSchema, "%v", err)
 		}
-		spec.Name = worldName(spec.Name, p.Index)
+		spec.Name = worldName(spec.Name, p.Tag)
 		c = &candidate{spec: spec}
 		for k, rt := range rc.Tasks {
 			c.tasks = append(c.tasks, &library.TaskEntry{
@@ -187,8 +187,9 @@ func checkTask(s *world.Spec, t *library.TaskEntry) error {
 }
 
 // worldName makes a generated name safe (letters, digits, '-') and unique
-// by the candidate's index.
-func worldName(name string, index int) string {
+// by the candidate's tag (its request hash's first digits), so runs with
+// other seeds or sources never reuse a name in one library.
+func worldName(name, tag string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(name) {
 		switch {
@@ -205,7 +206,7 @@ func worldName(name string, index int) string {
 	if base == "" {
 		base = "world"
 	}
-	return fmt.Sprintf("%s-%05d", base, index)
+	return base + "-" + tag
 }
 
 // noopAction is the action that ends an episode at once in a domain.

@@ -54,7 +54,8 @@ func fakeGenerator(delay time.Duration) fakellm.Handler {
 		}
 		if strings.Contains(r.Messages[0].Content, "fictional worlds") {
 			kind = "FICTION"
-			n = variationRE.FindStringSubmatch(user)[1]
+			v := variationRE.FindStringSubmatch(user)[1]
+			n = v[len(v)-3:]
 		}
 		var out string
 		switch kind {

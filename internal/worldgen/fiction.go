@@ -31,7 +31,7 @@ var searchTools = []world.Tool{
 // Each question's reference solution searches, opens the supporting
 // documents and answers.
 func buildFiction(p plan, rf *rawFiction) (*candidate, error) {
-	name := worldName(rf.Name, p.Index)
+	name := worldName(rf.Name, p.Tag)
 	facts := &fiction.Facts{Entities: rf.Entities, Relations: rf.Relations, Retrieval: &fiction.Retrieval{}}
 	if err := facts.Validate(); err != nil {
 		return nil, reject(RungSchema, "fiction: %v", err)
@@ -61,11 +61,11 @@ func buildFiction(p plan, rf *rawFiction) (*candidate, error) {
 			b.WriteString(".")
 		}
 		for _, k := range sortedKeys(e.Attributes) {
-			fmt.Fprintf(&b, " The %s of %s is %s.", words(k), e.Name, e.Attributes[k])
+			fmt.Fprintf(&b, " %s's %s: %s.", e.Name, words(k), e.Attributes[k])
 		}
 		ids := []string{e.ID}
 		for _, r := range about[e.ID] {
-			fmt.Fprintf(&b, " %s %s %s.", e.Name, words(r.Predicate), byID[r.Object].Name)
+			fmt.Fprintf(&b, " %s — %s — %s.", e.Name, words(r.Predicate), byID[r.Object].Name)
 			ids = append(ids, r.Object)
 		}
 		facts.Documents = append(facts.Documents, fiction.Document{URL: urlOf(e.ID), Title: e.Name, Text: b.String(), About: ids})
@@ -124,7 +124,7 @@ func buildFiction(p plan, rf *rawFiction) (*candidate, error) {
 			items = append(items, byID[s].Name)
 		}
 		obj := byID[k.o].Name
-		add(fmt.Sprintf("List every entity that %s %s. Answer with their names, one per line.", words(k.p), obj),
+		add(fmt.Sprintf("List every entity with the relation %q to %s. Answer with their names, one per line.", words(k.p), obj),
 			library.Hard, items, subs, words(k.p)+" "+obj)
 	}
 	// easy: one attribute of one entity
@@ -137,7 +137,7 @@ func buildFiction(p plan, rf *rawFiction) (*candidate, error) {
 			continue
 		}
 		k := ks[(p.Index+len(c.tasks))%len(ks)]
-		add(fmt.Sprintf("What is the %s of %s?", words(k), e.Name), library.Easy, []string{e.Attributes[k]}, []string{e.ID}, e.Name+" "+words(k))
+		add(fmt.Sprintf("What is %s's %s?", e.Name, words(k)), library.Easy, []string{e.Attributes[k]}, []string{e.ID}, e.Name+" "+words(k))
 	}
 	return c, nil
 }

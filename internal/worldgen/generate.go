@@ -134,8 +134,10 @@ type Stats struct {
 	AcceptedTasks  int `json:"accepted_tasks"`
 	// Reasons counts rejections by rung and reason (first 80 characters).
 	Reasons map[string]int `json:"reasons"`
-	// GeneratorRequests, PromptTokens, CompletionTokens and SimSteps are
-	// this call's spending (resumed candidates cost nothing).
+	// GeneratorRequests, PromptTokens and CompletionTokens are the
+	// generator's spending over the journal (every run into the library);
+	// SimSteps the world-model steps of the ladder's replays of the
+	// decided candidates.
 	GeneratorRequests int   `json:"generator_requests"`
 	PromptTokens      int64 `json:"prompt_tokens"`
 	CompletionTokens  int64 `json:"completion_tokens"`
@@ -154,12 +156,18 @@ type RungCount struct {
 
 // verdict is a journal line: what became of candidate I.
 type verdict struct {
-	I        int          `json:"i"`
+	I int `json:"i"`
+	// Request is the hash of the generator request: a candidate is
+	// decided when a verdict for its request exists, so a rerun with other
+	// options into the same library generates what it has not seen.
+	Request  string       `json:"request"`
 	World    string       `json:"world,omitempty"`
 	Accepted bool         `json:"accepted"`
 	Rejected *rejection   `json:"rejected,omitempty"`
 	Tasks    int          `json:"tasks"`
 	TaskRej  []taskReject `json:"task_rejections,omitempty"`
+	// SimSteps are the world-model steps its replays took.
+	SimSteps int64 `json:"sim_steps,omitempty"`
 }
 
 type taskReject struct {
@@ -171,6 +179,9 @@ type answerLine struct {
 	I       int    `json:"i"`
 	Request string `json:"request"`
 	Content string `json:"content"`
+	// PromptTokens and CompletionTokens are what the answer cost.
+	PromptTokens     int `json:"prompt_tokens,omitempty"`
+	CompletionTokens int `json:"completion_tokens,omitempty"`
 	// Err is set when the generator's answer was refused before its text
 	// (over the size cap): a verdict without content.
 	Err string `json:"error,omitempty"`
@@ -188,6 +199,9 @@ type plan struct {
 	Domain     string
 	Topic      string
 	Tasks      int
+	// Tag names the candidate's world: its request hash's first digits,
+	// set once the request is made.
+	Tag string
 }
 
 // plans derives candidate i's plan from the run seed.
@@ -369,7 +383,7 @@ func Run(ctx context.Context, dir string, opts Options) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	answers, err := readAnswers(filepath.Join(jdir, AnswersFile), decided)
+	answers, err := readAnswers(filepath.Join(jdir, AnswersFile), decided, r.stats)
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +392,7 @@ func Run(ctx context.Context, dir string, opts Options) (*Stats, error) {
 	}
 	var todo []int
 	for i := range o.Count {
-		if decided[i] {
+		if decided[o.request(o.plan(i)).Hash(o.GeneratorModel)] {
 			r.resumed.Add(1)
 		} else {
 			todo = append(todo, i)
@@ -402,7 +416,7 @@ func Run(ctx context.Context, dir string, opts Options) (*Stats, error) {
 	for range o.Concurrency {
 		wg.Go(func() {
 			for i := range work {
-				if err := r.candidate(ctx, i, answers[i]); err != nil {
+				if err := r.candidate(ctx, i, answers); err != nil {
 					failed.Add(1)
 					o.Logger.Warn("candidate failed", "i", i, "err", err)
 				}
@@ -440,22 +454,20 @@ feed:
 
 // candidate takes candidate i from the generator (or the journal's
 // answer) through the ladder into the library or a rejection.
-func (r *run) candidate(ctx context.Context, i int, cached *answerLine) error {
+func (r *run) candidate(ctx context.Context, i int, answers map[string]*answerLine) error {
 	p := r.o.plan(i)
 	req := r.o.request(p)
 	hash := req.Hash(r.o.GeneratorModel)
+	p.Tag = hash[:8]
 	content, genErr := "", ""
-	if cached != nil && cached.Request == hash {
+	if cached := answers[hash]; cached != nil {
 		content, genErr = cached.Content, cached.Err
 	} else {
 		resp, err := r.o.Generator.Complete(ctx, req)
-		r.mu.Lock()
-		r.stats.GeneratorRequests++
+		al := answerLine{I: i, Request: hash}
 		if resp != nil {
-			r.stats.PromptTokens += int64(resp.PromptTokens)
-			r.stats.CompletionTokens += int64(resp.CompletionTokens)
+			al.PromptTokens, al.CompletionTokens = resp.PromptTokens, resp.CompletionTokens
 		}
-		r.mu.Unlock()
 		switch {
 		case errors.Is(err, worldmodel.ErrResponseTooLarge):
 			genErr = fmt.Sprintf("generator answer over the response cap: %v", err)
@@ -466,20 +478,25 @@ func (r *run) candidate(ctx context.Context, i int, cached *answerLine) error {
 		default:
 			content = resp.Content
 		}
-		if err := r.ans.Append(answerLine{I: i, Request: hash, Content: content, Err: genErr}); err != nil {
+		al.Content, al.Err = content, genErr
+		if err := r.ans.Append(al); err != nil {
 			return err
 		}
+		r.mu.Lock()
+		r.stats.spent(al)
+		r.mu.Unlock()
 	}
-	v := verdict{I: i}
+	v := verdict{I: i, Request: hash}
+	steps := new(atomic.Int64) // the world-model steps of its replays
 	if genErr != "" {
 		v.Rejected = reject(RungGenerate, "%s", genErr)
-		return r.decide(v, nil)
+		return r.decide(v, steps)
 	}
 	c, err := parseCandidate(p, content)
 	var rj *rejection
 	if errors.As(err, &rj) {
 		v.Rejected = rj
-		return r.decide(v, nil)
+		return r.decide(v, steps)
 	}
 	if err != nil {
 		return err
@@ -499,12 +516,12 @@ func (r *run) candidate(ctx context.Context, i int, cached *answerLine) error {
 	}
 	if len(tasks) == 0 {
 		v.Rejected = reject(RungActions, "%v", errNoTasks)
-		return r.decide(v, nil)
+		return r.decide(v, steps)
 	}
 	// dedup: the world, then each task's instruction
 	if rj := r.dedup(c.spec, &tasks, &v); rj != nil {
 		v.Rejected = rj
-		return r.decide(v, nil)
+		return r.decide(v, steps)
 	}
 	// the simulation rungs, task by task
 	var ix *searchindex.Index
@@ -516,7 +533,7 @@ func (r *run) candidate(ctx context.Context, i int, cached *answerLine) error {
 	}
 	var kept []*library.TaskEntry
 	for _, t := range tasks {
-		if err := r.prove(ctx, c, t, ix); err != nil {
+		if err := r.prove(ctx, c, t, ix, steps); err != nil {
 			if rj := asRejection(err); rj != nil {
 				v.TaskRej = append(v.TaskRej, taskReject{ID: t.ID, rejection: *rj})
 				continue
@@ -528,13 +545,13 @@ func (r *run) candidate(ctx context.Context, i int, cached *answerLine) error {
 	if len(kept) == 0 {
 		last := v.TaskRej[len(v.TaskRej)-1]
 		v.Rejected = reject(last.Rung, "%v (last: %s)", errNoTasks, last.Reason)
-		return r.decide(v, nil)
+		return r.decide(v, steps)
 	}
 	if err := r.lib.Add(&library.WorldEntry{Spec: c.spec, Tags: tags(p), Provenance: prov}, kept); err != nil {
 		return err
 	}
 	v.Accepted, v.Tasks = true, len(kept)
-	return r.decide(v, kept)
+	return r.decide(v, steps)
 }
 
 func tags(p plan) []string {
@@ -557,7 +574,8 @@ func asRejection(err error) *rejection {
 }
 
 // decide journals a verdict and counts it.
-func (r *run) decide(v verdict, _ []*library.TaskEntry) error {
+func (r *run) decide(v verdict, steps *atomic.Int64) error {
+	v.SimSteps = steps.Load()
 	if err := r.ver.Append(v); err != nil {
 		return err
 	}
@@ -650,7 +668,7 @@ func (r *run) loadFingerprints() error {
 
 // prove runs a task's remaining rungs: initial state, answerable
 // (fiction), the reference in simulation, the trivial agents.
-func (r *run) prove(ctx context.Context, c *candidate, t *library.TaskEntry, ix *searchindex.Index) error {
+func (r *run) prove(ctx context.Context, c *candidate, t *library.TaskEntry, ix *searchindex.Index, steps *atomic.Int64) error {
 	init := world.Ending{Final: c.spec.InitialState, Observations: []string{c.spec.InitialState}}
 	if c.spec.Facts != nil {
 		init.Final += "\n" + c.spec.Facts.Render()
@@ -674,7 +692,7 @@ func (r *run) prove(ctx context.Context, c *candidate, t *library.TaskEntry, ix 
 	n := r.o.Replays
 	pass := 0
 	for k := range n {
-		ok, err := r.episode(ctx, m, spec, t.Reference, int64(k))
+		ok, err := r.episode(ctx, m, spec, t.Reference, int64(k), steps)
 		if err != nil {
 			return err
 		}
@@ -687,7 +705,7 @@ func (r *run) prove(ctx context.Context, c *candidate, t *library.TaskEntry, ix 
 	}
 	noop := []json.RawMessage{noopAction(spec.Domain)}
 	for k := range n {
-		if ok, err := r.episode(ctx, m, spec, noop, int64(100+k)); err != nil {
+		if ok, err := r.episode(ctx, m, spec, noop, int64(100+k), steps); err != nil {
 			return err
 		} else if ok {
 			return reject(RungTrivial, "a no-op agent passed (replay %d of %d)", k+1, n)
@@ -695,7 +713,7 @@ func (r *run) prove(ctx context.Context, c *candidate, t *library.TaskEntry, ix 
 	}
 	rng := rand.New(rand.NewPCG(uint64(r.o.Seed), uint64(len(t.ID))))
 	for k := range n {
-		if ok, err := r.episode(ctx, m, spec, randomAgent(spec, rng), int64(200+k)); err != nil {
+		if ok, err := r.episode(ctx, m, spec, randomAgent(spec, rng), int64(200+k), steps); err != nil {
 			return err
 		} else if ok {
 			return reject(RungTrivial, "a random agent passed (replay %d of %d)", k+1, n)
@@ -706,14 +724,14 @@ func (r *run) prove(ctx context.Context, c *candidate, t *library.TaskEntry, ix 
 
 // episode plays actions in a fresh session of spec (ending it if they do
 // not) and reports whether the success rule fired.
-func (r *run) episode(ctx context.Context, m *sim.Manager, spec *world.Spec, actions []json.RawMessage, seed int64) (bool, error) {
+func (r *run) episode(ctx context.Context, m *sim.Manager, spec *world.Spec, actions []json.RawMessage, seed int64, steps *atomic.Int64) (bool, error) {
 	rep, err := m.Create(ctx, sim.CreateRequest{WorldID: spec.Name, Seed: &seed})
 	if err != nil {
 		return false, err
 	}
 	defer m.Delete(context.WithoutCancel(ctx), rep.SessionID)
-	steps := append(slices.Clone(actions), noopAction(spec.Domain))
-	for turn, a := range steps {
+	acts := append(slices.Clone(actions), noopAction(spec.Domain))
+	for turn, a := range acts {
 		res, err := m.Step(ctx, rep.SessionID, sim.StepRequest{Action: a, Turn: turn + 1})
 		if err != nil {
 			if errors.Is(err, conversation.ErrBadAction) {
@@ -721,9 +739,9 @@ func (r *run) episode(ctx context.Context, m *sim.Manager, spec *world.Spec, act
 			}
 			return false, err
 		}
-		r.mu.Lock()
-		r.stats.SimSteps++
-		r.mu.Unlock()
+		if res.Info.Backend != "rule" { // an end action answered without the model
+			steps.Add(1)
+		}
 		if res.Terminated || res.Truncated {
 			return res.Info.RewardComponents["success"] > 0, nil
 		}
@@ -767,6 +785,7 @@ func rungIndex(r string) int {
 // before k; an accepted world survived all; tasks likewise.
 func (s *Stats) add(v verdict) {
 	s.Candidates++
+	s.SimSteps += v.SimSteps
 	if len(s.Worlds) == 0 {
 		for _, r := range Rungs {
 			s.Worlds = append(s.Worlds, RungCount{Rung: r})
@@ -776,7 +795,7 @@ func (s *Stats) add(v verdict) {
 	wk := len(Rungs)
 	if v.Rejected != nil {
 		wk = rungIndex(v.Rejected.Rung)
-		s.Reasons[v.Rejected.Rung+": "+clip(v.Rejected.Reason, 80)]++
+		s.reason(v.Rejected.Rung + ": " + clip(v.Rejected.Reason, 80))
 	}
 	for i := range s.Worlds {
 		switch {
@@ -788,7 +807,7 @@ func (s *Stats) add(v verdict) {
 	}
 	for _, tr := range v.TaskRej {
 		k := rungIndex(tr.Rung)
-		s.Reasons["task "+tr.Rung+": "+clip(tr.Reason, 80)]++
+		s.reason("task " + tr.Rung + ": " + clip(tr.Reason, 80))
 		for i := range s.Tasks {
 			switch {
 			case i < k:
@@ -805,6 +824,25 @@ func (s *Stats) add(v verdict) {
 			s.Tasks[i].Survived += v.Tasks
 		}
 	}
+}
+
+// spent counts a generator answer.
+func (s *Stats) spent(a answerLine) {
+	s.GeneratorRequests++
+	s.PromptTokens += int64(a.PromptTokens)
+	s.CompletionTokens += int64(a.CompletionTokens)
+}
+
+// maxReasons bounds the distinct reasons Stats keeps (a reason may name
+// a world); past it they are counted under their rung alone.
+const maxReasons = 200
+
+func (s *Stats) reason(r string) {
+	if _, ok := s.Reasons[r]; !ok && len(s.Reasons) >= maxReasons {
+		r, _, _ = strings.Cut(r, ":")
+		r += ": (other reasons)"
+	}
+	s.Reasons[r]++
 }
 
 func (s *Stats) finish() *Stats {
@@ -824,10 +862,10 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// readVerdicts counts the journal's verdicts and says which candidates
-// are decided.
-func (r *run) readVerdicts(path string) (map[int]bool, error) {
-	decided := map[int]bool{}
+// readVerdicts counts the journal's verdicts and says which requests are
+// decided.
+func (r *run) readVerdicts(path string) (map[string]bool, error) {
+	decided := map[string]bool{}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return decided, nil
@@ -849,17 +887,17 @@ func (r *run) readVerdicts(path string) (map[int]bool, error) {
 		if err := json.Unmarshal(line, &v); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 		}
-		if !decided[v.I] {
-			decided[v.I] = true
+		if !decided[v.Request] {
+			decided[v.Request] = true
 			r.stats.add(v)
 		}
 	}
 }
 
-// readAnswers keeps the journal's answers of undecided candidates: the
+// readAnswers keeps the journal's answers of undecided requests: the
 // generator is not asked again for them.
-func readAnswers(path string, decided map[int]bool) (map[int]*answerLine, error) {
-	out := map[int]*answerLine{}
+func readAnswers(path string, decided map[string]bool, st *Stats) (map[string]*answerLine, error) {
+	out := map[string]*answerLine{}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return out, nil
@@ -878,18 +916,21 @@ func readAnswers(path string, decided map[int]bool) (map[int]*answerLine, error)
 			return nil, err
 		}
 		var peek struct {
-			I int `json:"i"`
+			Request          string `json:"request"`
+			PromptTokens     int    `json:"prompt_tokens"`
+			CompletionTokens int    `json:"completion_tokens"`
 		}
 		if err := json.Unmarshal(line, &peek); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 		}
-		if decided[peek.I] {
+		st.spent(answerLine{PromptTokens: peek.PromptTokens, CompletionTokens: peek.CompletionTokens})
+		if decided[peek.Request] {
 			continue
 		}
 		var a answerLine
 		if err := json.Unmarshal(line, &a); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 		}
-		out[a.I] = &a
+		out[a.Request] = &a
 	}
 }
