@@ -303,3 +303,55 @@ func TestSalesReportCheckUnpacksPrivately(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackSilentTmuxServer replaces the tmux server with one that takes
+// every connection and never answers: the next step ends the episode (the
+// host's client is killed at tmuxTimeout) instead of holding the terminal,
+// and Close returns.
+func TestAttackSilentTmuxServer(t *testing.T) {
+	requireAttackTools(t)
+	t.Parallel()
+	term, _ := attackTerminal(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*tmuxTimeout)
+	defer cancel()
+	// The keys reach the real server; the capture after them meets the
+	// silent one.
+	res, err := term.Step(ctx, keys(`mv `+tmuxSock+` `+tmuxDir+`/real.sock && (setsid -f python3 /app/fake_tmux.py `+tmuxSock+` hang - >/dev/null 2>&1 </dev/null) && sleep 0.5`+"\n", 1))
+	if err != nil || !res.Terminated || !strings.Contains(res.Error, "killed") {
+		t.Fatalf("step against a silent server: %+v, %v", res, err)
+	}
+	closed := make(chan struct{})
+	go func() { term.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close did not return")
+	}
+}
+
+// TestServedTaskRewardUnforgeable serves a task through the session manager
+// and takes over the tmux socket before ending the episode: the reward
+// (the check's verdict) stays 0 for an unsolved task.
+func TestServedTaskRewardUnforgeable(t *testing.T) {
+	requireAttackTools(t)
+	t.Parallel()
+	marker := fmt.Sprintf("served-check-marker-%d", time.Now().UnixNano())
+	task := &Task{Name: "served-forge", Instruction: "write 42 to answer.txt", Seed: filepath.Join("testdata", "attack"),
+		Setup: "echo " + marker + " > marker", Check: "sleep 2\n: " + marker + "\ntest \"$(cat answer.txt)\" = 42\n"}
+	m := newManager(t, &BackendOptions{Tasks: map[string]*Task{task.Name: task}, Terminal: &TerminalOptions{TempDir: t.TempDir()}})
+	ctx := context.Background()
+	r, err := m.Create(ctx, sim.CreateRequest{World: TaskWorld(task)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	simStep(t, m, r.SessionID, keys(`mv `+tmuxSock+` `+tmuxDir+`/real.sock && (setsid -f python3 /app/fake_tmux.py `+tmuxSock+` shell /app/evil.sh >/dev/null 2>&1 </dev/null) && echo 41 > answer.txt`+"\n", 1))
+	simStep(t, m, r.SessionID, keys("true\n", 1))
+	res := simStep(t, m, r.SessionID, "[]")
+	if !res.Terminated || res.Reward != 0 || res.Info.RewardComponents["task_check"] != 0 {
+		t.Fatalf("an unsolved served task after a socket takeover: reward %v, %+v", res.Reward, res.Info)
+	}
+	var check CheckResult
+	if err := json.Unmarshal(res.Info.Extra["task_check"], &check); err != nil || check.Passed {
+		t.Fatalf("task_check %s: %v", res.Info.Extra["task_check"], err)
+	}
+}

@@ -639,6 +639,11 @@ func NormalizeScreen(s string) string {
 // (a pane id, a command name).
 const maxTmuxReply = 4 << 10
 
+// tmuxTimeout bounds one tmux client: a server that takes the connection
+// and never answers (the agent's fake) would otherwise hold the step, and
+// the terminal's lock, for ever. A real server answers in milliseconds.
+const tmuxTimeout = 30 * time.Second
+
 // tmux runs a tmux client inside the sandbox (see [sandbox.command] for
 // why never on the host) and returns at most maxTmuxReply bytes of its
 // output.
@@ -649,10 +654,11 @@ func (t *Terminal) tmux(ctx context.Context, args ...string) (string, error) {
 
 // tmuxRead runs a tmux client and returns the first limit bytes of what it
 // printed, cut at a UTF-8 boundary. The server it talks to is the agent's
-// (it may be a fake that streams without end), so past limit the client is
-// killed and cut is set: no more than limit bytes are ever held.
+// (it may be a fake that streams without end, or never answers), so past
+// limit the client is killed and cut is set: no more than limit bytes are
+// ever held; past tmuxTimeout it is killed and the call fails.
 func (t *Terminal) tmuxRead(ctx context.Context, limit int, args ...string) (out string, cut bool, err error) {
-	cctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := context.WithTimeout(ctx, tmuxTimeout)
 	defer cancel()
 	cmd := t.sb.command(cctx, kindClient, "/", append([]string{"tmux", "-S", tmuxSock}, args...)...)
 	stdout := &headBuffer{max: limit, full: cancel}

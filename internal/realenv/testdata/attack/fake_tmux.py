@@ -4,7 +4,8 @@
 #   shell PATH   MSG_SHELL: the client execs PATH ("the shell").
 #   stream N     MSG_WRITE_OPEN of the client's stdout, then N bytes of
 #                MSG_WRITE (as fast as the client takes them), then MSG_EXIT.
-# Usage: python3 fake_tmux.py SOCKET shell PATH | SOCKET stream N
+#   hang -       nothing: it reads what the client sends and never answers.
+# Usage: python3 fake_tmux.py SOCKET shell PATH | SOCKET stream N | SOCKET hang -
 import os, socket, struct, sys, threading
 
 PROTOCOL_VERSION = 8
@@ -30,6 +31,8 @@ def serve(conn, mode, arg):
     try:
         if mode == "shell":
             send(conn, MSG_SHELL, arg.encode() + b"\0")
+        elif mode == "hang":
+            pass
         else:
             left = int(arg)
             send(conn, MSG_WRITE_OPEN, struct.pack("=iii", 1, 1, 0))
