@@ -26,14 +26,14 @@ const SyncInterval = time.Second
 // (nil means json.Unmarshal) and fn receives each decoded row with its line
 // and the byte offset the line starts at. A missing file has no rows.
 //
-// A crash can leave one torn row, the last: a line without its newline
-// (every row is written with its newline in one write, so such a line was
-// never finished) or, after a power loss, a last line that does not decode.
-// Rows drops it without an error and the job computes that row again;
-// [Open] cuts an unfinished line before the next append. A line that does
-// not decode anywhere else is an error naming path:line (a
-// *trajectory.LineError). An error from fn stops the read and is returned
-// as it is.
+// A crash can leave one torn row, the last line without its newline:
+// every row is written with its newline in one write, so such a line was
+// never finished, even when it happens to decode. Rows drops it without an
+// error and the job computes that row again; [Open] cuts it before the
+// next append. A whole line that does not decode is an error naming
+// path:line (a *trajectory.LineError): it is damage a crash does not
+// cause, and skipping it would lose a row without a word. An error from fn
+// stops the read and is returned as it is.
 func Rows[T any](path string, decode func(line []byte, v *T) error, fn func(v *T, line []byte, off int64) error) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -66,9 +66,6 @@ func Rows[T any](path string, decode func(line []byte, v *T) error, fn func(v *T
 		}
 		var v T
 		if err := decode(line, &v); err != nil {
-			if _, _, next := lr.Next(); errors.Is(next, io.EOF) {
-				return nil // a last row a power loss damaged
-			}
 			return &trajectory.LineError{File: path, Line: n, Err: err}
 		}
 		if err := fn(&v, line, off); err != nil {

@@ -17,8 +17,9 @@ type row struct {
 }
 
 // TestRowsAfterACrash reads what a crash can leave: the rows a job
-// finished, never a torn last line (unfinished, or damaged by a power
-// loss), and an error naming the line for damage anywhere else.
+// finished, never a torn last line (one without its newline, even if it
+// decodes), and an error naming the line for any whole line that does not
+// decode.
 func TestRowsAfterACrash(t *testing.T) {
 	tests := []struct {
 		name, in string
@@ -28,7 +29,7 @@ func TestRowsAfterACrash(t *testing.T) {
 		{"whole rows", "{\"n\":1}\n{\"n\":2}\n", []int{1, 2}, 0},
 		{"unfinished last line that decodes", "{\"n\":1}\n{\"n\":2}", []int{1}, 0},
 		{"unfinished last line", "{\"n\":1}\n{\"n\":", []int{1}, 0},
-		{"damaged last line", "{\"n\":1}\n\x00\x00\n", []int{1}, 0},
+		{"whole last line that does not decode", "{\"n\":1}\n\x00\x00\n", nil, 2},
 		{"damaged line before the last", "{\"n\":1}\n{\"n\n{\"n\":3}\n", nil, 2},
 		{"blank lines", "\n{\"n\":1}\n\n", []int{1}, 0},
 		{"empty", "", nil, 0},

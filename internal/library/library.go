@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -371,70 +370,17 @@ func (f Filter) MatchTask(t *TaskEntry, domain string) bool {
 // ErrStop, returned by a visit function, ends a walk early without error.
 var ErrStop = errors.New("stop")
 
-// eachLine calls fn with every complete line of a shard file, naming the
-// file and line in errors. A missing shard has no lines; a torn last line
-// (a kill mid-write: no newline at its end) is skipped when fn refuses it.
-func eachLine(path string, fn func(line []byte, n int) error) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	torn := false
-	if st, err := f.Stat(); err == nil && st.Size() > 0 {
-		last := make([]byte, 1)
-		if _, err := f.ReadAt(last, st.Size()-1); err == nil {
-			torn = last[0] != '\n'
-		}
-	}
-	lr := trajectory.NewLineReader(f, path, MaxLine)
-	line, n, err := lr.Next()
-	for {
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		line = bytes.Clone(line) // the reader's slice is only valid until its next call
-		next, nn, nerr := lr.Next()
-		if ferr := fn(line, n); ferr != nil {
-			if torn && errors.Is(nerr, io.EOF) && !errors.Is(ferr, ErrStop) {
-				return nil
-			}
-			return ferr
-		}
-		line, n, err = next, nn, nerr
-	}
-}
-
 // Worlds calls fn with every world that passes f, shard by shard, holding
 // one entry at a time. A world stored twice (a generator rerun after a
 // kill) is visited at each place; [Specs] keeps the first.
 func (l *Library) Worlds(f Filter, fn func(*WorldEntry) error) error {
 	for i := range l.man.Shards {
 		p := l.shardPath(WorldsDir, i)
-		err := eachLine(p, func(line []byte, n int) error {
-			var w WorldEntry
-			if err := decodeStrict(line, &w); err != nil {
-				return fmt.Errorf("%s:%d: %w", p, n, err)
-			}
-			if w.Spec == nil {
-				return fmt.Errorf("%s:%d: spec: missing", p, n)
-			}
-			if w.Spec.Name == "" {
-				return fmt.Errorf("%s:%d: spec.name: missing", p, n)
-			}
-			if err := w.Spec.Validate(); err != nil {
-				return fmt.Errorf("%s:%d: world %s: %w", p, n, w.Spec.Name, err)
-			}
-			if !f.MatchWorld(&w) {
+		err := journal.Rows(p, decodeWorld, func(w *WorldEntry, _ []byte, _ int64) error {
+			if !f.MatchWorld(w) {
 				return nil
 			}
-			return fn(&w)
+			return fn(w)
 		})
 		if errors.Is(err, ErrStop) {
 			return nil
@@ -453,16 +399,7 @@ func (l *Library) Tasks(f Filter, fn func(t *TaskEntry, domain string) error) er
 	for i := range l.man.Shards {
 		domains := map[string]string{}
 		wp := l.shardPath(WorldsDir, i)
-		err := eachLine(wp, func(line []byte, n int) error {
-			var w struct {
-				Spec struct {
-					Name   string `json:"name"`
-					Domain string `json:"domain"`
-				} `json:"spec"`
-			}
-			if err := json.Unmarshal(line, &w); err != nil {
-				return fmt.Errorf("%s:%d: %w", wp, n, err)
-			}
+		err := journal.Rows(wp, nil, func(w *worldDomain, _ []byte, _ int64) error {
 			domains[w.Spec.Name] = strings.ToLower(w.Spec.Domain)
 			return nil
 		})
@@ -470,22 +407,24 @@ func (l *Library) Tasks(f Filter, fn func(t *TaskEntry, domain string) error) er
 			return err
 		}
 		tp := l.shardPath(TasksDir, i)
-		err = eachLine(tp, func(line []byte, n int) error {
-			var t TaskEntry
-			if err := decodeStrict(line, &t); err != nil {
-				return fmt.Errorf("%s:%d: %w", tp, n, err)
+		decodeTask := func(line []byte, t *TaskEntry) error {
+			if err := decodeStrict(line, t); err != nil {
+				return err
 			}
 			if err := t.Validate(); err != nil {
-				return fmt.Errorf("%s:%d: task %s: %w", tp, n, t.ID, err)
+				return fmt.Errorf("task %s: %w", t.ID, err)
 			}
-			d, ok := domains[t.World]
-			if !ok {
-				return fmt.Errorf("%s:%d: task %s: world %q is not in the library", tp, n, t.ID, t.World)
+			if _, ok := domains[t.World]; !ok {
+				return fmt.Errorf("task %s: world %q is not in the library", t.ID, t.World)
 			}
-			if !f.MatchTask(&t, d) {
+			return nil
+		}
+		err = journal.Rows(tp, decodeTask, func(t *TaskEntry, _ []byte, _ int64) error {
+			d := domains[t.World]
+			if !f.MatchTask(t, d) {
 				return nil
 			}
-			return fn(&t, d)
+			return fn(t, d)
 		})
 		if errors.Is(err, ErrStop) {
 			return nil
@@ -495,6 +434,31 @@ func (l *Library) Tasks(f Filter, fn func(t *TaskEntry, domain string) error) er
 		}
 	}
 	return nil
+}
+
+// decodeWorld reads a line of a worlds shard: a valid world spec.
+func decodeWorld(line []byte, w *WorldEntry) error {
+	if err := decodeStrict(line, w); err != nil {
+		return err
+	}
+	if w.Spec == nil {
+		return errors.New("spec: missing")
+	}
+	if w.Spec.Name == "" {
+		return errors.New("spec.name: missing")
+	}
+	if err := w.Spec.Validate(); err != nil {
+		return fmt.Errorf("world %s: %w", w.Spec.Name, err)
+	}
+	return nil
+}
+
+// worldDomain is what Tasks reads of a world: its name and domain.
+type worldDomain struct {
+	Spec struct {
+		Name   string `json:"name"`
+		Domain string `json:"domain"`
+	} `json:"spec"`
 }
 
 func decodeStrict(b []byte, v any) error {
