@@ -9,7 +9,8 @@
 # It prints MB/s (wall clock and CPU time) of the peer, of agentworld with
 # one worker on one core (GOMAXPROCS=1) and with --workers 2, the ratios,
 # the peak RSS of each, and checks that both produce identical output.
-# Targets: ≥5× single core, ≥8× with two workers, flat memory.
+# Target: ≥20× the peer in CPU time on one core (wall-clock ratios swing
+# with the machine's load; CPU time does not), flat memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE=100MB
@@ -62,8 +63,8 @@ for n in peer one two; do
 	printf '%-28s %10s %10s %12s\n' "$label" "$(mbs "${!w}")" "$(mbs "${!c}")" "$((${!r} / 1024))"
 done
 echo "outputs identical (peer vs agentworld, 1 vs 2 workers): $agree"
-printf 'ratio, 1 worker:  %.1fx wall  (%.1fx CPU)   target >= 5x\n' "$(echo "$peer_wall / $one_wall" | bc -l)" "$(echo "$peer_cpu / $one_cpu" | bc -l)"
-printf 'ratio, 2 workers: %.1fx wall                 target >= 8x\n' "$(echo "$peer_wall / $two_wall" | bc -l)"
+printf 'ratio, 1 worker:  %.1fx CPU, one core   target >= 20x  (%.1fx wall)\n' "$(echo "$peer_cpu / $one_cpu" | bc -l)" "$(echo "$peer_wall / $one_wall" | bc -l)"
+printf 'ratio, 2 workers: %.1fx wall\n' "$(echo "$peer_wall / $two_wall" | bc -l)"
 
 # Memory: the same command on a larger corpus must peak at about the same RSS.
 rm -f "$WORK/peer.jsonl" "$WORK/one.jsonl" "$WORK/two.jsonl" "$WORK/corpus.jsonl"

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -363,9 +364,68 @@ func newDataExpandCmd() *cobra.Command {
 	return cmd
 }
 
+// exportMixed writes the world-model RL rows to a file beside --out, then
+// the mix of them and the agent's rows to --out.
+func exportMixed(cmd *cobra.Command, args []string, ef *expandFlags, xo *expand.ExpandOptions, eo *trainset.ExportOptions, opts *datapipe.Options, mixRows string, ratio float64) error {
+	if ef.out == "" || ef.out == "-" {
+		return flagErr("out", fmt.Errorf("--mix-rows writes a file: give --out FILE.jsonl"))
+	}
+	if !(ratio > 0 && ratio < 1) {
+		return flagErr("mix-ratio", fmt.Errorf("%v: with --mix-rows, the share of your rows in the output, strictly between 0 and 1", ratio))
+	}
+	wm := ef.out + ".world-model.jsonl"
+	var sum *datapipe.Summary
+	var err error
+	if err := runToOutput(cmd, wm, func(ctx context.Context, w io.Writer) (*datapipe.Summary, error) {
+		sum, err = trainset.Export(ctx, args, w, xo, eo, opts)
+		return sum, err
+	}); err != nil {
+		return err
+	}
+	defer os.Remove(wm)
+	var ms *trainset.MixSummary
+	if err := runToOutput(cmd, ef.out, func(ctx context.Context, w io.Writer) (*datapipe.Summary, error) {
+		ms, err = trainset.MixRL(wm, mixRows, w, ratio, xo.Seed)
+		return nil, err
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "mix: %d world-model rows (of %d) and %d of yours (of %d): %.1f%% yours (--mix-ratio %g), seed %d\n",
+		ms.WorldModel, ms.WorldModelAvailable, ms.Agent, ms.AgentAvailable, 100*ms.Ratio, ratio, xo.Seed)
+	return ef.writeMeta("rl-jsonl-mix", xo, sum)
+}
+
+// rlFormat is the layout of RL rows: --format when given, else the --out
+// suffix; anything else is refused rather than guessed.
+func rlFormat(flag, out string) (trainset.Format, string, error) {
+	name := strings.ToLower(flag)
+	if name == "" {
+		switch ext := strings.ToLower(filepath.Ext(out)); {
+		case out == "" || out == "-":
+			name = "jsonl" // stdout: JSON lines
+		case ext == ".parquet":
+			name = "parquet"
+		case ext == ".jsonl":
+			name = "jsonl"
+		default:
+			return 0, "", flagErr("format", fmt.Errorf("--out %s: the RL layout follows the suffix (.parquet or .jsonl); for another name give --format parquet or jsonl", out))
+		}
+	}
+	switch name {
+	case "parquet":
+		if out == "" || out == "-" {
+			return 0, "", flagErr("out", fmt.Errorf("Parquet goes to a file: give --out FILE.parquet"))
+		}
+		return trainset.FormatVerl, "verl", nil
+	case "jsonl":
+		return trainset.FormatRLJSONL, "rl-jsonl", nil
+	}
+	return 0, "", flagErr("format", fmt.Errorf("%q: want parquet or jsonl", flag))
+}
+
 func newDataExportCmd() *cobra.Command {
 	var ef expandFlags
-	var split, style, trainer string
+	var split, style, trainer, rlOut, mixRows string
 	var cpt trainset.CPTOptions
 	var sampled bool
 	cmd := &cobra.Command{
@@ -399,15 +459,19 @@ before the answer for swift, llamafactory-v0, trl, chat and cpt, the
 				return flagErr("trainer", err)
 			}
 			eo := &trainset.ExportOptions{Format: tr.Format(), KeepDuplicates: ef.keepDup, Split: split, RewardStyle: style, Sampled: sampled}
-			if xo.Mode == expand.RL {
-				eo.Format = trainset.FormatVerl
-				if ef.out == "" || ef.out == "-" {
-					return fmt.Errorf("export --mode rl writes Parquet: give --out FILE.parquet")
-				}
-			}
 			format := tr.String()
 			if xo.Mode == expand.RL {
-				format = "verl"
+				if eo.Format, format, err = rlFormat(rlOut, ef.out); err != nil {
+					return err
+				}
+			} else if rlOut != "" {
+				return flagErr("format", fmt.Errorf("--format is for --mode rl (sft layouts are chosen with --trainer)"))
+			}
+			if mixRows != "" {
+				if xo.Mode != expand.RL || eo.Format != trainset.FormatRLJSONL {
+					return flagErr("mix-rows", fmt.Errorf("mixes RL rows as JSON lines: use --mode rl with --out FILE.jsonl (each row keeps its own fields, which one Parquet schema cannot hold)"))
+				}
+				return exportMixed(cmd, args, &ef, xo, eo, opts, mixRows, cpt.CorpusRatio)
 			}
 			var sum *datapipe.Summary
 			if err := runToOutput(cmd, ef.out, func(ctx context.Context, w io.Writer) (*datapipe.Summary, error) {
@@ -420,11 +484,13 @@ before the answer for swift, llamafactory-v0, trl, chat and cpt, the
 		},
 	}
 	ef.add(cmd, "output file (default stdout; required for rl Parquet)")
+	cmd.Flags().StringVar(&rlOut, "format", "", "--mode rl: parquet (verl's layout) or jsonl (the same rows as JSON lines); default: from the --out suffix (.parquet, .jsonl)")
 	cmd.Flags().StringVar(&split, "split", "train", "extra_info.split of rl rows")
 	cmd.Flags().StringVar(&style, "reward-style", "model", "reward_model.style of rl rows")
 	cmd.Flags().Int64Var(&cpt.ShardBytes, "shard-bytes", 256<<20, "--mode cpt: largest shard file in bytes (a single larger document gets a shard alone)")
 	cmd.Flags().StringSliceVar(&cpt.Corpus, "mix-corpus", nil, "--mode cpt: your own documents to mix in (JSONL with a text field, or .txt/.md files)")
-	cmd.Flags().Float64Var(&cpt.CorpusRatio, "mix-ratio", 0, "--mode cpt: share of estimated tokens from --mix-corpus, in [0, 1)")
+	cmd.Flags().Float64Var(&cpt.CorpusRatio, "mix-ratio", 0, "--mode cpt: share of estimated tokens from --mix-corpus, in [0, 1); --mode rl: share of rows from --mix-rows, in (0, 1)")
+	cmd.Flags().StringVar(&mixRows, "mix-rows", "", "--mode rl: your agent's own RL rows (JSONL, each with a data_source not starting with agentworld/) to interleave with the world-model rows, --mix-ratio of the output, seeded by --seed (the LWM warm-up recipe, docs/sim-rl.md)")
 	cmd.Flags().BoolVar(&sampled, "sampled", false, "inputs are agentworld data sample's selected set (its sft.jsonl): teacher targets with reasoning, one sample per line")
 	cmd.Flags().StringVar(&trainer, "trainer", "swift", "sft layout: swift or llamafactory (one sample per trajectory, exact per-turn weights); llamafactory-v0 or trl (per-turn samples, weights approximated by seeded sampling); chat (per-turn, weights not applied)")
 	return cmd

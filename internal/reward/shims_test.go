@@ -30,9 +30,14 @@ func TestTrainerShims(t *testing.T) {
 	_ = os.WriteFile(filepath.Join(stub, "swift", "__init__.py"), nil, 0o644)
 	_ = os.WriteFile(filepath.Join(stub, "swift", "rewards.py"), []byte("class ORM:\n    pass\norms = {}\n"), 0o644)
 	script := `
-import json, sys
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
-from verl_reward import compute_score
+import importlib.util, json, os, sys
+sys.path[:0] = [sys.argv[2]]
+# verl loads the reward file by path (verl/utils/import_utils.py), its folder not on sys.path
+spec = importlib.util.spec_from_file_location("custom_module", os.path.join(sys.argv[1], "verl_reward.py"))
+verl_reward = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(verl_reward)
+compute_score = verl_reward.compute_score
+sys.path[:0] = [sys.argv[1]]
 from trl_reward import agentworld_reward
 import swift_orm
 from swift.rewards import orms
@@ -51,6 +56,8 @@ ei = {"action": action, "messages": history, "id": "t#2", "num_turns": None}
 rm = {"ground_truth": truth, "style": "model"}
 out = {
     "verl": compute_score("agentworld/terminal", good, truth, ei),
+    # a warm-up mix: an agent's own row goes to its own reward function
+    "verl_other": compute_score("openai/gsm8k", "42", "42", {"index": 1}),
     "trl": agentworld_reward(prompts=[prompt, prompt], completions=[[{"role": "assistant", "content": good}], [{"role": "assistant", "content": bad}]],
                              completion_ids=[[], []], data_source=["agentworld/terminal"] * 2, reward_model=[rm, rm], extra_info=[ei, ei],
                              trainer_state=None, log_extra=None, log_metric=lambda k, v: None),
@@ -58,8 +65,14 @@ out = {
 }
 print(json.dumps(out))
 `
+	other := filepath.Join(stub, "mine.py")
+	_ = os.WriteFile(other, []byte("def score(data_source, solution_str, ground_truth, extra_info=None, **kw):\n    return {'score': 7.0, 'source': data_source}\n"), 0o644)
+	// verl loads the reward file by path: run it from elsewhere, with only
+	// the stubs on sys.path, so its own import of agentworld_reward must
+	// find its folder by itself.
 	cmd := exec.Command(py, "-c", script, dir, stub)
-	cmd.Env = append(os.Environ(), "AGENTWORLD_REWARD_URL="+srv.URL, "AGENTWORLD_API_KEY=secret")
+	cmd.Dir = stub
+	cmd.Env = append(os.Environ(), "AGENTWORLD_REWARD_URL="+srv.URL, "AGENTWORLD_API_KEY=secret", "AGENTWORLD_OTHER_REWARD="+other+":score")
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b)
@@ -72,12 +85,16 @@ print(json.dumps(out))
 		t.Errorf("%d judge calls, %d of them with the history; want 2 and 2", n, rec.withHistory.Load())
 	}
 	var got struct {
-		Verl  map[string]any `json:"verl"`
-		TRL   []float64      `json:"trl"`
-		Swift []float64      `json:"swift"`
+		Verl      map[string]any `json:"verl"`
+		VerlOther map[string]any `json:"verl_other"`
+		TRL       []float64      `json:"trl"`
+		Swift     []float64      `json:"swift"`
 	}
 	if err := json.Unmarshal([]byte(strings.TrimSpace(string(b))), &got); err != nil {
 		t.Fatalf("%v: %s", err, b)
+	}
+	if got.VerlOther["score"] != 7.0 || got.VerlOther["source"] != "openai/gsm8k" {
+		t.Errorf("a row that is not the world model's reached %v, want the user's reward function", got.VerlOther)
 	}
 	want := []float64{25, 0.9 * 16}
 	if got.Verl["score"] != 25.0 || got.Verl["rule"] != 25.0 || len(got.TRL) != 2 || got.TRL[0] != want[0] || got.TRL[1] != want[1] || len(got.Swift) != 2 || got.Swift[1] != want[1] {

@@ -40,7 +40,13 @@ const (
 	FormatChatSampled
 	// FormatTRL writes TRLLines sampled the same way (TrainerTRL).
 	FormatTRL
+	// FormatRLJSONL writes the RL rows of FormatVerl as JSON lines, for
+	// trainers that read RL prompts from JSONL (OpenRLHF, ms-swift, slime).
+	FormatRLJSONL
 )
+
+// IsRL reports whether f writes RL rows.
+func (f Format) IsRL() bool { return f == FormatVerl || f == FormatRLJSONL }
 
 // ChatMessage is a message of a ChatLine. Loss is set on assistant
 // messages only: false on history observations (context, not targets) and
@@ -215,7 +221,7 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *expand.Expan
 	if e.RowGroupBytes <= 0 {
 		e.RowGroupBytes = 64 << 20
 	}
-	if e.Sampled && e.Format == FormatVerl {
+	if e.Sampled && e.Format.IsRL() {
 		return nil, fmt.Errorf("the sampled set holds SFT targets; RL prompts come from trajectories (export them in mode rl)")
 	}
 	if e.Format.perTrajectory() && xo != nil && xo.Mode != expand.SFT && !e.Sampled {
@@ -254,7 +260,7 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *expand.Expan
 			}
 			var err error
 			switch e.Format {
-			case FormatVerl:
+			case FormatVerl, FormatRLJSONL:
 				row := RLRowOf(s, e.Split, e.RewardStyle)
 				it.row = &row
 			case FormatChat, FormatChatSampled:
@@ -321,6 +327,19 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *expand.Expan
 					continue
 				}
 				seen[it.hash] = struct{}{}
+			}
+			if it.row != nil && pw == nil {
+				it.row.ExtraInfo.Index = sum.Written
+				line, err := trajectory.Marshal(it.row)
+				if err != nil {
+					return err
+				}
+				if _, err := out.Write(append(line, '\n')); err != nil {
+					return err
+				}
+				sum.Written++
+				sum.Pinned(it.pin, 1)
+				continue
 			}
 			if it.row != nil {
 				it.row.ExtraInfo.Index = sum.Written
