@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -126,25 +127,45 @@ func (jd *judger) judgePair(ctx context.Context, rec *trajectory.Record, p Predi
 	if jd.both {
 		orders = append(orders, [2]side{second, first})
 	}
+	// Both orders are asked at once: they are independent questions, and
+	// a sample then waits for one judge latency instead of two (the
+	// endpoint sees up to two requests per sample in flight).
+	type result struct {
+		a       answer
+		letter  string
+		generic bool
+		err     error
+	}
+	res := make([]result, len(orders))
+	var wg sync.WaitGroup
+	for i, o := range orders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msgs, generic := jd.pair.PairMessages(jd.mode, rec, o[0].text, o[1].text)
+			r := &res[i]
+			r.generic = generic
+			r.a, r.err = jd.ask(ctx, msgs, func(out string) (err error) {
+				r.letter, err = jd.pair.ParseChoice(out)
+				return err
+			})
+		}()
+	}
+	wg.Wait()
 	j.Pair = &PairVerdict{}
-	for _, o := range orders {
-		msgs, generic := jd.pair.PairMessages(jd.mode, rec, o[0].text, o[1].text)
-		j.GenericJudge = generic
-		var letter string
-		a, err := jd.ask(ctx, msgs, func(out string) (err error) {
-			letter, err = jd.pair.ParseChoice(out)
-			return err
-		})
-		if err != nil {
-			return j, err
+	for i, o := range orders {
+		r := res[i]
+		if r.err != nil {
+			return j, r.err
 		}
-		pj := PairJudgment{A: o[0].name, Output: a.output, Attempts: a.attempts}
-		j.Attempts += a.attempts
-		j.JudgeOutput = a.output
-		if a.ok {
-			pj.Answer = letter
+		j.GenericJudge = r.generic
+		pj := PairJudgment{A: o[0].name, Output: r.a.output, Attempts: r.a.attempts}
+		j.Attempts += r.a.attempts
+		j.JudgeOutput = r.a.output
+		if r.a.ok {
+			pj.Answer = r.letter
 		} else if j.Failure == "" {
-			j.Failure, j.Error = a.failure(jd, p)
+			j.Failure, j.Error = r.a.failure(jd, p)
 		}
 		j.Pair.Judgments = append(j.Pair.Judgments, pj)
 	}
