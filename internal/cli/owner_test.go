@@ -43,10 +43,7 @@ func TestSecondServeOnOneDBIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := owner.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = owner.Process.Kill(); _ = owner.Wait() })
+	testkit.StartChild(t, owner)
 	serving := make(chan bool, 1)
 	go func() { // ends when the owner's stderr closes (it exits or is killed)
 		sc := bufio.NewScanner(stderr)

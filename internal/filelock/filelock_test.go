@@ -63,10 +63,7 @@ func TestLockHeldByAnotherProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testkit.StartChild(t, cmd)
 	buf := make([]byte, 7)
 	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "locked\n" {
 		t.Fatalf("helper did not lock: %q %v", buf, err)

@@ -214,10 +214,7 @@ func startServeProcess(t testing.TB, modelURL, dbPath string, env ...string) *se
 	cmd := testkit.Child("TestHelperServeProcess", "AGENTWORLD_TEST_SERVE_DB="+dbPath, "AGENTWORLD_TEST_SERVE_MODEL="+modelURL, "AGENTWORLD_TEST_SERVE_ADDR="+addrFile)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testkit.StartChild(t, cmd)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if b, err := os.ReadFile(addrFile); err == nil {

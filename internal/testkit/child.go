@@ -36,3 +36,13 @@ func ChildEnv(t testing.TB, key, parent string) string {
 	}
 	return v
 }
+
+// StartChild starts cmd (a [Child]) and, when the test ends, kills it and
+// waits for it, so that no child outlives its test whatever the test did.
+func StartChild(t testing.TB, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+}
