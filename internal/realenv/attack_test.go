@@ -58,6 +58,13 @@ func attackTerminal(t *testing.T, opts *TerminalOptions) (*Terminal, *Task) {
 	return term, task
 }
 
+// takeover is the shell line that moves the real tmux socket aside and
+// starts the fake server in its place (mode and arg as fake_tmux.py takes
+// them), returning once the fake listens.
+func takeover(mode, arg string) string {
+	return `mv ` + tmuxSock + ` ` + tmuxDir + `/real.sock && (setsid -f python3 /app/fake_tmux.py ` + tmuxSock + ` ` + mode + ` ` + arg + ` >/dev/null 2>&1 </dev/null) && until [ -S ` + tmuxSock + ` ]; do sleep 0.1; done`
+}
+
 // forgerLine starts the forger as a daemon; it runs for a minute.
 const forgerLine = `setsid -f python3 /app/forge.py /app/marker 60 /app/forge.log >/dev/null 2>&1 </dev/null`
 
@@ -71,7 +78,6 @@ func TestAttacksCannotForgeCheck(t *testing.T) {
 	requireAttackTools(t)
 	t.Parallel()
 	daemons := forgerLine + `; tmux -S ` + tmuxSock + ` run-shell -b 'python3 /app/forge.py /app/marker 60 /app/forge.log >/dev/null 2>&1'`
-	takeover := `mv ` + tmuxSock + ` ` + tmuxDir + `/real.sock && (setsid -f python3 /app/fake_tmux.py ` + tmuxSock + ` shell /app/evil.sh >/dev/null 2>&1 </dev/null) && sleep 0.5`
 	cases := []struct {
 		name  string
 		setup string // a client's setup script (plain terminal)
@@ -81,7 +87,7 @@ func TestAttacksCannotForgeCheck(t *testing.T) {
 		{name: "control"},
 		{name: "agent daemon", agent: daemons},
 		{name: "setup daemon", setup: daemons},
-		{name: "socket takeover", agent: takeover, shell: true},
+		{name: "socket takeover", agent: takeover("shell", "/app/evil.sh"), shell: true},
 	}
 	for _, c := range cases {
 		for _, answer := range []string{"41", "42"} {
@@ -148,14 +154,14 @@ func TestAttackPtraceOfNamedCheck(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		task.Check = "sleep 10\n: " + marker + "\nexit 1\n"
+		task.Check = "sleep 15\n: " + marker + "\nexit 1\n"
 		c, err := runCheck(context.Background(), term, task, time.Minute)
 		done <- result{c, err}
 	}()
 	checkNS := ino(term.sb.ns[fdCheckUser-3])
 	var pids []int // in the check's pid namespace
 	var hostPid int
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	for len(pids) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("never found the check's processes (found %v)", pids)
@@ -312,13 +318,25 @@ func TestAttackSilentTmuxServer(t *testing.T) {
 	requireAttackTools(t)
 	t.Parallel()
 	term, _ := attackTerminal(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*tmuxTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*tmuxTimeout)
 	defer cancel()
-	// The keys reach the real server; the capture after them meets the
-	// silent one.
-	res, err := term.Step(ctx, keys(`mv `+tmuxSock+` `+tmuxDir+`/real.sock && (setsid -f python3 /app/fake_tmux.py `+tmuxSock+` hang - >/dev/null 2>&1 </dev/null) && sleep 0.5`+"\n", 1))
-	if err != nil || !res.Terminated || !strings.Contains(res.Error, "killed") {
+	// The keys reach the real server; the capture after them may meet the
+	// silent one already, which ends the episode.
+	res, err := term.Step(ctx, keys(takeover("hang", "-")+"\n", 1))
+	if err != nil || (res.Terminated && !strings.Contains(res.Error, "killed")) {
 		t.Fatalf("step against a silent server: %+v, %v", res, err)
+	}
+	for !res.Terminated {
+		if _, err := term.Screen(ctx); err != nil {
+			if !strings.Contains(err.Error(), "killed") {
+				t.Fatalf("capture from a silent server: %v", err)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the fake server never came up")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	closed := make(chan struct{})
 	go func() { term.Close(); close(closed) }()
@@ -344,9 +362,14 @@ func TestServedTaskRewardUnforgeable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	simStep(t, m, r.SessionID, keys(`mv `+tmuxSock+` `+tmuxDir+`/real.sock && (setsid -f python3 /app/fake_tmux.py `+tmuxSock+` shell /app/evil.sh >/dev/null 2>&1 </dev/null) && echo 41 > answer.txt`+"\n", 1))
-	simStep(t, m, r.SessionID, keys("true\n", 1))
-	res := simStep(t, m, r.SessionID, "[]")
+	// Whichever step first meets the fake server (or the moment without
+	// one) may end the episode; the check runs then.
+	var res *sim.StepResult
+	for _, a := range []string{keys("echo 41 > answer.txt && "+takeover("shell", "/app/evil.sh")+"\n", 1), keys("true\n", 1), "[]"} {
+		if res = simStep(t, m, r.SessionID, a); res.Terminated {
+			break
+		}
+	}
 	if !res.Terminated || res.Reward != 0 || res.Info.RewardComponents["task_check"] != 0 {
 		t.Fatalf("an unsolved served task after a socket takeover: reward %v, %+v", res.Reward, res.Info)
 	}

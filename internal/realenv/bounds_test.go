@@ -107,7 +107,7 @@ func TestHelperHostileScreens(t *testing.T) {
 	// capture of about 100 MB. agentRun returns once the shell has printed
 	// them all.
 	measure("filled 10000x10000 window", `tmux -S `+tmuxSock+` set -g window-size manual && tmux -S `+tmuxSock+` resize-window -x 10000 -y 10000 && python3 -c "import sys; sys.stdout.write(('x' * 9999 + '\n') * 10000)"`)
-	measure("fake tmux server streaming 1 GB", `mv `+tmuxSock+` `+tmuxDir+`/real.sock && (setsid -f python3 /app/fake_tmux.py `+tmuxSock+` stream 1073741824 >/dev/null 2>&1 </dev/null) && sleep 0.5`)
+	measure("fake tmux server streaming 1 GB", takeover("stream", "1073741824"))
 	b, _ := json.Marshal(reps)
 	if err := os.WriteFile(out, b, 0o644); err != nil {
 		t.Fatal(err)

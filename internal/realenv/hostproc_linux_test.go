@@ -133,7 +133,7 @@ func TestHelperHostOpens(t *testing.T) {
 	}
 	// A fake tmux server: the host's clients now run evil.sh.
 	step(t, term, keys(`cat > /tmp/fake.py <<'EOF'`+"\n"+fakeServerForHostTest+"\nEOF\n", 0.3))
-	step(t, term, keys(`mv `+tmuxSock+` `+tmuxDir+`/real.sock && (setsid -f python3 /tmp/fake.py `+tmuxSock+` >/dev/null 2>&1 </dev/null) && sleep 0.5`+"\n", 1))
+	step(t, term, keys(`mv `+tmuxSock+` `+tmuxDir+`/real.sock && (setsid -f python3 /tmp/fake.py `+tmuxSock+` >/dev/null 2>&1 </dev/null) && until [ -S `+tmuxSock+` ]; do sleep 0.1; done`+"\n", 1))
 	for range 3 {
 		term.Screen(ctx)
 	}
