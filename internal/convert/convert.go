@@ -15,9 +15,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentworld/agentworld/internal/datapipe"
-
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )

@@ -9,11 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/datapipe"
-
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )

@@ -7,11 +7,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/expand"
-
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/datapipe"
-
 	"github.com/agentworld/agentworld/internal/testkit"
 )
 

@@ -13,10 +13,9 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/agentworld/agentworld/internal/masking"
-
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/masking"
 	"github.com/agentworld/agentworld/internal/promptlib"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )

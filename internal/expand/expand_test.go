@@ -7,16 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/datapipe"
-	"github.com/agentworld/agentworld/internal/expand"
-	"github.com/agentworld/agentworld/internal/trainset"
-
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/examples"
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/datapipe"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/testkit"
+	"github.com/agentworld/agentworld/internal/trainset"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 )

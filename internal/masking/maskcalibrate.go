@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentworld/agentworld/internal/datapipe"
-
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/datapipe"
-
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentworld/agentworld/internal/datapipe"
 )
 
 // TestCalibrateRoundTrip calibrates on the bundled test corpus, writes the

@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/agentworld/agentworld/internal/datapipe"
-
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 

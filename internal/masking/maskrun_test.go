@@ -10,12 +10,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/datapipe"
-
 	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/testkit"
 )
 

@@ -12,11 +12,10 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/masking"
-
-	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 

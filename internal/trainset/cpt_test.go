@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/expand"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // readShards reads every shard the manifest lists, checking each file's

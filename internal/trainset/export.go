@@ -10,12 +10,11 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/agentworld/agentworld/internal/datapipe"
-	"github.com/agentworld/agentworld/internal/expand"
-
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/datapipe"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 

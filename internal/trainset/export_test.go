@@ -8,13 +8,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/datapipe"
-	"github.com/agentworld/agentworld/internal/expand"
-
 	"github.com/google/go-cmp/cmp"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/datapipe"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/testkit"
 )
 

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/agentworld/agentworld/internal/expand"
-
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/expand"
 )
 
 // Trainer names the SFT trainer a `--mode sft` export is shaped for. The

@@ -10,13 +10,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/datapipe"
-	"github.com/agentworld/agentworld/internal/expand"
-	"github.com/agentworld/agentworld/internal/masking"
-
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/datapipe"
+	"github.com/agentworld/agentworld/internal/expand"
+	"github.com/agentworld/agentworld/internal/masking"
 )
 
 // maskWeights runs `data mask` on a file and returns each turn's weight

@@ -5,10 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/expand"
-
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 

@@ -6,10 +6,9 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/expand"
-
-	"github.com/agentworld/agentworld/internal/conversation"
 )
 
 // sampledRNG is the seeded draw of a sampled-set line for the formats that

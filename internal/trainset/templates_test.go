@@ -11,12 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentworld/agentworld/internal/datapipe"
-	"github.com/agentworld/agentworld/internal/expand"
-
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/promptlib"
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
