@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -91,7 +92,7 @@ type inferer struct {
 	model    worldmodel.Completer
 	name     string
 	settings InferSettings
-	cache    *Cache
+	cache    *answercache.Cache
 	// tmpl re-renders system prompts (nil: sent as they are); data is the
 	// data dir or file, for naming a row that fails to re-render.
 	tmpl *Template

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -75,7 +76,7 @@ type judger struct {
 	both      bool
 	seed      uint64
 	settings  JudgeSettings
-	cache     *Cache
+	cache     *answercache.Cache
 	attempts  int
 	retryWait time.Duration
 }

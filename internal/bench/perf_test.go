@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
@@ -247,7 +248,7 @@ func BenchmarkRun840(b *testing.B) {
 					}
 				}
 				if cacheOn {
-					c, err := bench.OpenCache(filepath.Join(o.Out, bench.CacheDir), nil)
+					c, err := answercache.OpenCache(filepath.Join(o.Out, bench.CacheDir), nil)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/filelock"
 	"github.com/agentworld/agentworld/internal/testkit"
@@ -388,7 +389,7 @@ func TestCacheMakesRerunFree(t *testing.T) {
 	writeData(t, data, 21)
 	out1 := t.TempDir()
 	o := options(srv, data, out1)
-	cache, err := bench.OpenCache(filepath.Join(out1, bench.CacheDir), nil)
+	cache, err := answercache.OpenCache(filepath.Join(out1, bench.CacheDir), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +406,7 @@ func TestCacheMakesRerunFree(t *testing.T) {
 	srv.Reset()
 	out2 := t.TempDir()
 	o = options(srv, data, out2)
-	o.Cache, _ = bench.OpenCache(filepath.Join(out1, bench.CacheDir), nil)
+	o.Cache, _ = answercache.OpenCache(filepath.Join(out1, bench.CacheDir), nil)
 	sum, err := bench.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -441,7 +442,7 @@ func TestCacheSkipsTruncated(t *testing.T) {
 	dir := t.TempDir()
 	for range 2 {
 		o := options(srv, data, t.TempDir())
-		o.Cache, _ = bench.OpenCache(dir, nil)
+		o.Cache, _ = answercache.OpenCache(dir, nil)
 		if _, err := bench.Run(context.Background(), o); err != nil {
 			t.Fatal(err)
 		}
@@ -721,14 +722,14 @@ func TestRulesJudgingFreesTheSlot(t *testing.T) {
 // without being counted, and with one the key is the request's hash.
 func TestNoCacheNoKey(t *testing.T) {
 	req := worldmodel.Request{Messages: []worldmodel.Message{{Role: "user", Content: strings.Repeat("x", 1<<16)}}}
-	var none *bench.Cache
+	var none *answercache.Cache
 	if k := none.Key(req, "wm"); k != "" {
 		t.Errorf("a nil cache made key %q", k)
 	}
 	if _, ok := none.Get(""); ok || none.Hits() != 0 || none.Misses() != 0 {
 		t.Errorf("a nil cache answered or counted: hits %d misses %d", none.Hits(), none.Misses())
 	}
-	c, err := bench.OpenCache(t.TempDir(), nil)
+	c, err := answercache.OpenCache(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

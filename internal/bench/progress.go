@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/answercache"
 	progressline "github.com/agentworld/agentworld/internal/progress"
 )
 
@@ -17,7 +18,7 @@ type progress struct {
 	interval time.Duration
 	ticker   *progressline.Ticker
 	// cache's damaged lines are shown once there are some (nil: none).
-	cache *Cache
+	cache *answercache.Cache
 
 	mu                           sync.Mutex
 	total, done, failed, resumed int

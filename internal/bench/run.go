@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/trajectory"
@@ -129,7 +130,7 @@ type Options struct {
 	Strict bool
 
 	// Cache stores responses; nil calls the endpoints every time.
-	Cache *Cache
+	Cache *answercache.Cache
 	// Progress receives the progress display; nil shows none.
 	Progress io.Writer
 	// ProgressInterval is how often a non-terminal progress line is written;

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
@@ -47,7 +48,7 @@ func TestTemplateRerendersSystemPrompts(t *testing.T) {
 	}
 	out := t.TempDir()
 	o := options(srv, data, out)
-	o.Cache, _ = bench.OpenCache(filepath.Join(out, bench.CacheDir), nil)
+	o.Cache, _ = answercache.OpenCache(filepath.Join(out, bench.CacheDir), nil)
 	o.Template = tmpl("v7", "")
 	if _, err := bench.Run(context.Background(), o); err != nil {
 		t.Fatal(err)
@@ -72,7 +73,7 @@ func TestTemplateRerendersSystemPrompts(t *testing.T) {
 	// The same cache under another version: every model call is made.
 	srv.Reset()
 	o2 := options(srv, data, t.TempDir())
-	o2.Cache, _ = bench.OpenCache(filepath.Join(out, bench.CacheDir), nil)
+	o2.Cache, _ = answercache.OpenCache(filepath.Join(out, bench.CacheDir), nil)
 	o2.Template = tmpl("v8", "")
 	if _, err := bench.Run(context.Background(), o2); err != nil {
 		t.Fatal(err)

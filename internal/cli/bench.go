@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/time/rate"
 
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/judge"
@@ -460,7 +461,7 @@ func (r *runFlags) run(cmd *cobra.Command, o *bench.Options) error {
 		if dir == "" {
 			dir = filepath.Join(r.out, bench.CacheDir)
 		}
-		c, err := bench.OpenCache(dir, &bench.CacheOptions{Logger: logger(cmd)})
+		c, err := answercache.OpenCache(dir, &answercache.CacheOptions{Logger: logger(cmd)})
 		if err != nil {
 			return err
 		}

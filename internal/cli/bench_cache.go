@@ -10,6 +10,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/bench"
 )
 
@@ -36,11 +37,11 @@ DIR/cache.
 Runs sharing the cache may go on meanwhile: segments a running process still
 writes are left as they are, and the new segment is in place before any old one
 is removed, so no run misses an answer. A kill at any point loses nothing: run
-it again. Opening a cache of ` + fmt.Sprint(bench.DefaultCompactAt) + ` segments or more (a run) compacts it too.`,
+it again. Opening a cache of ` + fmt.Sprint(answercache.DefaultCompactAt) + ` segments or more (a run) compacts it too.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := cacheDirOf(args[0])
-			st, err := bench.CompactCache(cmd.Context(), dir, &bench.CompactOptions{Progress: cmd.ErrOrStderr(), Logger: logger(cmd)})
+			st, err := answercache.CompactCache(cmd.Context(), dir, &answercache.CompactOptions{Progress: cmd.ErrOrStderr(), Logger: logger(cmd)})
 			if err != nil {
 				return err
 			}
@@ -61,7 +62,7 @@ func cacheDirOf(arg string) string {
 }
 
 // writeCompactStats prints what a compaction did.
-func writeCompactStats(w io.Writer, st *bench.CompactStats) error {
+func writeCompactStats(w io.Writer, st *answercache.CompactStats) error {
 	var b strings.Builder
 	switch {
 	case st.Segment != "":

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 )
@@ -81,11 +82,11 @@ func TestBenchCacheCompact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st bench.CompactStats
+	var st answercache.CompactStats
 	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
 		t.Fatalf("--json output %q: %v", stdout, err)
 	}
-	if d := cmp.Diff(bench.CompactStats{Dir: cache, Kept: 28}, st, cmpopts.IgnoreFields(bench.CompactStats{}, "Elapsed")); d != "" {
+	if d := cmp.Diff(answercache.CompactStats{Dir: cache, Kept: 28}, st, cmpopts.IgnoreFields(answercache.CompactStats{}, "Elapsed")); d != "" {
 		t.Errorf("second compaction (-want +got):\n%s", d)
 	}
 

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentworld/agentworld/internal/atomicfile"
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/domain"
@@ -140,7 +141,7 @@ rejected, however the judge liked it.`,
 			if err != nil {
 				return err
 			}
-			cache, err := bench.OpenCache(filepath.Join(out, bench.CacheDir), &bench.CacheOptions{Logger: logger(cmd)})
+			cache, err := answercache.OpenCache(filepath.Join(out, bench.CacheDir), &answercache.CacheOptions{Logger: logger(cmd)})
 			if err != nil {
 				return err
 			}

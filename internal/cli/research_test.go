@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/research"
 	"github.com/agentworld/agentworld/internal/testkit"
@@ -560,7 +561,7 @@ func TestResearchOnConvertedBench(t *testing.T) {
 	}
 	// The next run of the same request asks again: the bad answers were not
 	// cached (a fresh output directory, the same cache).
-	c, err := bench.OpenCache(filepath.Join(out, bench.CacheDir), nil)
+	c, err := answercache.OpenCache(filepath.Join(out, bench.CacheDir), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

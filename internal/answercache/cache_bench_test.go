@@ -1,4 +1,4 @@
-package bench_test
+package answercache_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -20,7 +20,7 @@ import (
 //
 //	go test -run '^$' -bench CachePut ./internal/bench
 func BenchmarkCachePut(b *testing.B) {
-	c, err := bench.OpenCache(b.TempDir(), nil)
+	c, err := answercache.OpenCache(b.TempDir(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func BenchmarkCachePut(b *testing.B) {
 func BenchmarkCacheOpen(b *testing.B) {
 	const answers = 100_000
 	dir := b.TempDir()
-	c, err := bench.OpenCache(dir, nil)
+	c, err := answercache.OpenCache(dir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func BenchmarkCacheOpen(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		start := time.Now()
-		c, err := bench.OpenCache(dir, nil)
+		c, err := answercache.OpenCache(dir, nil)
 		el := time.Since(start)
 		if err != nil {
 			b.Fatal(err)
@@ -116,7 +116,7 @@ func BenchmarkCacheCompact(b *testing.B) {
 		b.StopTimer()
 		dir := fill()
 		start := time.Now()
-		c, err := bench.OpenCache(dir, &bench.CacheOptions{CompactAt: -1})
+		c, err := answercache.OpenCache(dir, &answercache.CacheOptions{CompactAt: -1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func BenchmarkCacheCompact(b *testing.B) {
 		c.Close()
 		b.StartTimer()
 		start = time.Now()
-		st, err := bench.CompactCache(context.Background(), dir, nil)
+		st, err := answercache.CompactCache(context.Background(), dir, nil)
 		compactTotal += time.Since(start)
 		if err != nil {
 			b.Fatal(err)

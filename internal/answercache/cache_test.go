@@ -1,4 +1,4 @@
-package bench_test
+package answercache_test
 
 import (
 	"crypto/sha256"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -36,9 +36,9 @@ func served(s string) *worldmodel.Response {
 	return r
 }
 
-func openCache(t testing.TB, dir string) *bench.Cache {
+func openCache(t testing.TB, dir string) *answercache.Cache {
 	t.Helper()
-	c, err := bench.OpenCache(dir, nil)
+	c, err := answercache.OpenCache(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func openCache(t testing.TB, dir string) *bench.Cache {
 }
 
 // wantCache checks each key's lookup: a response, or nil for a miss.
-func wantCache(t *testing.T, c *bench.Cache, want map[string]*worldmodel.Response) {
+func wantCache(t *testing.T, c *answercache.Cache, want map[string]*worldmodel.Response) {
 	t.Helper()
 	for k, w := range want {
 		got, ok := c.Get(k)
@@ -126,7 +126,7 @@ func TestCacheShared(t *testing.T) {
 // eventually waits for c to find key, which another cache stored: a miss
 // looks at known segments' sizes at most every 5 ms and lists new segments
 // at most every 50 ms.
-func eventually(t *testing.T, c *bench.Cache, key string) {
+func eventually(t *testing.T, c *answercache.Cache, key string) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if _, ok := c.Get(key); ok {
@@ -208,7 +208,7 @@ func TestCacheLegacyLayout(t *testing.T) {
 // answers as fast as it can until killed.
 func TestCacheChild(t *testing.T) {
 	dir := testkit.ChildEnv(t, "AGENTWORLD_CACHE_CHILD", "TestCacheSurvivesKill9")
-	c, err := bench.OpenCache(dir, nil)
+	c, err := answercache.OpenCache(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

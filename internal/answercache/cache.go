@@ -1,4 +1,10 @@
-package bench
+// Package answercache keeps world-model and judge answers on disk, keyed
+// by the content hash of the request, so that a rerun with the same
+// settings costs no calls: append-only segments any number of processes
+// share, an in-memory index of digests and places, compaction of segments
+// no process writes any more, and the older one-file-per-answer layout
+// still read. AgentWorldBench (package bench) and research use it.
+package answercache
 
 import (
 	"bufio"

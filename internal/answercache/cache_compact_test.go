@@ -1,4 +1,4 @@
-package bench_test
+package answercache_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/answercache"
 	"github.com/agentworld/agentworld/internal/filelock"
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -76,7 +76,7 @@ func TestCompactCache(t *testing.T) {
 	tests := []struct {
 		name  string
 		setup func(t *testing.T) setup
-		want  bench.CompactStats
+		want  answercache.CompactStats
 		// segments is how many segments are left; newSeg whether one
 		// was written.
 		segments int
@@ -93,7 +93,7 @@ func TestCompactCache(t *testing.T) {
 			setup: func(t *testing.T) setup {
 				return setup{segs: []string{segLine(t, a, "a") + segLine(t, b, "b")}}
 			},
-			want:     bench.CompactStats{Kept: 2},
+			want:     answercache.CompactStats{Kept: 2},
 			segments: 1,
 			serves:   map[string]*worldmodel.Response{a: served("a"), b: served("b")},
 		},
@@ -106,7 +106,7 @@ func TestCompactCache(t *testing.T) {
 					segLine(t, a, "a again") + segLine(t, d, "d") + segLine(t, d, "d again"),
 				}}
 			},
-			want:     bench.CompactStats{Segments: 3, Kept: 4, Duplicates: 3},
+			want:     answercache.CompactStats{Segments: 3, Kept: 4, Duplicates: 3},
 			segments: 1, newSeg: true,
 			serves: map[string]*worldmodel.Response{a: served("a"), b: served("b first"), c: served("c"), d: served("d")},
 		},
@@ -119,7 +119,7 @@ func TestCompactCache(t *testing.T) {
 					segLine(t, c, "c") + torn[:len(torn)/2],
 				}}
 			},
-			want:     bench.CompactStats{Segments: 2, Kept: 3, Corrupt: 1, Torn: 1},
+			want:     answercache.CompactStats{Segments: 2, Kept: 3, Corrupt: 1, Torn: 1},
 			segments: 1, newSeg: true,
 			serves: map[string]*worldmodel.Response{a: served("a"), b: served("b"), c: served("c"), x: nil},
 		},
@@ -128,7 +128,7 @@ func TestCompactCache(t *testing.T) {
 			setup: func(t *testing.T) setup {
 				return setup{segs: []string{segLine(t, a, "a") + damaged}}
 			},
-			want:     bench.CompactStats{Segments: 1, Kept: 1, Corrupt: 1},
+			want:     answercache.CompactStats{Segments: 1, Kept: 1, Corrupt: 1},
 			segments: 1, newSeg: true,
 			serves: map[string]*worldmodel.Response{a: served("a")},
 		},
@@ -137,7 +137,7 @@ func TestCompactCache(t *testing.T) {
 			setup: func(t *testing.T) setup {
 				return setup{segs: []string{damaged, "\n"}, oldEmpty: true}
 			},
-			want:     bench.CompactStats{Segments: 3, Corrupt: 1},
+			want:     answercache.CompactStats{Segments: 3, Corrupt: 1},
 			segments: 0,
 		},
 		{
@@ -145,7 +145,7 @@ func TestCompactCache(t *testing.T) {
 			setup: func(t *testing.T) setup {
 				return setup{segs: []string{segLine(t, a, "a"), segLine(t, b, "b")}, live: []string{x, a}}
 			},
-			want:     bench.CompactStats{Segments: 2, InUse: 1, Kept: 2},
+			want:     answercache.CompactStats{Segments: 2, InUse: 1, Kept: 2},
 			segments: 2, newSeg: true,
 			serves: map[string]*worldmodel.Response{a: served("a"), b: served("b"), x: served(x)},
 		},
@@ -154,7 +154,7 @@ func TestCompactCache(t *testing.T) {
 			setup: func(t *testing.T) setup {
 				return setup{segs: []string{segLine(t, a, "a"), segLine(t, b, "b")}, oldEmpty: true, newEmpty: true}
 			},
-			want:     bench.CompactStats{Segments: 3, InUse: 1, Kept: 2},
+			want:     answercache.CompactStats{Segments: 3, InUse: 1, Kept: 2},
 			segments: 2, newSeg: true,
 			serves: map[string]*worldmodel.Response{a: served("a"), b: served("b")},
 		},
@@ -163,7 +163,7 @@ func TestCompactCache(t *testing.T) {
 			setup: func(t *testing.T) setup {
 				return setup{segs: []string{segLine(t, a, "a"), segLine(t, b, "b")}, temp: true}
 			},
-			want:     bench.CompactStats{Segments: 2, Kept: 2},
+			want:     answercache.CompactStats{Segments: 2, Kept: 2},
 			segments: 1, newSeg: true,
 			serves: map[string]*worldmodel.Response{a: served("a"), b: served("b")},
 		},
@@ -201,11 +201,11 @@ func TestCompactCache(t *testing.T) {
 			}
 			before := dirSize(t, dir, old)
 
-			got, err := bench.CompactCache(context.Background(), dir, nil)
+			got, err := answercache.CompactCache(context.Background(), dir, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := cmp.Diff(tt.want, *got, cmpopts.IgnoreFields(bench.CompactStats{}, "Dir", "Segment", "BytesBefore", "BytesAfter", "Elapsed")); d != "" {
+			if d := cmp.Diff(tt.want, *got, cmpopts.IgnoreFields(answercache.CompactStats{}, "Dir", "Segment", "BytesBefore", "BytesAfter", "Elapsed")); d != "" {
 				t.Errorf("stats (-want +got):\n%s", d)
 			}
 			if got.Dir != dir {
@@ -239,7 +239,7 @@ func TestCompactCache(t *testing.T) {
 				t.Errorf("%d damaged lines after compaction", c.Corrupt())
 			}
 			// A second compaction finds nothing more to do.
-			again, err := bench.CompactCache(context.Background(), dir, nil)
+			again, err := answercache.CompactCache(context.Background(), dir, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -257,7 +257,7 @@ func TestCompactKeepsLegacyLayout(t *testing.T) {
 	k := writeLegacy(t, dir, "legacy")
 	writeSegment(t, dir, 0, segLine(t, hexKey("a"), "a"))
 	writeSegment(t, dir, 1, segLine(t, hexKey("b"), "b"))
-	st, err := bench.CompactCache(context.Background(), dir, nil)
+	st, err := answercache.CompactCache(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,20 +271,20 @@ func TestCompactKeepsLegacyLayout(t *testing.T) {
 // is refused at once, naming the lock.
 func TestCompactOneAtATime(t *testing.T) {
 	dir := t.TempDir()
-	lk, err := filelock.Acquire(filepath.Join(dir, bench.CompactLockName), "test")
+	lk, err := filelock.Acquire(filepath.Join(dir, answercache.CompactLockName), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lk.Release()
-	_, err = bench.CompactCache(context.Background(), dir, nil)
-	if !errors.Is(err, filelock.ErrHeld) || !strings.Contains(err.Error(), bench.CompactLockName) {
-		t.Fatalf("compaction while another runs: %v, want ErrHeld naming %s", err, bench.CompactLockName)
+	_, err = answercache.CompactCache(context.Background(), dir, nil)
+	if !errors.Is(err, filelock.ErrHeld) || !strings.Contains(err.Error(), answercache.CompactLockName) {
+		t.Fatalf("compaction while another runs: %v, want ErrHeld naming %s", err, answercache.CompactLockName)
 	}
 	// Opening the cache does not wait for it either.
 	for i := range 3 {
 		writeSegment(t, dir, i, segLine(t, hexKey(fmt.Sprint(i)), "v"))
 	}
-	c, err := bench.OpenCache(dir, &bench.CacheOptions{CompactAt: 2})
+	c, err := answercache.OpenCache(dir, &answercache.CacheOptions{CompactAt: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestOpenCacheCompacts(t *testing.T) {
 		{"below the threshold", 3, 4, 3},
 		{"at the threshold", 4, 4, 1},
 		{"never", 40, -1, 40},
-		{"the default", bench.DefaultCompactAt, 0, 1},
+		{"the default", answercache.DefaultCompactAt, 0, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -315,7 +315,7 @@ func TestOpenCacheCompacts(t *testing.T) {
 				want[k] = served(fmt.Sprint(i))
 			}
 			want[hexKey("shared")] = served("shared")
-			c, err := bench.OpenCache(dir, &bench.CacheOptions{CompactAt: tt.at})
+			c, err := answercache.OpenCache(dir, &answercache.CacheOptions{CompactAt: tt.at})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -346,7 +346,7 @@ func TestCacheCompactChild(t *testing.T) {
 			break
 		}
 		// Compacting on open too: the parent and the child race for it.
-		c, err := bench.OpenCache(dir, &bench.CacheOptions{CompactAt: 3})
+		c, err := answercache.OpenCache(dir, &answercache.CacheOptions{CompactAt: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -428,7 +428,7 @@ loop:
 			}
 		default:
 		}
-		st, err := bench.CompactCache(context.Background(), dir, nil)
+		st, err := answercache.CompactCache(context.Background(), dir, nil)
 		switch {
 		case errors.Is(err, filelock.ErrHeld):
 			held++
@@ -454,7 +454,7 @@ loop:
 	if compactions < 2 {
 		t.Errorf("only %d compactions rewrote anything while the child ran", compactions)
 	}
-	if _, err := bench.CompactCache(context.Background(), dir, nil); err != nil {
+	if _, err := answercache.CompactCache(context.Background(), dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(segments(t, dir)); n != 1 {
@@ -489,7 +489,7 @@ func TestCompactProgress(t *testing.T) {
 		writeSegment(t, dir, s, b.String())
 	}
 	var out strings.Builder
-	st, err := bench.CompactCache(context.Background(), dir, &bench.CompactOptions{Progress: &out, ProgressInterval: time.Hour})
+	st, err := answercache.CompactCache(context.Background(), dir, &answercache.CompactOptions{Progress: &out, ProgressInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
