@@ -7,7 +7,10 @@ label}) returns {observation} and whose async step({observation_text, action_tex
 sampling_params}) returns {rewards, scores, environment_feedback, done, sampling_params, extra_logs};
 the executor sums `rewards` (tensors: it calls .item()), keeps the last `scores` and appends the feedback
 text to the token stream, so the feedback carries the chat template's turn markers (FEEDBACK below,
-ChatML by default; set AGENTWORLD_FEEDBACK for another template).
+ChatML by default; set AGENTWORLD_FEEDBACK for another template). The end marker (END) opens the
+feedback only when the action text lacks it, as OpenRLHF's own examples do, so it is never doubled.
+The executor may stop on its token budget before the episode is done and never step again:
+AgentExecutor closes every episode its execute() opened when execute() returns, however it ends.
 Flags: --train.agent_func_path examples/trainers/openrlhf_agent.py --data.input_key prompt
     --data.label_key label --data.apply_chat_template --rollout.n_samples_per_prompt 8
 Dataset rows: {"prompt": "Fix the failing test.\n\n{observation}", "label": "{\"world_id\":
@@ -17,6 +20,7 @@ session. AGENTWORLD_URL names the server.
 The messages this file sends are pinned in internal/server/testdata/trainers/openrlhf.json.
 """
 import asyncio
+import contextvars
 import json
 import os
 import sys
@@ -32,12 +36,25 @@ except ImportError:  # lets the conformance test run without torch: a float with
         def item(self):
             return float(self)
 
-FEEDBACK = os.environ.get("AGENTWORLD_FEEDBACK", "<|im_end|>\n<|im_start|>user\n{observation}<|im_end|>\n<|im_start|>assistant\n")
+END = os.environ.get("AGENTWORLD_END_MARKER", "<|im_end|>")
+FEEDBACK = os.environ.get("AGENTWORLD_FEEDBACK", "\n<|im_start|>user\n{observation}<|im_end|>\n<|im_start|>assistant\n")
+
+# The instances made inside one execute() call (one asyncio task each), so it can close them.
+_opened = contextvars.ContextVar("agentworld_opened", default=None)
+
+
+def feedback(action_text, observation):
+    """The text appended after the action: the end marker unless the action already ends with it."""
+    lead = "" if action_text.rstrip().endswith(END) else END
+    return lead + FEEDBACK.format(observation=observation)
 
 
 class AgentInstance(AgentInstanceBase):
     def __init__(self, *args, **kwargs):
         self.episode = None
+        opened = _opened.get()
+        if opened is not None:
+            opened.append(self)
 
     async def reset(self, states, **kwargs):
         label, prompt = states["label"], states["observation"]
@@ -54,10 +71,21 @@ class AgentInstance(AgentInstanceBase):
         if done:
             await asyncio.to_thread(self.episode.close)
         return {"rewards": tensor(reward), "scores": tensor(self.episode.reward),
-                "environment_feedback": "" if done else FEEDBACK.format(observation=obs), "done": done,
+                "environment_feedback": "" if done else feedback(states["action_text"], obs), "done": done,
                 "sampling_params": states.get("sampling_params"), "extra_logs": {"env_turns": tensor(self.episode.turns)}}
 
 
 class AgentExecutor(MultiTurnAgentExecutor):
     def __init__(self):
         super().__init__(AgentInstance)
+
+    async def execute(self, *args, **kwargs):
+        opened = []
+        token = _opened.set(opened)
+        try:
+            return await super().execute(*args, **kwargs)
+        finally:
+            _opened.reset(token)
+            for inst in opened:  # a no-op for an episode that ended by itself
+                if inst.episode is not None:
+                    await asyncio.to_thread(inst.episode.close)

@@ -107,7 +107,7 @@ Routes:
                           (prompt: the RL row's chat messages, a chat-templated string, or the action)
   POST /get_reward        OpenRLHF remote reward model (--reward.remote_url http://HOST:PORT/get_reward)
   POST /slime             slime remote_rm (--rm-type remote_rm --rm-url http://HOST:PORT/slime --reward-key score)
-  POST /verify            NeMo Gym resources-server verify
+  POST /verify            NeMo Gym resources-server verify (with /seed_session, /aggregate_metrics)
   GET  /health, /metrics  liveness; Prometheus metrics
 
 --on-judge-failure drop leaves a failed item without a score, which only

@@ -125,6 +125,8 @@ func NewHandler(s *Scorer, opts *HandlerOptions) (*Handler, error) {
 		h.route("POST "+GetRewardPath, h.openRLHF)
 		h.route("POST "+SlimePath, h.slime)
 		h.route("POST "+VerifyPath, h.verify)
+		h.route("POST "+SeedSessionPath, h.seedSession)
+		h.route("POST "+AggregateMetricsPath, h.aggregateMetrics)
 	}
 	// Health answers without auth, for probes, but only to this server's
 	// own names (a probe names it by a loopback name or an IP address).

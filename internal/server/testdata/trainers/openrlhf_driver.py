@@ -2,8 +2,11 @@
 loaded as vllm_engine._load_agent_executor loads --train.agent_func_path, and each sample runs the text
 side of MultiTurnAgentExecutor.execute (openrlhf/utils/agent.py): one AgentInstance per sample, reset
 {observation: prompt, label}, then step {observation_text, action_text, label, sampling_params} after each
-generation, summing rewards.item(), keeping the last scores, appending the feedback, until done. The
-openrlhf module here is a stand-in with upstream's signatures; the policy is scripted.
+generation, summing rewards.item(), keeping the last scores, appending the feedback, until done or
+until the token budget (max_length, one token a character here) is spent. The openrlhf module here is
+a stand-in with upstream's signatures; the policy is scripted. With AGENTWORLD_UPSTREAM naming an
+OpenRLHF checkout, the real MultiTurnAgentExecutor runs instead (heavy modules stubbed, a
+one-token-a-character tokenizer and a scripted engine standing in for the HF tokenizer and vLLM).
 Usage: openrlhf_driver.py EXAMPLES_DIR SERVER_URL; prints each sample's result as JSON."""
 import asyncio
 import importlib.util
@@ -42,7 +45,7 @@ class MultiTurnAgentExecutor(AgentExecutorBase):
         agent = self.agent_instance_cls()
         observation = (await agent.reset({"observation": prompt, "label": label}))["observation"]
         first, total, scores, logs, done, steps = observation, 0, 0, {}, False, 0
-        while not done and steps < 5:
+        while not done and steps < 5 and max_length - len(observation) > 0:
             action = ['[{"keystrokes": "ls\\n", "duration": 0.1}]', "[]"][steps % 2]  # the scripted policy
             result = await agent.step({"observation_text": observation, "action_text": action, "label": label,
                                        "sampling_params": sampling_params})
@@ -54,10 +57,75 @@ class MultiTurnAgentExecutor(AgentExecutorBase):
                 "scores": float(scores), "done": done, "extra_logs": {k: float(v) for k, v in logs.items()}}
 
 
-for name in ("openrlhf", "openrlhf.utils", "openrlhf.utils.agent"):
-    sys.modules[name] = types.ModuleType(name)
-sys.modules["openrlhf.utils.agent"].__dict__.update(
-    AgentExecutorBase=AgentExecutorBase, AgentInstanceBase=AgentInstanceBase, MultiTurnAgentExecutor=MultiTurnAgentExecutor)
+UPSTREAM = os.environ.get("AGENTWORLD_UPSTREAM")  # an OpenRLHF checkout, to run its real executor
+if UPSTREAM:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import upstream  # noqa: E402
+
+    upstream.install(UPSTREAM)
+
+    class _Scalar(float):  # torch.tensor of a number, as far as the executor uses it
+        def item(self):
+            return float(self)
+
+    import torch  # the stub; its tensor made a number with .item()  # noqa: E402
+
+    torch.tensor = _Scalar
+    from openrlhf.utils.agent import AgentExecutorBase  # noqa: E402,F811
+else:
+    for name in ("openrlhf", "openrlhf.utils", "openrlhf.utils.agent"):
+        sys.modules[name] = types.ModuleType(name)
+    sys.modules["openrlhf.utils.agent"].__dict__.update(
+        AgentExecutorBase=AgentExecutorBase, AgentInstanceBase=AgentInstanceBase, MultiTurnAgentExecutor=MultiTurnAgentExecutor)
+
+ACTIONS = ['[{"keystrokes": "ls\\n", "duration": 0.1}]', "[]"]
+
+
+class Ids(list):
+    def tolist(self):
+        return list(self)
+
+
+class CharTokenizer:
+    """One token a character: what upstream's executor asks of a HF tokenizer."""
+    def __call__(self, text, add_special_tokens=False, return_tensors=None):
+        return {"input_ids": [Ids(ord(c) for c in text)]}
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(map(chr, ids))
+
+
+class ScriptedEngine:
+    """vLLM's generate as the executor calls it, answering the scripted policy."""
+    async def generate(self, tokens, sampling_params, multi_modal_data=None):
+        text = ACTIONS[1] if "keystrokes" in "".join(map(chr, tokens)) else ACTIONS[0]
+        out = types.SimpleNamespace(token_ids=[ord(c) for c in text], text=text, logprobs=None)
+        return types.SimpleNamespace(outputs=[out])
+
+
+async def run_upstream(executor, prompt, label, max_length):
+    """The real execute(), its result in the stand-in's shape."""
+    seen = {}
+    base = executor.agent_instance_cls
+
+    class Recording(base):
+        async def reset(self, states, **kw):
+            r = await super().reset(states, **kw)
+            seen["first"] = r["observation"]
+            return r
+
+        async def step(self, states, **kw):
+            r = await super().step(states, **kw)
+            seen["done"] = r["done"]
+            return r
+
+    executor.agent_instance_cls = Recording
+    sp = types.SimpleNamespace(max_tokens=None, logprobs=None)
+    r = await executor.execute(prompt, label, sp, max_length, CharTokenizer(), ScriptedEngine())
+    executor.agent_instance_cls = base
+    return {"first_observation": seen["first"], "observation_text": "".join(map(chr, r["observation_tokens"])),
+            "reward": r["reward"], "scores": float(r["scores"]), "done": seen.get("done", False),
+            "extra_logs": {k: float(v) for k, v in r["extra_logs"].items()}}
 
 
 async def main(examples, url):
@@ -69,7 +137,12 @@ async def main(examples, url):
     executor = module.AgentExecutor()
     prompt = "<|im_start|>user\nFix the failing test.\n\n{observation}<|im_end|>\n<|im_start|>assistant\n"
     label = json.dumps({"world_id": "shell", "group_key": "task-1"})
-    out = [await executor.execute(prompt, label, None, 4096, None, None) for _ in range(2)]  # n_samples_per_prompt
+    run = (lambda m: run_upstream(executor, prompt, label, m)) if UPSTREAM else \
+        (lambda m: executor.execute(prompt, label, None, m, None, None))
+    out = [await run(4096) for _ in range(2)]  # n_samples_per_prompt
+    # A budget that runs out after the first step: the executor stops before done, and the
+    # episode must still be closed.
+    out.append(await run(len(prompt) + 40))
     print(json.dumps(out))
 
 
