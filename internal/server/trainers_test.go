@@ -53,11 +53,18 @@ type trainerFixture struct {
 // rewards every trainer here sums are not all zero.
 const trainerReward = "reward:\n  success: {final_observation: 'obs \\d+ for'}\n"
 
+// trainerToolsExtra gives the fixtures' MCP world's tool two optional
+// parameters whose schemas hold an enum and bounds, the keywords a
+// schema generated from a Python signature loses (TRL).
+const trainerToolsExtra = "        tone: {type: string, description: How to say it., enum: [plain, loud]}\n" +
+	"        times: {type: integer, description: How many times., minimum: 1, maximum: 3}\n"
+
 // trainerWorlds are the fixtures' worlds by name, as YAML.
 func trainerWorlds() map[string]string {
 	return map[string]string{
 		"shell": strings.Replace(termSpec, "name: term", "name: shell", 1) + trainerReward,
-		"tools": mcpToolsSpec + trainerReward,
+		"tools": strings.Replace(mcpToolsSpec, "        message: {type: string}\n",
+			"        message: {type: string}\n"+trainerToolsExtra, 1) + trainerReward,
 	}
 }
 
