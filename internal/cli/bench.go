@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/judge"
+	"github.com/agentworld/agentworld/internal/tracing"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -428,6 +430,8 @@ type runFlags struct {
 	// tmpl selects the template version rows are re-rendered under
 	// (commands that run the model only).
 	tmpl templateFlags
+	// otelEndpoint, when set, traces every model and judge call there.
+	otelEndpoint string
 }
 
 func (r *runFlags) register(cmd *cobra.Command) {
@@ -441,6 +445,7 @@ func (r *runFlags) register(cmd *cobra.Command) {
 	if cmd.Name() != "judge" {
 		r.tmpl.register(cmd, benchTemplateUsage)
 	}
+	f.StringVar(&r.otelEndpoint, "otel-endpoint", "", "OTLP HTTP receiver (e.g. http://localhost:4318) to send a span of every model and judge call to, in the OpenTelemetry GenAI conventions (default: off)")
 	if cmd.Name() != "infer" {
 		f.BoolVar(&r.retryFailed, "retry-failed", false, "judge again the samples an earlier run into --out never got a parseable verdict for (judge_unparseable)")
 		f.BoolVar(&r.strict, "strict", false, "score failed samples as the lowest score instead of excluding them (as bench score --strict)")
@@ -469,6 +474,16 @@ func (r *runFlags) run(cmd *cobra.Command, o *bench.Options) error {
 		// answer it failed to keep only costs a call on a later run.
 		defer func() { _ = c.Close() }()
 		o.Cache = c
+	}
+	if r.otelEndpoint != "" {
+		tr, err := tracing.New(r.otelEndpoint, "agentworld bench")
+		if err != nil {
+			return err
+		}
+		// Spans still buffered are sent before the command returns.
+		defer func() { _ = tr.Close(context.WithoutCancel(cmd.Context())) }()
+		o.Model = tr.Completer(o.Model, tracing.RoleWorldModel, o.ModelName)
+		o.JudgeModel = tr.Completer(o.JudgeModel, tracing.RoleJudge, o.JudgeName)
 	}
 	sum, err := bench.Run(cmd.Context(), o)
 	return finish(cmd, sum, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/agentworld/agentworld/internal/play"
 	"github.com/agentworld/agentworld/internal/server"
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/tracing"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -33,6 +34,8 @@ type simFlags struct {
 	// successJudge is the model judging reward.success.judge criteria.
 	successJudge transportFlags
 	tmpl         templateFlags
+	// otelEndpoint, when set, traces every step there (serve only).
+	otelEndpoint string
 }
 
 func (f *simFlags) register(cmd *cobra.Command) {
@@ -100,6 +103,8 @@ func configErr(err error) error {
 type simulator struct {
 	*app.App
 	Server *server.Server
+	// Tracer exports the steps' spans; nil when tracing is off.
+	Tracer *tracing.Tracer
 }
 
 // serve assembles the app with the server's metrics and the server over
@@ -110,15 +115,22 @@ func (f *simFlags) serve(cmd *cobra.Command) (*simulator, error) {
 	}
 	reg := prometheus.NewRegistry()
 	met := server.NewMetrics(reg)
-	f.cfg.Observer, f.cfg.Registry = met, reg
+	var tr *tracing.Tracer
+	if f.otelEndpoint != "" {
+		var err error
+		if tr, err = tracing.New(f.otelEndpoint, "agentworld serve"); err != nil {
+			return nil, err
+		}
+	}
+	f.cfg.Observer, f.cfg.Registry = tr.Observer(met), reg
 	a, err := f.app(cmd)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, tr.Close(context.Background()))
 	}
 	o := f.srv
 	o.Registry, o.Metrics, o.MCP, o.Logger = reg, met, a.MCP, logger(cmd)
 	o.Edge.Hints = settingHints("serve", serveSettingFlags)
-	return &simulator{App: a, Server: server.New(a.Manager, &o)}, nil
+	return &simulator{App: a, Server: server.New(a.Manager, &o), Tracer: tr}, nil
 }
 
 // closeApp closes a, giving in-flight steps up to 30 seconds to drain.
@@ -126,6 +138,14 @@ func closeApp(a *app.App) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return a.Close(ctx)
+}
+
+// closeSim closes the app, then sends the spans of its last steps.
+func closeSim(s *simulator) error {
+	err := closeApp(s.App)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return errors.Join(err, s.Tracer.Close(ctx))
 }
 
 func (f *simFlags) app(cmd *cobra.Command) (*app.App, error) {
@@ -186,21 +206,21 @@ simulation.`,
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
-				return errors.Join(err, closeApp(s.App))
+				return errors.Join(err, closeSim(s))
 			}
 			log := logger(cmd)
 			log.Info("agentworld serve", "addr", ln.Addr().String(), "worlds", len(s.Manager.Worlds()), "backend", s.Describe, "db", f.cfg.DBPath, "auth", f.srv.APIKey != "")
 			fmt.Fprintf(cmd.ErrOrStderr(), "serving on http://%s (%s)\n", ln.Addr(), s.Describe)
 			if uc.addr == "" {
 				err = s.Server.Serve(cmd.Context(), ln)
-				return errors.Join(err, closeApp(s.App))
+				return errors.Join(err, closeSim(s))
 			}
 			// The web UI on its own address, behind the same edge settings,
 			// reading this serve's session database.
 			uc.db, uc.edge = f.cfg.DBPath, f.srv.Edge
 			serveUI, err := startUI(cmd, uc)
 			if err != nil {
-				return errors.Join(err, ln.Close(), closeApp(s.App))
+				return errors.Join(err, ln.Close(), closeSim(s))
 			}
 			// Either server stopping stops the other.
 			ctx, cancel := context.WithCancel(cmd.Context())
@@ -213,7 +233,7 @@ simulation.`,
 			}()
 			err = s.Server.Serve(ctx, ln)
 			cancel()
-			return errors.Join(err, <-uiDone, closeApp(s.App))
+			return errors.Join(err, <-uiDone, closeSim(s))
 		},
 	}
 	f.register(cmd)
@@ -230,6 +250,7 @@ simulation.`,
 	fl.DurationVar(&f.cfg.IdleTTL, "idle-ttl", 0, "expire sessions idle this long (default 30m)")
 	fl.StringVar(&f.srv.DefaultWorld, "default-world", "", "world for OpenEnv /reset without world_id (default: first by name)")
 	registerEdgeFlags(cmd, &f.srv.Edge, true)
+	fl.StringVar(&f.otelEndpoint, "otel-endpoint", "", "OTLP HTTP receiver (e.g. http://localhost:4318) to send a span of every step to, in the OpenTelemetry GenAI conventions (default: off)")
 	fl.StringVar(&uc.addr, "ui", "", "also serve the web UI (agentworld ui) on this address, over this serve's --db")
 	fl.StringSliceVar(&uc.runs, "ui-runs", nil, "with --ui: benchmark run directories to show (repeatable)")
 	fl.StringVar(&uc.labels, "ui-labels", "", "with --ui: label database; turns human labelling on")
