@@ -100,8 +100,13 @@ type Options struct {
 	// Seed makes the run reproducible: candidate i's plan and generator
 	// seed derive from it.
 	Seed int64
-	// Concurrency bounds candidates in flight; 0 means DefaultConcurrency.
+	// Concurrency bounds candidates in flight (and so generator requests);
+	// 0 means DefaultConcurrency.
 	Concurrency int
+	// Episodes bounds the ladder's replay episodes in flight across the
+	// run (and so world-model requests): a candidate's tasks, and each
+	// task's replays, are proven at once; 0 means 4 × Concurrency.
+	Episodes int
 	// TasksPerWorld is asked of the generator; 0 means DefaultTasksPerWorld.
 	TasksPerWorld int
 	// Replays per ladder agent; 0 means DefaultReplays (5). The reference
@@ -313,6 +318,9 @@ func (o *Options) defaults() {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
 	}
+	if o.Episodes <= 0 {
+		o.Episodes = 4 * o.Concurrency
+	}
 	if o.TasksPerWorld <= 0 {
 		o.TasksPerWorld = DefaultTasksPerWorld
 	}
@@ -344,8 +352,12 @@ type run struct {
 	stats    *Stats
 	worldFPs map[uint64]string // world fingerprint → world name
 	taskFPs  map[uint64]string // instruction fingerprint → task id
+	// storedTasks counts the tasks per world the library held at the start.
+	storedTasks map[string]int
 
 	done, resumed atomic.Int64
+	// episodes bounds the replays in flight across the run.
+	episodes chan struct{}
 	// retrieval gives fictional worlds' replays their documents as a
 	// server would.
 	retrieval *worldhooks.Retrieval
@@ -368,7 +380,7 @@ func Run(ctx context.Context, dir string, opts Options) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{o: o, lib: lib, stats: newStats(), worldFPs: map[uint64]string{}, taskFPs: map[uint64]string{}, retrieval: worldhooks.NewRetrieval(o.Logger)}
+	r := &run{o: o, lib: lib, stats: newStats(), worldFPs: map[uint64]string{}, taskFPs: map[uint64]string{}, storedTasks: map[string]int{}, retrieval: worldhooks.NewRetrieval(o.Logger), episodes: make(chan struct{}, o.Episodes)}
 	defer func() { lib.Close() }()
 	jdir := filepath.Join(dir, JournalDir)
 	if r.ans, err = journal.Open(filepath.Join(jdir, AnswersFile), 0); err != nil {
@@ -519,6 +531,12 @@ func (r *run) candidate(ctx context.Context, i int, answers map[string]*answerLi
 		return r.decide(v, steps)
 	}
 	// dedup: the world, then each task's instruction
+	if stored, ok := r.stored(c.spec); ok {
+		// a run killed between storing this world and journaling its
+		// verdict: it is in the library already
+		v.Accepted, v.Tasks = true, stored
+		return r.decide(v, steps)
+	}
 	if rj := r.dedup(c.spec, &tasks, &v); rj != nil {
 		v.Rejected = rj
 		return r.decide(v, steps)
@@ -531,9 +549,15 @@ func (r *run) candidate(ctx context.Context, i int, answers map[string]*answerLi
 		}
 		defer ix.Close()
 	}
+	proven := make([]error, len(tasks))
+	var wg sync.WaitGroup
+	for k, t := range tasks {
+		wg.Go(func() { proven[k] = r.prove(ctx, c, t, ix, steps) })
+	}
+	wg.Wait()
 	var kept []*library.TaskEntry
-	for _, t := range tasks {
-		if err := r.prove(ctx, c, t, ix, steps); err != nil {
+	for k, t := range tasks {
+		if err := proven[k]; err != nil {
 			if rj := asRejection(err); rj != nil {
 				v.TaskRej = append(v.TaskRej, taskReject{ID: t.ID, rejection: *rj})
 				continue
@@ -614,6 +638,17 @@ func worldFP(s *world.Spec) uint64 {
 
 func taskFP(t *library.TaskEntry) uint64 { return fingerprint(itemf1.Normalize(t.Instruction)) }
 
+// stored reports whether the library holds this very world (same name
+// and fingerprint) and how many of its tasks.
+func (r *run) stored(s *world.Spec) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.worldFPs[worldFP(s)] != s.Name {
+		return 0, false
+	}
+	return r.storedTasks[s.Name], true
+}
+
 // dedup is the dedup rung: a world whose fingerprint an accepted (or
 // earlier in-flight) world has is rejected; a task whose instruction an
 // earlier task has is dropped. Fingerprints are claimed here and kept
@@ -662,6 +697,7 @@ func (r *run) loadFingerprints() error {
 	}
 	return r.lib.Tasks(library.Filter{}, func(t *library.TaskEntry, _ string) error {
 		r.taskFPs[taskFP(t)] = t.ID
+		r.storedTasks[t.World]++
 		return nil
 	})
 }
@@ -690,41 +726,73 @@ func (r *run) prove(ctx context.Context, c *candidate, t *library.TaskEntry, ix 
 	})
 	defer m.Close(context.WithoutCancel(ctx))
 	n := r.o.Replays
-	pass := 0
-	for k := range n {
-		ok, err := r.episode(ctx, m, spec, t.Reference, int64(k), steps)
-		if err != nil {
-			return err
+	// replay runs the agents' action lists at once, each in its own
+	// session (bounded across the run by Options.Episodes), and returns
+	// which passed, by index.
+	replay := func(agents [][]json.RawMessage, seed0 int64) ([]bool, error) {
+		passed := make([]bool, len(agents))
+		errs := make([]error, len(agents))
+		var wg sync.WaitGroup
+		for k, acts := range agents {
+			wg.Go(func() {
+				passed[k], errs[k] = r.episode(ctx, m, spec, acts, seed0+int64(k), steps)
+			})
 		}
-		if ok {
-			pass++
-		}
+		wg.Wait()
+		return passed, errors.Join(errs...)
 	}
-	if pass < n-1 {
+	refs := make([][]json.RawMessage, n)
+	for k := range refs {
+		refs[k] = t.Reference
+	}
+	got, err := replay(refs, 0)
+	if err != nil {
+		return err
+	}
+	if pass := countTrue(got); pass < n-1 {
 		return reject(RungRef, "the reference solution passed in %d of %d replays (need %d)", pass, n, n-1)
 	}
-	noop := []json.RawMessage{noopAction(spec.Domain)}
+	// the no-op agent's n replays, then the random agent's n, all at once
+	rng := rand.New(rand.NewPCG(uint64(r.o.Seed), uint64(len(t.ID))))
+	trivial := make([][]json.RawMessage, 2*n)
 	for k := range n {
-		if ok, err := r.episode(ctx, m, spec, noop, int64(100+k), steps); err != nil {
-			return err
-		} else if ok {
+		trivial[k] = []json.RawMessage{noopAction(spec.Domain)}
+		trivial[n+k] = randomAgent(spec, rng)
+	}
+	if got, err = replay(trivial, 100); err != nil {
+		return err
+	}
+	for k, ok := range got {
+		if !ok {
+			continue
+		}
+		if k < n {
 			return reject(RungTrivial, "a no-op agent passed (replay %d of %d)", k+1, n)
 		}
-	}
-	rng := rand.New(rand.NewPCG(uint64(r.o.Seed), uint64(len(t.ID))))
-	for k := range n {
-		if ok, err := r.episode(ctx, m, spec, randomAgent(spec, rng), int64(200+k), steps); err != nil {
-			return err
-		} else if ok {
-			return reject(RungTrivial, "a random agent passed (replay %d of %d)", k+1, n)
-		}
+		return reject(RungTrivial, "a random agent passed (replay %d of %d)", k-n+1, n)
 	}
 	return nil
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // episode plays actions in a fresh session of spec (ending it if they do
 // not) and reports whether the success rule fired.
 func (r *run) episode(ctx context.Context, m *sim.Manager, spec *world.Spec, actions []json.RawMessage, seed int64, steps *atomic.Int64) (bool, error) {
+	select {
+	case r.episodes <- struct{}{}:
+		defer func() { <-r.episodes }()
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
 	rep, err := m.Create(ctx, sim.CreateRequest{WorldID: spec.Name, Seed: &seed})
 	if err != nil {
 		return false, err
