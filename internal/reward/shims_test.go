@@ -28,7 +28,7 @@ func TestTrainerShims(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = os.WriteFile(filepath.Join(stub, "swift", "__init__.py"), nil, 0o644)
-	_ = os.WriteFile(filepath.Join(stub, "swift", "rewards.py"), []byte("class ORM:\n    pass\norms = {}\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(stub, "swift", "rewards.py"), []byte("class ORM:\n    def __init__(self, args=None, **kwargs):\n        self.args = args\norms = {}\n"), 0o644)
 	script := `
 import importlib.util, json, os, sys
 sys.path[:0] = [sys.argv[2]]
@@ -61,7 +61,11 @@ out = {
     "trl": agentworld_reward(prompts=[prompt, prompt], completions=[[{"role": "assistant", "content": good}], [{"role": "assistant", "content": bad}]],
                              completion_ids=[[], []], data_source=["agentworld/terminal"] * 2, reward_model=[rm, rm], extra_info=[ei, ei],
                              trainer_state=None, log_extra=None, log_metric=lambda k, v: None),
-    "swift": orms["agentworld"]()([good, bad], data_source=["agentworld/terminal"] * 2, reward_model=[rm, rm], extra_info=[ei, ei]),
+    # as ms-swift 3602360 builds (orms[name](args=args)) and calls an ORM: completions, then every
+    # column batched, messages (here renamed from prompt by --columns) ending with the completion
+    "swift": orms["agentworld"](args=None)([good, bad], messages=[prompt + [{"role": "assistant", "content": c}] for c in (good, bad)],
+                                         data_source=["agentworld/terminal"] * 2, reward_model=[rm, rm],
+                                         extra_info=[{"id": "t#2"}] * 2, trainer_state=None),
 }
 print(json.dumps(out))
 `

@@ -27,6 +27,12 @@ class _Any(types.ModuleType):
     def __call__(self, *a, **k):
         return _Any(self.__name__ + "()")
 
+    def __getitem__(self, key):
+        return _Any(self.__name__ + "[]")
+
+    def __iter__(self):
+        return iter(())
+
     def __mro_entries__(self, bases):
         return (object,)
 
