@@ -419,8 +419,10 @@ func rlFormat(flag, out string) (trainset.Format, string, error) {
 		return trainset.FormatVerl, "verl", nil
 	case "jsonl":
 		return trainset.FormatRLJSONL, "rl-jsonl", nil
+	case "swift":
+		return trainset.FormatRLSwift, "rl-swift", nil
 	}
-	return 0, "", flagErr("format", fmt.Errorf("%q: want parquet or jsonl", flag))
+	return 0, "", flagErr("format", fmt.Errorf("%q: want parquet, jsonl or swift", flag))
 }
 
 func newDataExportCmd() *cobra.Command {
@@ -468,7 +470,7 @@ before the answer for swift, llamafactory-v0, trl, chat and cpt, the
 				return flagErr("format", fmt.Errorf("--format is for --mode rl (sft layouts are chosen with --trainer)"))
 			}
 			if mixRows != "" {
-				if xo.Mode != expand.RL || eo.Format != trainset.FormatRLJSONL {
+				if xo.Mode != expand.RL || eo.Format == trainset.FormatVerl {
 					return flagErr("mix-rows", fmt.Errorf("mixes RL rows as JSON lines: use --mode rl with --out FILE.jsonl (each row keeps its own fields, which one Parquet schema cannot hold)"))
 				}
 				return exportMixed(cmd, args, &ef, xo, eo, opts, mixRows, cpt.CorpusRatio)
@@ -484,7 +486,7 @@ before the answer for swift, llamafactory-v0, trl, chat and cpt, the
 		},
 	}
 	ef.add(cmd, "output file (default stdout; required for rl Parquet)")
-	cmd.Flags().StringVar(&rlOut, "format", "", "--mode rl: parquet (verl's layout) or jsonl (the same rows as JSON lines); default: from the --out suffix (.parquet, .jsonl)")
+	cmd.Flags().StringVar(&rlOut, "format", "", "--mode rl: parquet (verl's layout), jsonl (the same rows as JSON lines) or swift (JSON lines, the prompt under messages as ms-swift reads it); default: from the --out suffix (.parquet, .jsonl)")
 	cmd.Flags().StringVar(&split, "split", "train", "extra_info.split of rl rows")
 	cmd.Flags().StringVar(&style, "reward-style", "model", "reward_model.style of rl rows")
 	cmd.Flags().Int64Var(&cpt.ShardBytes, "shard-bytes", 256<<20, "--mode cpt: largest shard file in bytes (a single larger document gets a shard alone)")

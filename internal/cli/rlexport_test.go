@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/trainset"
 )
 
@@ -45,6 +46,19 @@ func TestRLExportFollowsSuffix(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" || len(got) != 9 {
 		t.Errorf("%d rows; JSONL rows differ from the Parquet ones:\n%s", len(got), d)
+	}
+	// ms-swift reads a prompt column as one string: --format swift puts the
+	// prompt under messages.
+	sw := filepath.Join(dir, "swift.jsonl")
+	if _, stderr, err := runCLI(t, "data", "export", "--mode", "rl", "--format", "swift", "--seed", "3", "-o", sw, traj); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	sb, _ := os.ReadFile(sw)
+	var first map[string]json.RawMessage
+	_ = json.Unmarshal(bytes.SplitN(sb, []byte("\n"), 2)[0], &first)
+	var msgs []expand.Message
+	if _, has := first["prompt"]; has || json.Unmarshal(first["messages"], &msgs) != nil || cmp.Diff(want[0].Prompt, msgs) != "" {
+		t.Errorf("--format swift: %.300s", sb)
 	}
 	if _, _, err := runCLI(t, "data", "export", "--mode", "rl", "-o", filepath.Join(dir, "rl.data"), traj); err == nil || !strings.Contains(err.Error(), "--format parquet or jsonl") {
 		t.Errorf("an unknown suffix: %v", err)

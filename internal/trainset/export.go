@@ -40,12 +40,27 @@ const (
 	// FormatTRL writes TRLLines sampled the same way (TrainerTRL).
 	FormatTRL
 	// FormatRLJSONL writes the RL rows of FormatVerl as JSON lines, for
-	// trainers that read RL prompts from JSONL (OpenRLHF, ms-swift, slime).
+	// trainers that read RL prompts from JSONL (OpenRLHF, slime).
 	FormatRLJSONL
+	// FormatRLSwift writes them as JSON lines with the prompt under
+	// "messages": ms-swift reads a "prompt" column as one string query
+	// (swift/dataset/preprocessor/core.py), its conversations as messages.
+	FormatRLSwift
 )
 
 // IsRL reports whether f writes RL rows.
-func (f Format) IsRL() bool { return f == FormatVerl || f == FormatRLJSONL }
+func (f Format) IsRL() bool { return f == FormatVerl || f == FormatRLJSONL || f == FormatRLSwift }
+
+// SwiftRLRow is an RLRow as ms-swift's GRPO dataset reads it: the prompt
+// as messages; the other columns reach its reward functions as keyword
+// arguments.
+type SwiftRLRow struct {
+	DataSource  string           `json:"data_source"`
+	Messages    []expand.Message `json:"messages"`
+	Ability     string           `json:"ability"`
+	RewardModel RewardModel      `json:"reward_model"`
+	ExtraInfo   ExtraInfo        `json:"extra_info"`
+}
 
 // ChatMessage is a message of a ChatLine. Loss is set on assistant
 // messages only: false on history observations (context, not targets) and
@@ -259,7 +274,7 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *expand.Expan
 			}
 			var err error
 			switch e.Format {
-			case FormatVerl, FormatRLJSONL:
+			case FormatVerl, FormatRLJSONL, FormatRLSwift:
 				row := RLRowOf(s, e.Split, e.RewardStyle)
 				it.row = &row
 			case FormatChat, FormatChatSampled:
@@ -329,7 +344,12 @@ func Export(ctx context.Context, files []string, out io.Writer, xo *expand.Expan
 			}
 			if it.row != nil && pw == nil {
 				it.row.ExtraInfo.Index = sum.Written
-				line, err := trajectory.Marshal(it.row)
+				var v any = it.row
+				if e.Format == FormatRLSwift {
+					r := it.row
+					v = SwiftRLRow{DataSource: r.DataSource, Messages: r.Prompt, Ability: r.Ability, RewardModel: r.RewardModel, ExtraInfo: r.ExtraInfo}
+				}
+				line, err := trajectory.Marshal(v)
 				if err != nil {
 					return err
 				}
