@@ -16,7 +16,11 @@ import (
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
-var benchWorlds = flag.Int("worldgen.worlds", 1000, "worlds BenchmarkGenerate generates")
+var (
+	benchWorlds   = flag.Int("worldgen.worlds", 1000, "worlds BenchmarkGenerate generates")
+	benchGenDelay = flag.Duration("worldgen.gen-delay", 2*time.Second, "BenchmarkGenerate's generator latency")
+	benchWMDelay  = flag.Duration("worldgen.wm-delay", 200*time.Millisecond, "BenchmarkGenerate's world-model latency per step")
+)
 
 // benchGenerator emits a distinct tracker world per candidate with
 // tasksPer tasks, each closing its own issue.
@@ -61,9 +65,8 @@ func benchWorldModel(delay time.Duration, steps *atomic.Int64) fakellm.Handler {
 //
 //	go test -run '^$' -bench Generate -benchtime 1x ./internal/worldgen [-args -worldgen.worlds=N]
 func BenchmarkGenerate(b *testing.B) {
+	genDelay, wmDelay := *benchGenDelay, *benchWMDelay
 	const (
-		genDelay    = 2 * time.Second
-		wmDelay     = 200 * time.Millisecond
 		tasksPer    = 10
 		concurrency = 64
 		episodes    = 128
@@ -76,6 +79,8 @@ func BenchmarkGenerate(b *testing.B) {
 		b.ReportMetric(float64(big.peak)/1e6, "peak-heap-MB")
 		fmt.Printf("worldgen: %d worlds (%d tasks) in %v at concurrency %d candidates / %d episodes: %.2f ms per world, ideal %.2f ms (ratio %.2f, goal <= 1.2); %d world-model steps; %d CPUs\n",
 			big.worlds, big.tasks, big.elapsed.Round(time.Millisecond), concurrency, episodes, big.perWorld, big.ideal, big.ratio, big.steps, runtime.NumCPU())
+		fmt.Printf("worldgen: CPU %v over %v of wall time (%.0f%% of one core; %.2f ms CPU per world-model step, fakes included): a ratio above 1.2 with little CPU share is the machine's, not the pipeline's\n",
+			big.cpu.Round(time.Millisecond), big.elapsed.Round(time.Millisecond), 100*big.cpu.Seconds()/big.elapsed.Seconds(), float64(big.cpu.Milliseconds())/float64(max(big.steps, 1)))
 		fmt.Printf("worldgen: peak heap %.1f MB for %d worlds, %.1f MB for %d: the work in flight sets it, not the library\n",
 			float64(small.peak)/1e6, small.worlds, float64(big.peak)/1e6, big.worlds)
 	}
@@ -88,6 +93,7 @@ type benchResult struct {
 	perWorld, ideal float64 // ms
 	ratio           float64
 	peak            uint64
+	cpu             time.Duration // this process's CPU time (the fake servers' included)
 }
 
 func measure(b *testing.B, worlds int, genDelay, wmDelay time.Duration, tasksPer, concurrency, episodes int) benchResult {
@@ -124,9 +130,10 @@ func measure(b *testing.B, worlds int, genDelay, wmDelay time.Duration, tasksPer
 			}
 		}
 	})
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	st, err := Run(context.Background(), dir, o)
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -138,7 +145,7 @@ func measure(b *testing.B, worlds int, genDelay, wmDelay time.Duration, tasksPer
 	ideal := max(time.Duration(worlds)*genDelay/time.Duration(concurrency),
 		time.Duration(steps.Load())*wmDelay/time.Duration(episodes),
 		genDelay+3*wmDelay)
-	r := benchResult{worlds: worlds, tasks: st.AcceptedTasks, elapsed: elapsed, steps: steps.Load(), peak: peak.Load()}
+	r := benchResult{worlds: worlds, tasks: st.AcceptedTasks, elapsed: elapsed, steps: steps.Load(), peak: peak.Load(), cpu: cpu}
 	r.perWorld = float64(elapsed) / float64(worlds) / 1e6
 	r.ideal = float64(ideal) / float64(worlds) / 1e6
 	r.ratio = r.perWorld / r.ideal

@@ -376,6 +376,11 @@ func Run(ctx context.Context, dir string, opts Options) (*Stats, error) {
 	if o.Generator == nil || o.WorldModel == nil {
 		return nil, errors.New("worldgen: a generator and a world model are required")
 	}
+	for _, d := range o.Domains {
+		if d != "fiction" && !slices.Contains(allDomains, d) {
+			return nil, fmt.Errorf("worldgen: domain %q: want one of %s or fiction", d, strings.Join(allDomains, ", "))
+		}
+	}
 	lib, err := library.Create(dir, o.Shards)
 	if err != nil {
 		return nil, err

@@ -2,13 +2,16 @@ package worldgen
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/agentworld/agentworld/internal/itemf1"
 	"github.com/agentworld/agentworld/internal/library"
+	"github.com/agentworld/agentworld/internal/searchindex"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -160,18 +163,51 @@ func TestFictionQuestionsAnswerable(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 	lib, _ := library.Open(dir)
-	multi := 0
+	specs, err := lib.Specs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	multi, n := 0, 0
 	err = lib.Tasks(library.Filter{}, func(tk *library.TaskEntry, _ string) error {
-		if len(tk.Check.Answer.Items) > 1 {
+		n++
+		items := tk.Check.Answer.Items
+		if len(items) > 1 {
 			multi++
+		}
+		// retrieval with the question finds a document holding every item
+		ix, err := searchindex.New(specs[tk.World].Facts.Documents)
+		if err != nil {
+			return err
+		}
+		defer ix.Close()
+		hits, err := ix.Search(tk.Instruction, 10)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			found := false
+			for _, h := range hits {
+				if d, _ := ix.Doc(h.Key); strings.Contains(d.Text, it) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s: %q is in none of the top %d documents for %q", tk.ID, it, len(hits), tk.Instruction)
+			}
+		}
+		// the reference's answer matches: item F1 1
+		var answer string
+		if err := json.Unmarshal(tk.Reference[len(tk.Reference)-1], &answer); err != nil {
+			return err
+		}
+		if f1 := itemf1.ScoreAnswer(answer, items).F1; f1 != 1 {
+			t.Errorf("%s: the reference answer %q scores F1 %v", tk.ID, answer, f1)
 		}
 		return nil
 	})
-	if err != nil || multi != 3 {
-		t.Errorf("%d multi-item questions, want one per world (%v)", multi, err)
+	if err != nil || multi != 3 || n < 9 {
+		t.Errorf("%d questions, %d multi-item (want one per world): %v", n, multi, err)
 	}
-	// every question of every candidate, accepted or not, passed the
-	// answerable rung
 	for _, r := range st.Tasks {
 		if r.Rung == RungAnswer && r.Rejected != 0 {
 			t.Errorf("answerable rung rejected %d", r.Rejected)
