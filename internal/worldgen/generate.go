@@ -935,75 +935,74 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// readVerdicts counts the journal's verdicts and says which requests are
-// decided.
-func (r *run) readVerdicts(path string) (map[string]bool, error) {
-	decided := map[string]bool{}
+// eachJournalLine calls fn with every line of a journal file (a missing
+// one has none), naming the file and line in errors.
+func eachJournalLine(path string, fn func(line []byte) error) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return decided, nil
+		return nil
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
 	lr := trajectory.NewLineReader(f, path, 0)
 	for {
 		line, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
-			return decided, nil
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
+		if err := fn(line); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+	}
+}
+
+// readVerdicts counts the journal's verdicts and says which requests are
+// decided.
+func (r *run) readVerdicts(path string) (map[string]bool, error) {
+	decided := map[string]bool{}
+	err := eachJournalLine(path, func(line []byte) error {
 		var v verdict
 		if err := json.Unmarshal(line, &v); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			return err
 		}
 		if !decided[v.Request] {
 			decided[v.Request] = true
 			r.stats.add(v)
 		}
-	}
+		return nil
+	})
+	return decided, err
 }
 
-// readAnswers keeps the journal's answers of undecided requests: the
-// generator is not asked again for them.
+// readAnswers keeps the journal's answers of undecided requests (the
+// generator is not asked again for them) and counts every answer's
+// spending.
 func readAnswers(path string, decided map[string]bool, st *Stats) (map[string]*answerLine, error) {
 	out := map[string]*answerLine{}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return out, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	lr := trajectory.NewLineReader(f, path, 0)
-	for {
-		line, n, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := eachJournalLine(path, func(line []byte) error {
 		var peek struct {
 			Request          string `json:"request"`
 			PromptTokens     int    `json:"prompt_tokens"`
 			CompletionTokens int    `json:"completion_tokens"`
 		}
 		if err := json.Unmarshal(line, &peek); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			return err
 		}
 		st.spent(answerLine{PromptTokens: peek.PromptTokens, CompletionTokens: peek.CompletionTokens})
 		if decided[peek.Request] {
-			continue
+			return nil
 		}
 		var a answerLine
 		if err := json.Unmarshal(line, &a); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			return err
 		}
 		out[a.Request] = &a
-	}
+		return nil
+	})
+	return out, err
 }
