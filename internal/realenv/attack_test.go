@@ -1,3 +1,5 @@
+//go:build linux
+
 package realenv
 
 import (
@@ -376,5 +378,27 @@ func TestServedTaskRewardUnforgeable(t *testing.T) {
 	var check CheckResult
 	if err := json.Unmarshal(res.Info.Extra["task_check"], &check); err != nil || check.Passed {
 		t.Fatalf("task_check %s: %v", res.Info.Extra["task_check"], err)
+	}
+}
+
+// TestCheckIgnoresPlantedModules plants what an interpreter started by a
+// check would load from the agent's files: json.py in the work dir (Python
+// puts the working directory first on its path for -c and -m) and a
+// usercustomize.py in ~/.local (run at every start when HOME is the work
+// dir), each exiting 0 at once. A check in Python must still fail (both
+// passed with the work dir as HOME and no PYTHONSAFEPATH).
+func TestCheckIgnoresPlantedModules(t *testing.T) {
+	requireAttackTools(t)
+	t.Parallel()
+	term, _ := startTerminal(t, nil)
+	agentRun(t, term, `echo 'import os; os._exit(0)' > /app/json.py && mkdir -p /app/.local/lib/$(python3 -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/site-packages && cp /app/json.py /app/.local/lib/python3*/site-packages/usercustomize.py`)
+	for _, check := range []string{
+		`python3 -c 'import json, sys; sys.exit(1)'`,
+		`cd /tmp && python3 -c 'import sys; sys.exit(1)'`,
+	} {
+		_, code, err := term.Exec(context.Background(), check)
+		if err != nil || code != 1 {
+			t.Errorf("check %q: exit %d, %v (want 1: the agent's module ran)", check, code, err)
+		}
 	}
 }

@@ -366,5 +366,26 @@ const shmBytes = 64 << 20
 // for start-up errors.
 const maxStderr = 64 << 10
 
+// runEnv is the environment of a run of kind: the sandbox's, and for a
+// check a HOME the agent cannot have written (its private directory, not
+// the work dir: no ~/.gitconfig, ~/.config or ~/.local of the agent's) and
+// Python told not to import from the working directory or the user's site
+// directory, where the agent could have planted modules (json.py in /app
+// would otherwise be what `python3 -c 'import json'` imports).
+func runEnv(base map[string]string, kind runKind) []string {
+	env := make([]string, 0, len(base)+3)
+	for k, v := range base {
+		if kind == kindCheck && k == "HOME" {
+			continue
+		}
+		env = append(env, k+"="+v)
+	}
+	if kind == kindCheck {
+		env = append(env, "HOME="+privateDir, "PYTHONSAFEPATH=1", "PYTHONNOUSERSITE=1")
+	}
+	slices.Sort(env)
+	return env
+}
+
 // sandboxPath is PATH inside the sandbox.
 const sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -367,12 +366,7 @@ func (s *sandbox) command(ctx context.Context, kind runKind, dir string, argv ..
 	a = append(a, "--", "bash", "-c", closeFDs.String()+`cd -- "$0" || exit 125; exec "$@"`, dir)
 	a = append(a, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", a...)
-	env := make([]string, 0, len(s.spec.Env))
-	for k, v := range s.spec.Env {
-		env = append(env, k+"="+v)
-	}
-	slices.Sort(env)
-	cmd.Env = env
+	cmd.Env = runEnv(s.spec.Env, kind)
 	cmd.ExtraFiles = s.ns
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if os.Geteuid() == 0 {

@@ -41,7 +41,7 @@ import (
 // Setup and check run in the work dir, as the shell's user, each in a pid
 // namespace of its own that ends with it, with an empty private directory
 // at /run/private that no other process can see (a check unpacks the
-// agent's archives there).
+// agent's archives there; it is also a check's HOME).
 type Task struct {
 	Name        string  `json:"name"`
 	Horizon     string  `json:"horizon,omitempty"`

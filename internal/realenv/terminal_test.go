@@ -132,7 +132,7 @@ root@sandbox:/app/proj#`},
 		t.Fatalf("host view of the work dir: %q, %v", b, err)
 	}
 	out, code, err := term.Exec(context.Background(), "cat proj/notes.txt; pwd; echo $HOME")
-	if err != nil || code != 0 || out != "hello world\n/app\n/app\n" {
+	if err != nil || code != 0 || out != "hello world\n/app\n/run/private\n" {
 		t.Fatalf("Exec = %q, %d, %v", out, code, err)
 	}
 	if _, code, _ := term.Exec(context.Background(), "exit 3"); code != 3 {
