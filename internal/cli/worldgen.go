@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldgen"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -17,6 +18,8 @@ func newWorldGenerateCmd() *cobra.Command {
 		o                     worldgen.Options
 		genURL, genKey, out   string
 		wmURL, wmModel, wmKey string
+		judgeURL, judgeModel  string
+		judgeKey              string
 		seedsPath, domains    string
 		fromMCP               []string
 	)
@@ -30,7 +33,8 @@ imported MCP worlds (--from-mcp spec files, e.g. written by "world
 from-mcp"), or from a domain x topic mixture (--domains; "fiction" draws
 invented search worlds whose documents and questions are rendered from a
 generated fact graph). Every candidate climbs the validation ladder:
-schema and tool-schema compilation, actions parse, near-duplicates
+schema and tool-schema compilation (a judged check only with
+--success-judge-url), actions parse, near-duplicates
 collapse, the check not met by the initial state, fictional answers
 retrievable, the reference passing in 4 of 5 simulated replays (the world
 model: --world-model-url, default the generator), a no-op and a random
@@ -74,6 +78,9 @@ the same flags resumes: no generator answer is asked for twice.`,
 				wmURL, wmModel, wmKey = genURL, o.GeneratorModel, genKey
 			}
 			o.WorldModel = worldmodel.New(wmURL, wmModel, &worldmodel.Options{APIKey: wmKey, Logger: log})
+			if judgeURL != "" {
+				o.SuccessJudge = judge.NewSuccessJudge(worldmodel.New(judgeURL, judgeModel, &worldmodel.Options{APIKey: judgeKey, Logger: log}), judgeModel, nil)
+			}
 			o.Progress, o.Logger = cmd.ErrOrStderr(), log
 			fmt.Fprintf(cmd.ErrOrStderr(), "estimate: %s\n", worldgen.EstimateCost(o, o.Count))
 			st, err := worldgen.Run(cmd.Context(), out, o)
@@ -96,6 +103,9 @@ the same flags resumes: no generator answer is asked for twice.`,
 	fl.StringVar(&wmURL, "world-model-url", "", "world model simulating the ladder's replays (default: the generator)")
 	fl.StringVar(&wmModel, "world-model", "", "world model name (with --world-model-url)")
 	fl.StringVar(&wmKey, "world-model-api-key", "", "bearer token sent to the world model")
+	fl.StringVar(&judgeURL, "success-judge-url", "", "a model deciding the replays of tasks with a judged check (none: such tasks are rejected)")
+	fl.StringVar(&judgeModel, "success-judge-model", "", "success judge model name")
+	fl.StringVar(&judgeKey, "success-judge-api-key", "", "bearer token sent to the success judge")
 	fl.StringVar(&out, "out", "", "world library directory (created; a rerun resumes)")
 	fl.StringVar(&seedsPath, "seeds", "", `seed descriptions: one per line, or JSONL {"id", "description"}`)
 	fl.StringArrayVar(&fromMCP, "from-mcp", nil, "an imported MCP world spec to mutate (repeatable)")

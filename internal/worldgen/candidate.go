@@ -156,15 +156,16 @@ func compileTools(s *world.Spec) error {
 }
 
 // checkTask is a task's own part of the schema and actions rungs: its
-// fields, and every reference action parsing in the world's domain (a
+// fields (a judged check only when a success judge can decide the
+// replays), and every reference action parsing in the world's domain (a
 // tool call naming a tool the world has), the last one ending the
 // episode.
-func checkTask(s *world.Spec, t *library.TaskEntry) error {
+func checkTask(s *world.Spec, t *library.TaskEntry, judged bool) error {
 	if err := t.Validate(); err != nil {
 		return reject(RungSchema, "%v", err)
 	}
-	if t.Check.Judge != nil {
-		return reject(RungSchema, "check: a judged criterion cannot be proven in simulation here; give a state, answer or final_observation rule")
+	if t.Check.Judge != nil && !judged {
+		return reject(RungSchema, "check: a judged criterion needs a success judge to be proven in simulation (generate --success-judge-url)")
 	}
 	for i, a := range t.Reference {
 		act, err := conversation.ParseAction(s.Domain, a)

@@ -25,7 +25,7 @@ func FuzzParseCandidate(f *testing.F) {
 			if tk.World != c.spec.Name {
 				t.Fatalf("task %s of world %q in world %q", tk.ID, tk.World, c.spec.Name)
 			}
-			if err := checkTask(c.spec, tk); err == nil {
+			if err := checkTask(c.spec, tk, false); err == nil {
 				if err := tk.Validate(); err != nil {
 					t.Fatalf("checkTask passed an invalid task: %v", err)
 				}

@@ -36,6 +36,7 @@ import (
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/itemf1"
+	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/library"
 	"github.com/agentworld/agentworld/internal/progress"
@@ -88,6 +89,9 @@ type Options struct {
 	GeneratorModel string
 	// WorldModel simulates the ladder's replays; required.
 	WorldModel worldmodel.Completer
+	// SuccessJudge decides the replays of tasks whose check is a judged
+	// criterion; nil rejects such tasks on the schema rung.
+	SuccessJudge *judge.SuccessJudge
 	// Seeds are seed descriptions, used in turn; with none, MCP worlds or
 	// the mixture are used.
 	Seeds []Seed
@@ -525,7 +529,7 @@ func (r *run) candidate(ctx context.Context, i int, answers map[string]*answerLi
 	for _, t := range c.tasks {
 		t.Provenance = prov
 		t.Provenance.Parent = c.spec.Name
-		if err := checkTask(c.spec, t); err != nil {
+		if err := checkTask(c.spec, t, r.o.SuccessJudge != nil); err != nil {
 			v.TaskRej = append(v.TaskRej, taskReject{ID: t.ID, rejection: *asRejection(err)})
 			continue
 		}
@@ -725,7 +729,8 @@ func (r *run) prove(ctx context.Context, c *candidate, t *library.TaskEntry, ix 
 	}
 	spec := library.TaskSpec(c.spec, t)
 	m := sim.New(&sim.Options{
-		Hooks:    []sim.StepHook{r.retrieval},
+		SuccessJudge: r.o.SuccessJudge,
+		Hooks:        []sim.StepHook{r.retrieval},
 		Worlds:   map[string]*world.Spec{spec.Name: spec},
 		Backends: map[string]sim.BackendFactory{sim.BackendModel: sim.NewModelBackend(r.o.WorldModel, &sim.ModelOptions{MaxTokens: 4096})},
 	})

@@ -35,6 +35,7 @@ For a tool environment (domain mcp, search or swe) or a text-action one
       {"state": [{"entity": id, "attribute": name, "value": v}]}   facts a result must show at the end,
       {"answer": {"items": [..], "min_f1": 0..1}}                    the expected final answer items,
       {"final_observation": regular expression}                      a pattern of the last result,
+      {"judge": {"criterion": what a successful episode achieved}}   only when no rule above can decide,
    "reference": [actions that solve the task, the last one the final answer or end action]
  }]}
 

@@ -3,6 +3,7 @@ package worldgen
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/itemf1"
+	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/library"
 	"github.com/agentworld/agentworld/internal/searchindex"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
@@ -212,5 +214,50 @@ func TestFictionQuestionsAnswerable(t *testing.T) {
 		if r.Rung == RungAnswer && r.Rejected != 0 {
 			t.Errorf("answerable rung rejected %d", r.Rejected)
 		}
+	}
+}
+
+// TestJudgedChecks: a task whose check is a judged criterion is rejected
+// without a success judge, and proven by replays the judge decides with
+// one (the fake judge passes a transcript in which the issue closed).
+func TestJudgedChecks(t *testing.T) {
+	judged := func(r *fakellm.Request) fakellm.Reply {
+		out := mustJSON(map[string]any{"world": trackerWorld("judged", "Issue WS-9 is open (judged)."),
+			"tasks": []any{map[string]any{"instruction": "Close WS-9.", "difficulty": "easy",
+				"check":     map[string]any{"judge": map[string]any{"criterion": "issue WS-9 ended closed"}},
+				"reference": []any{map[string]any{"name": "close_issue", "arguments": map[string]any{"key": "WS-9"}}, "done"}}}})
+		return fakellm.Reply{Content: out}
+	}
+	judgeSrv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		for _, m := range r.Messages {
+			if strings.Contains(m.Content, `"status": "closed"`) {
+				return fakellm.Reply{Content: `{"success": true, "reason": "closed"}`}
+			}
+		}
+		return fakellm.Reply{Content: `{"success": false, "reason": "still open"}`}
+	})
+	gen, wm := fakellm.New(judged), fakellm.New(fakeWorldModel(0))
+	defer gen.Close()
+	defer wm.Close()
+	defer judgeSrv.Close()
+	o := newOpts(t, gen, wm)
+	o.Count, o.Domains = 1, []string{"mcp"}
+	st, err := Run(context.Background(), filepath.Join(t.TempDir(), "a"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.AcceptedWorlds != 0 || !strings.Contains(fmt.Sprint(st.Reasons), "needs a success judge") {
+		t.Errorf("without a judge: %+v", st)
+	}
+	o.SuccessJudge = judge.NewSuccessJudge(worldmodel.New(judgeSrv.URL, "judge", &worldmodel.Options{MaxRetries: -1}), "judge", nil)
+	st, err = Run(context.Background(), filepath.Join(t.TempDir(), "b"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.AcceptedWorlds != 1 || st.AcceptedTasks != 1 {
+		t.Errorf("with a judge: %+v", st)
+	}
+	if judgeSrv.Count() < 15 {
+		t.Errorf("the judge decided %d episodes, want the 15 replays", judgeSrv.Count())
 	}
 }
