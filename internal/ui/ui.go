@@ -264,7 +264,7 @@ func queryOf(v url.Values, pageSize int) (runview.Query, error) {
 	}
 	if p := v.Get("page"); p != "" {
 		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 {
+		if err != nil || n < 1 || n > math.MaxInt32 {
 			return q, fmt.Errorf("%w: field page: %q is not a page number", errBadRequest, p)
 		}
 		q.Offset = (n - 1) * pageSize

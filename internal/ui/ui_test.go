@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/ui"
 )
 
 func get(t *testing.T, c *http.Client, u string, want int) string {
@@ -242,4 +244,27 @@ func TestTruncatedRunDirectory(t *testing.T) {
 	page := get(t, c, srv.URL+"/runs/run-b", 500)
 	mustContain(t, "truncated run", page, "judged.jsonl:24", "cut short")
 	get(t, c, srv.URL+"/runs/run-a", 200)
+}
+
+// TestReadOnlyWithoutLabels: without a label database the sample page has
+// no form and a label POST is refused, whatever it carries.
+func TestReadOnlyWithoutLabels(t *testing.T) {
+	f := newFixture(t)
+	s, err := ui.New(&ui.Options{Runs: bench.NewViewSource([]string{f.runs}, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	page := get(t, srv.Client(), srv.URL+"/runs/run-a/samples/mcp-1", 200)
+	if strings.Contains(page, `id="label-scores"`) || !strings.Contains(page, "read-only") {
+		t.Error("a read-only UI shows a label form")
+	}
+	st, _ := postLabel(t, srv.Client(), srv.URL, url.Values{"run": {"run-a"}, "sample": {"mcp-1"}, "kind": {"scores"}}, "")
+	if st/100 != 4 {
+		t.Errorf("label POST on a read-only UI: %d", st)
+	}
+	if _, err := os.Stat(f.labelsPath); err == nil {
+		t.Error("a read-only UI created a label database")
+	}
 }
