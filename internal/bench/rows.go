@@ -1,6 +1,16 @@
 // Package bench runs AgentWorldBench: inference of a world model on the
 // benchmark records, judging of its predictions, and scoring, as one
 // concurrent, resumable, cached pipeline with reports.
+//
+// Size: over 3,000 lines because a run directory is one format that every
+// part reads and writes: the pipeline (run.go, infer.go, judgestage.go,
+// pairs.go) writes the predictions and judged rows, and the scorer,
+// reports, comparisons, trust summary and the run viewer (view.go,
+// viewindex.go) read exactly those rows (rows.go) and the run's settings
+// (runmeta.go).
+// The parts that need none of it have left: the answer cache
+// (answercache), run views for the UI (runview), agreement statistics
+// (agree), the error taxonomy (taxonomy).
 package bench
 
 import (
