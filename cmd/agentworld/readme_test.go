@@ -52,6 +52,7 @@ var readmeSkips = []struct{ match, why string }{
 	{"verl.trainer.main_ppo", "starts verl training (verl, GPUs, a policy model)"},
 	{"--policy-url http://localhost:8001/v1", "needs the policy server started above (a GPU and a policy model)"},
 	{"openrlhf.cli.train_ppo_ray", "starts OpenRLHF training (OpenRLHF, Ray, GPUs, a policy model)"},
+	{"swift rlhf ", "starts ms-swift GRPO training (ms-swift, GPUs, a policy model)"},
 }
 
 // readmeSandbox are commands that start the bubblewrap sandbox; they are

@@ -33,6 +33,11 @@ class _Any(types.ModuleType):
     def __iter__(self):
         return iter(())
 
+    def __or__(self, other):  # type hints such as DictConfig | dict
+        return self
+
+    __ror__ = __or__
+
     def __mro_entries__(self, bases):
         return (object,)
 
