@@ -198,11 +198,10 @@ func ino(f *os.File) uint64 {
 // process of another (the kernel's capability check for ptrace wants
 // CAP_SYS_PTRACE in the tracee's user namespace, which only an ancestor's
 // owner has), whatever the host's Yama setting. They are made before the
-// agent runs anything, and the setup namespace's user.max_user_namespaces
-// is then set to the count in use (the agent's, these two), so no new
-// user namespace can be made below it: the agent cannot make one, and
-// neither can bwrap's --disable-userns limit of 1 (which this replaces)
-// stop these two.
+// agent runs anything, with the setup namespace's user.max_user_namespaces
+// at 3: the agent's and these two. (bwrap's --disable-userns sets it to 1,
+// the agent's alone.) With all three in use, no process of the sandbox can
+// make another user namespace.
 func (s *sandbox) helperNamespaces(ctx context.Context) error {
 	setup := s.ns[fdSetupUser-3]
 	for i := range 2 {
@@ -280,7 +279,10 @@ func checkParent(ns, parent *os.File) error {
 // the shell's user, with no capabilities, no_new_privs and the sandbox's
 // rlimits. It is the only way the host starts anything inside; nothing of
 // it runs on the host but nsenter, whose working directory and files are
-// never under a path the sandbox can write.
+// never under a path the sandbox can write. The tmux clients run inside
+// too: a tmux server (the agent's) can make a client write files (hooks
+// running save-buffer, MSG_WRITE_OPEN) or exec any program (MSG_SHELL);
+// inside, that happens as the agent, in the run's throw-away namespaces.
 //
 // kindWorld starts the agent's world: a new pid namespace, child of the
 // sandbox's, with its own /proc, in the agent's user namespace.

@@ -123,11 +123,10 @@ const DefaultMaxScreenBytes = 256 << 10
 // own — and, beside it, the processes the host runs inside, each in a pid
 // namespace made for it alone that ends with it: tmux clients that type
 // keys and capture the pane, setup scripts and task checks, which see the
-// agent's files and processes while the agent cannot see them. The tmux
-// server is the agent's (it can replace it with its own), so everything a
-// tmux client reads is treated as hostile bytes: bounded, and never
-// anything but text for the observation.
-// Everything runs as the sandbox's user without capabilities, with no
+// agent's files (not its processes) while the agent cannot see them. The
+// tmux server is the agent's (it can replace it with its own), so
+// everything a tmux client reads is treated as hostile bytes: bounded, and
+// never anything but text for the observation. Everything runs as the sandbox's user without capabilities, with no
 // network, a read-only system and a private /tmp. When the shell exits the
 // tmux server ends and the episode with it; Close kills the sandbox and
 // everything in it, and --die-with-parent does so if this process dies.
@@ -516,10 +515,11 @@ const maxExecOutput = 1 << 20
 
 // Exec runs a bash script inside the sandbox, in the work dir, and returns
 // its combined output (the last MiB) and exit code. Checks use it: they see
-// the same files, /tmp and processes as the agent's shell, and a fresh
-// private directory at /run/private that nothing else sees, but the agent
-// cannot see, signal or trace them: each runs in a pid namespace of its
-// own, made for it and ended with it (see [sandbox.command]). Output and
+// the same files and /tmp as the agent's shell (not its processes), and a
+// fresh private directory at /run/private, also their HOME, that nothing
+// else sees; the agent cannot see, signal or trace them: each runs in a pid
+// namespace of its own, made for it and ended with it (see
+// [sandbox.command]). Output and
 // status come back through pipes to this process, never through files the
 // agent could write. When the script exits, or ctx ends, everything it
 // started ends with it.
