@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -184,6 +185,9 @@ func NewMemStore() *MemStore {
 func (m *MemStore) CreateSession(_ context.Context, s SessionRecord, turns []TurnRecord) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, ok := m.sessions[s.ID]; ok { // as a database's unique key would
+		return fmt.Errorf("%w: %s is in the store", ErrSessionExists, s.ID)
+	}
 	m.sessions[s.ID] = s
 	m.turns[s.ID] = append([]TurnRecord(nil), turns...)
 	return nil
