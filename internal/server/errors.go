@@ -79,6 +79,8 @@ var errorKinds = []struct {
 	{err: sim.ErrSessionExists, status: http.StatusConflict, code: "session_exists"},
 	{err: sim.ErrEpisodeOver, status: http.StatusConflict, code: "episode_over"},
 	{err: sim.ErrNotResumable, status: http.StatusConflict, code: "not_resumable"},
+	{err: sim.ErrMoved, status: http.StatusServiceUnavailable, code: "session_moved", retryAfter: time.Second,
+		public: "session moved to another node while this step ran; it was not recorded here, so retrying the same turn is safe"},
 	{err: sim.ErrSessionClosed, status: http.StatusGone, code: "session_closed"},
 	{err: sim.ErrCapacity, status: http.StatusTooManyRequests, code: "capacity", retryAfter: 5 * time.Second},
 	{err: sim.ErrShuttingDown, status: http.StatusServiceUnavailable, code: "shutting_down", retryAfter: time.Second},

@@ -38,6 +38,10 @@ var (
 	// ErrNotResumable: the backend cannot rebuild the session's environment
 	// from its history (after a restart or for a fork) (409).
 	ErrNotResumable = errors.New("environment cannot be resumed from history")
+	// ErrMoved: another node of a cluster wrote the session since this one
+	// loaded it (a shared store's append found a later turn); the session
+	// is dropped from memory, and a retry loads it again (503, retryable).
+	ErrMoved = errors.New("session moved to another node")
 	// ErrShuttingDown: the manager is draining (503).
 	ErrShuttingDown = errors.New("shutting down")
 )

@@ -162,6 +162,22 @@ func (m *Manager) drop(s *session) {
 	}
 }
 
+// Evict forgets a session held in memory, closing its environment, and
+// leaves the store as it is; the next request for id loads it from the
+// store. A cluster node calls it when it takes a session over, since
+// another node may have written turns its copy lacks. Whether any was
+// held is reported.
+func (m *Manager) Evict(id string) bool {
+	m.mu.Lock()
+	s := m.sessions[id]
+	m.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	m.drop(s)
+	return true
+}
+
 // Step runs one action in a session.
 //
 // Step, step and observe are on the stack under every model call, which
@@ -452,6 +468,9 @@ func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act
 		err = m.store.AppendTurn(context.WithoutCancel(ctx), info.ID, rec, status)
 	}
 	if err != nil {
+		if errors.Is(err, ErrMoved) {
+			m.drop(s) // its turns are stale; the next request loads them
+		}
 		return nil, nil, fmt.Errorf("record session %s turn %d: %w", info.ID, turn, err)
 	}
 	s.mu.Lock()

@@ -1,0 +1,488 @@
+// Package jetstore keeps simulator sessions in NATS JetStream, so that the
+// nodes of a cluster share them: a [sim.Store] whose sessions any node can
+// load, and the ownership records that say which node serves each one.
+//
+// A session is its transcript. Each session has a subject of one stream
+// (DefaultPrefix + the id, base64url-encoded); its first message records
+// the session (and a fork's inherited turns), and each later one a turn or
+// a status change. Every append names the subject sequence the writer last
+// saw (Nats-Expected-Last-Subject-Sequence), so a node whose copy is stale
+// (another node wrote meanwhile) cannot append: the append fails with
+// [sim.ErrMoved] and the manager drops its copy. One writer at a time
+// holds for the transcript whatever the ownership records say.
+//
+// Ownership lives in two key-value buckets: DefaultOwnersBucket maps a
+// session to the node serving it ([Owner]), DefaultNodesBucket holds one
+// key per live node whose TTL is the lease: a node puts its key every
+// third of the lease, and a node that stops doing so (killed) loses every
+// session it owned when the key expires. [Store.Claim] takes a session
+// over with a compare-and-set on its owner record.
+//
+// Durability is the server's: JetStream acknowledges a write once it is
+// in memory on a quorum and flushes to disk every two minutes by default,
+// which lost acknowledged writes in Jepsen's analysis of 2.12. The
+// embedded server ([StartServer]) syncs every write (sync_interval:
+// always); a cluster joined by URL should be configured the same way.
+package jetstore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentworld/agentworld/internal/sim"
+)
+
+// Defaults of [Options].
+const (
+	DefaultStream       = "AGENTWORLD_SESSIONS"
+	DefaultPrefix       = "agentworld.session."
+	DefaultOwnersBucket = "agentworld_owners"
+	DefaultNodesBucket  = "agentworld_nodes"
+	DefaultLease        = 5 * time.Second
+	// DefaultSetupTimeout bounds how long New waits for JetStream to
+	// answer (a cluster elects its meta leader once a quorum is up).
+	DefaultSetupTimeout = time.Minute
+)
+
+// Options configures a [Store]. Nil means every default.
+type Options struct {
+	// Stream names the transcript stream; "" means DefaultStream.
+	Stream string
+	// Prefix begins every session's subject; "" means DefaultPrefix.
+	Prefix string
+	// OwnersBucket and NodesBucket name the ownership buckets; "" means
+	// DefaultOwnersBucket and DefaultNodesBucket.
+	OwnersBucket, NodesBucket string
+	// Replicas is how many servers keep each stream and bucket; 0 means 1.
+	// A cluster that must survive a node's loss needs 3.
+	Replicas int
+	// Node is this node's name in the ownership records; "" means the
+	// store takes part in no ownership (it reads and writes transcripts
+	// only).
+	Node string
+	// Addr is this node's HTTP base URL, where other nodes forward the
+	// requests of sessions it owns; "" means none.
+	Addr string
+	// Lease is how long a node keeps its sessions after its last
+	// heartbeat; 0 means DefaultLease.
+	Lease time.Duration
+	// SetupTimeout bounds New's wait for JetStream; 0 means
+	// DefaultSetupTimeout.
+	SetupTimeout time.Duration
+	// Logger receives heartbeat failures; nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is a [sim.Store] on JetStream, with the cluster's ownership
+// records. Close stops the heartbeat and releases this node's lease.
+type Store struct {
+	o      Options
+	log    *slog.Logger
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	owners jetstream.KeyValue
+	nodes  jetstream.KeyValue
+
+	mu   sync.Mutex
+	last map[string]uint64 // session id → its subject's last sequence this store saw
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// entry is one message of a session's subject.
+type entry struct {
+	// Kind is "create", "turn" or "status".
+	Kind    string             `json:"kind"`
+	Session *sim.SessionRecord `json:"session,omitempty"`
+	Turns   []sim.TurnRecord   `json:"turns,omitempty"`
+	Turn    *sim.TurnRecord    `json:"turn,omitempty"`
+	Status  string             `json:"status,omitempty"`
+	At      time.Time          `json:"at"`
+}
+
+// New opens the store on nc (which the caller closes after the store),
+// creating the stream and buckets when missing, and, with a Node, puts
+// its first heartbeat. It retries while JetStream is not yet available.
+func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Stream == "" {
+		o.Stream = DefaultStream
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.OwnersBucket == "" {
+		o.OwnersBucket = DefaultOwnersBucket
+	}
+	if o.NodesBucket == "" {
+		o.NodesBucket = DefaultNodesBucket
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.Lease == 0 {
+		o.Lease = DefaultLease
+	}
+	if o.SetupTimeout == 0 {
+		o.SetupTimeout = DefaultSetupTimeout
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	s := &Store{o: o, log: log, nc: nc, js: js, last: map[string]uint64{}}
+	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
+	defer cancel()
+	if err := retry(setup, s.setup); err != nil {
+		return nil, fmt.Errorf("set up JetStream stream %s and buckets: %w", o.Stream, err)
+	}
+	if o.Node != "" {
+		if err := retry(setup, s.heartbeat); err != nil {
+			return nil, fmt.Errorf("put node %s's heartbeat: %w", o.Node, err)
+		}
+		s.stop, s.done = make(chan struct{}), make(chan struct{})
+		go s.beat()
+	}
+	return s, nil
+}
+
+// retry calls fn until it succeeds or ctx ends, as a cluster forming
+// answers "JetStream not available" for a while.
+func retry(ctx context.Context, fn func(context.Context) error) error {
+	wait := 100 * time.Millisecond
+	for {
+		call, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := fn(call)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+func (s *Store) setup(ctx context.Context) error {
+	st, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        s.o.Stream,
+		Description: "agentworld session transcripts, one subject per session",
+		Subjects:    []string{s.o.Prefix + ">"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.o.Replicas,
+		Retention:   jetstream.LimitsPolicy,
+	})
+	if err != nil {
+		return err
+	}
+	owners, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: s.o.OwnersBucket, Description: "agentworld session owners", History: 1,
+		Storage: jetstream.FileStorage, Replicas: s.o.Replicas,
+	})
+	if err != nil {
+		return err
+	}
+	nodes, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: s.o.NodesBucket, Description: "agentworld live nodes; a key's TTL is its lease", History: 1,
+		TTL: s.o.Lease, Storage: jetstream.FileStorage, Replicas: s.o.Replicas,
+	})
+	if err != nil {
+		return err
+	}
+	s.stream, s.owners, s.nodes = st, owners, nodes
+	return nil
+}
+
+func (s *Store) heartbeat(ctx context.Context) error {
+	_, err := s.nodes.PutString(ctx, s.o.Node, s.o.Addr)
+	return err
+}
+
+// beat renews this node's lease every third of it until Close.
+func (s *Store) beat() {
+	defer close(s.done)
+	t := time.NewTicker(s.o.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), s.o.Lease/3)
+			if err := s.heartbeat(ctx); err != nil {
+				s.log.Warn("renew node lease", "node", s.o.Node, "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// Close stops the heartbeat and deletes this node's key, so other nodes
+// take its sessions over at once instead of after the lease. It does not
+// close the connection.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		if s.stop == nil {
+			return
+		}
+		close(s.stop)
+		<-s.done
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if derr := s.nodes.Delete(ctx, s.o.Node); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
+			err = fmt.Errorf("release node %s's lease: %w", s.o.Node, derr)
+		}
+	})
+	return err
+}
+
+// key is id as a subject token and a bucket key: base64url, so the
+// letters, digits, '.', '_' and '-' of a session id never split a subject.
+func key(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
+
+func (s *Store) subject(id string) string { return s.o.Prefix + key(id) }
+
+func (s *Store) remember(id string, seq uint64) {
+	s.mu.Lock()
+	s.last[id] = seq
+	s.mu.Unlock()
+}
+
+func (s *Store) forget(id string) {
+	s.mu.Lock()
+	delete(s.last, id)
+	s.mu.Unlock()
+}
+
+// isWrongLastSequence reports a failed expected-sequence check.
+func isWrongLastSequence(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// CreateSession implements sim.Store: one message holding the session
+// and its turns, accepted only while the subject is empty. With a Node,
+// this node becomes the session's owner.
+func (s *Store) CreateSession(ctx context.Context, rec sim.SessionRecord, turns []sim.TurnRecord) error {
+	data, err := json.Marshal(entry{Kind: "create", Session: &rec, Turns: turns, At: rec.UpdatedAt})
+	if err != nil {
+		return fmt.Errorf("encode session %s: %w", rec.ID, err)
+	}
+	ack, err := s.js.Publish(ctx, s.subject(rec.ID), data,
+		jetstream.WithExpectStream(s.o.Stream), jetstream.WithExpectLastSequencePerSubject(0))
+	if isWrongLastSequence(err) {
+		return fmt.Errorf("%w: %s is in the store", sim.ErrSessionExists, rec.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("store session %s: %w", rec.ID, err)
+	}
+	s.remember(rec.ID, ack.Sequence)
+	if s.o.Node != "" {
+		if err := s.putOwner(ctx, rec.ID, rec.Backend); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AppendTurn implements sim.Store.
+func (s *Store) AppendTurn(ctx context.Context, id string, t sim.TurnRecord, status string) error {
+	return s.append(ctx, id, entry{Kind: "turn", Turn: &t, Status: status, At: time.Now().UTC()})
+}
+
+// SetStatus implements sim.Store.
+func (s *Store) SetStatus(ctx context.Context, id, status string) error {
+	return s.append(ctx, id, entry{Kind: "status", Status: status, At: time.Now().UTC()})
+}
+
+// append publishes e after the last message this store saw of id's
+// subject (or the subject's last, for a session it never loaded).
+func (s *Store) append(ctx context.Context, id string, e entry) error {
+	s.mu.Lock()
+	seq, ok := s.last[id]
+	s.mu.Unlock()
+	if !ok {
+		m, err := s.stream.GetLastMsgForSubject(ctx, s.subject(id))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		seq = m.Sequence
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode session %s %s: %w", id, e.Kind, err)
+	}
+	ack, err := s.js.Publish(ctx, s.subject(id), data,
+		jetstream.WithExpectStream(s.o.Stream), jetstream.WithExpectLastSequencePerSubject(seq))
+	if isWrongLastSequence(err) {
+		s.forget(id)
+		return fmt.Errorf("session %s: another writer appended after sequence %d: %w", id, seq, sim.ErrMoved)
+	}
+	if err != nil {
+		return fmt.Errorf("store session %s %s: %w", id, e.Kind, err)
+	}
+	if e.Status != "" && e.Status != sim.StatusActive {
+		s.forget(id) // ended: no more steps are expected
+	} else {
+		s.remember(id, ack.Sequence)
+	}
+	return nil
+}
+
+// LoadSession implements sim.Store: it replays the session's subject.
+func (s *Store) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []sim.TurnRecord, error) {
+	subj := s.subject(id)
+	last, err := s.stream.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return sim.SessionRecord{}, nil, fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
+	}
+	if err != nil {
+		return sim.SessionRecord{}, nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	var rec sim.SessionRecord
+	var turns []sim.TurnRecord
+	created := false
+	for seq := uint64(1); ; {
+		m := last
+		if seq < last.Sequence {
+			if m, err = s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj)); err != nil {
+				return sim.SessionRecord{}, nil, fmt.Errorf("load session %s from sequence %d: %w", id, seq, err)
+			}
+		}
+		var e entry
+		if err := json.Unmarshal(m.Data, &e); err != nil {
+			return sim.SessionRecord{}, nil, fmt.Errorf("session %s: message %d: %w", id, m.Sequence, err)
+		}
+		switch {
+		case e.Kind == "create" && !created && e.Session != nil:
+			rec, turns, created = *e.Session, e.Turns, true
+		case e.Kind == "turn" && created && e.Turn != nil:
+			turns = append(turns, *e.Turn)
+			rec.Status, rec.UpdatedAt = e.Status, e.At
+		case e.Kind == "status" && created:
+			rec.Status, rec.UpdatedAt = e.Status, e.At
+		default:
+			return sim.SessionRecord{}, nil, fmt.Errorf("session %s: message %d: unexpected %q entry", id, m.Sequence, e.Kind)
+		}
+		if m.Sequence >= last.Sequence {
+			break
+		}
+		seq = m.Sequence + 1
+	}
+	s.remember(id, last.Sequence)
+	return rec, turns, nil
+}
+
+// Owner is a session's owner record.
+type Owner struct {
+	Node string `json:"node"`
+	// Addr is the node's HTTP base URL.
+	Addr string `json:"addr,omitempty"`
+	// Backend is the session's backend: a real environment's sessions
+	// cannot move to another node.
+	Backend string `json:"backend,omitempty"`
+}
+
+// Lease is a session's owner as [Store.Owner] found it.
+type Lease struct {
+	Owner
+	// Revision is the owner record's, for [Store.Claim]; 0 when the
+	// session has none.
+	Revision uint64
+	// Alive reports that the owner's node lease has not expired; then
+	// Addr is the address its heartbeat gives.
+	Alive bool
+}
+
+// ErrClaimLost: another node claimed the session first.
+var ErrClaimLost = errors.New("another node claimed the session first")
+
+// Self is this node's name.
+func (s *Store) Self() string { return s.o.Node }
+
+func (s *Store) putOwner(ctx context.Context, id, backend string) error {
+	b, _ := json.Marshal(Owner{Node: s.o.Node, Addr: s.o.Addr, Backend: backend})
+	if _, err := s.owners.Put(ctx, key(id), b); err != nil {
+		return fmt.Errorf("record node %s as owner of session %s: %w", s.o.Node, id, err)
+	}
+	return nil
+}
+
+// Owner looks up session id's owner and whether it is alive. A session
+// without an owner record has a zero Lease.
+func (s *Store) Owner(ctx context.Context, id string) (Lease, error) {
+	e, err := s.owners.Get(ctx, key(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Lease{}, nil
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("owner of session %s: %w", id, err)
+	}
+	var l Lease
+	if err := json.Unmarshal(e.Value(), &l.Owner); err != nil {
+		return Lease{}, fmt.Errorf("owner of session %s: %w", id, err)
+	}
+	l.Revision = e.Revision()
+	if l.Node == s.o.Node {
+		l.Alive = true
+		return l, nil
+	}
+	n, err := s.nodes.Get(ctx, l.Node)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return Lease{}, fmt.Errorf("lease of node %s: %w", l.Node, err)
+	default:
+		l.Alive = true
+		if a := string(n.Value()); a != "" {
+			l.Addr = a
+		}
+	}
+	return l, nil
+}
+
+// Claim makes this node the owner of session id if its owner record is
+// still prev's revision (a compare-and-set; ErrClaimLost otherwise).
+func (s *Store) Claim(ctx context.Context, id string, prev Lease) error {
+	b, _ := json.Marshal(Owner{Node: s.o.Node, Addr: s.o.Addr, Backend: prev.Backend})
+	var err error
+	if prev.Revision == 0 {
+		_, err = s.owners.Create(ctx, key(id), b)
+	} else {
+		_, err = s.owners.Update(ctx, key(id), b, prev.Revision)
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
+		return fmt.Errorf("session %s: %w", id, ErrClaimLost)
+	}
+	if err != nil {
+		return fmt.Errorf("claim session %s: %w", id, err)
+	}
+	return nil
+}

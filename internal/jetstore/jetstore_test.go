@@ -1,0 +1,137 @@
+package jetstore_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentworld/agentworld/internal/jetstore"
+	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/store/storetest"
+)
+
+// startServer runs an embedded single server for the test, in a fresh
+// directory.
+func startServer(t *testing.T, dir string) *jetstore.Server {
+	t.Helper()
+	srv, err := jetstore.StartServer(jetstore.ServerOptions{Name: "n1", StoreDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+func connect(t *testing.T, srv *jetstore.Server) *nats.Conn {
+	t.Helper()
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc
+}
+
+func open(t *testing.T, nc *nats.Conn, o *jetstore.Options) *jetstore.Store {
+	t.Helper()
+	st, err := jetstore.New(t.Context(), nc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestConformance runs the session-store suite against the JetStream
+// store; a reopen shuts the server down and starts it again on the same
+// directory, so what the suite reads back came from disk.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) (sim.Store, func(t *testing.T) sim.Store) {
+		dir := t.TempDir()
+		srv := startServer(t, dir)
+		nc := connect(t, srv)
+		st := open(t, nc, nil)
+		t.Cleanup(func() { nc.Close(); srv.Shutdown() })
+		return st, func(t *testing.T) sim.Store {
+			_ = st.Close()
+			nc.Close()
+			srv.Shutdown()
+			srv = startServer(t, dir)
+			nc = connect(t, srv)
+			return open(t, nc, nil)
+		}
+	})
+}
+
+// TestStaleWriterRefused: two stores over one stream load a session; the
+// one that appends second, with a copy that lacks the other's turn, is
+// refused with sim.ErrMoved and appends after loading again.
+func TestStaleWriterRefused(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	t.Cleanup(srv.Shutdown)
+	nc := connect(t, srv)
+	t.Cleanup(nc.Close)
+	a, b := open(t, nc, nil), open(t, nc, nil)
+	ctx := t.Context()
+	if err := a.CreateSession(ctx, storetest.Session("s_x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.LoadSession(ctx, "s_x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AppendTurn(ctx, "s_x", storetest.Turn(1), sim.StatusActive); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AppendTurn(ctx, "s_x", storetest.Turn(1), sim.StatusActive); !errors.Is(err, sim.ErrMoved) {
+		t.Fatalf("stale append = %v, want sim.ErrMoved", err)
+	}
+	_, turns, err := b.LoadSession(ctx, "s_x")
+	if err != nil || len(turns) != 1 {
+		t.Fatalf("after the refused append: %d turns, %v; want 1", len(turns), err)
+	}
+	if err := b.AppendTurn(ctx, "s_x", storetest.Turn(2), sim.StatusActive); err != nil {
+		t.Fatalf("append after reloading: %v", err)
+	}
+	if err := a.AppendTurn(ctx, "s_x", storetest.Turn(2), sim.StatusActive); !errors.Is(err, sim.ErrMoved) {
+		t.Fatalf("the first writer, now stale: %v, want sim.ErrMoved", err)
+	}
+}
+
+// TestOwnership: the creating node owns a session; another node sees it
+// alive until the owner's lease goes (Close deletes it at once), then
+// claims it with a compare-and-set that a second claimer loses.
+func TestOwnership(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	t.Cleanup(srv.Shutdown)
+	nc := connect(t, srv)
+	t.Cleanup(nc.Close)
+	ctx := t.Context()
+	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a"})
+	b := open(t, nc, &jetstore.Options{Node: "b", Addr: "http://b"})
+	c := open(t, nc, &jetstore.Options{Node: "c", Addr: "http://c"})
+	t.Cleanup(func() { _ = b.Close(); _ = c.Close() })
+	if err := a.CreateSession(ctx, storetest.Session("s_own"), nil); err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.Owner(ctx, "s_own")
+	if err != nil || l.Node != "a" || !l.Alive || l.Addr != "http://a" || l.Backend != "replay" {
+		t.Fatalf("owner seen by b = %+v, %v; want a, alive", l, err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = b.Owner(ctx, "s_own"); err != nil || l.Alive {
+		t.Fatalf("owner after a closed = %+v, %v; want not alive", l, err)
+	}
+	stale := l
+	if err := b.Claim(ctx, "s_own", l); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Claim(ctx, "s_own", stale); !errors.Is(err, jetstore.ErrClaimLost) {
+		t.Fatalf("second claim = %v, want ErrClaimLost", err)
+	}
+	if l, err = c.Owner(ctx, "s_own"); err != nil || l.Node != "b" || !l.Alive {
+		t.Fatalf("owner after b's claim = %+v, %v", l, err)
+	}
+	if l, err = c.Owner(ctx, "s_none"); err != nil || l.Revision != 0 {
+		t.Fatalf("owner of an unknown session = %+v, %v; want none", l, err)
+	}
+}

@@ -1,0 +1,133 @@
+package jetstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// DefaultClusterName is the NATS cluster name of embedded servers.
+const DefaultClusterName = "agentworld"
+
+// MaxPayload is the embedded server's largest message: a session's first
+// message holds its spec, system prompt and a fork's turns, bounded by
+// sim.DefaultMaxSessionBytes (64 MiB, also NATS's own ceiling).
+const MaxPayload = 64 << 20
+
+// ServerOptions configures an embedded NATS server.
+type ServerOptions struct {
+	// Name is the server's name, unique in its cluster; required.
+	Name string
+	// StoreDir is where JetStream keeps its files; required.
+	StoreDir string
+	// Listen is the HOST:PORT other servers' routes connect to; "" runs a
+	// single server that forms no cluster.
+	Listen string
+	// Routes are the nats://HOST:PORT route addresses of the other
+	// servers (listing this one's own is harmless); nil means none.
+	Routes []string
+	// ClusterName is the cluster's name; "" means DefaultClusterName.
+	ClusterName string
+	// Logger receives the server's log at warning level and above; nil
+	// discards it.
+	Logger *slog.Logger
+}
+
+// Server is a NATS server with JetStream running in this process. It
+// takes no client connections from the network; [Server.Connect] connects
+// in process.
+type Server struct {
+	s *server.Server
+}
+
+// StartServer starts an embedded NATS server with JetStream, syncing
+// every write to disk (sync_interval: always) so that an acknowledged
+// step survives a machine's crash, and waits until it accepts
+// connections.
+func StartServer(o ServerOptions) (*Server, error) {
+	if o.Name == "" {
+		return nil, errors.New("embedded NATS server: a name is required")
+	}
+	if o.StoreDir == "" {
+		return nil, errors.New("embedded NATS server: a store directory is required")
+	}
+	opts := &server.Options{
+		ServerName: o.Name, DontListen: true, NoSigs: true,
+		JetStream: true, StoreDir: o.StoreDir, SyncAlways: true,
+		MaxPayload: MaxPayload,
+	}
+	if o.Listen != "" {
+		host, port, err := net.SplitHostPort(o.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded NATS server: listen address %q: %w", o.Listen, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("embedded NATS server: listen port %q: %w", port, err)
+		}
+		name := o.ClusterName
+		if name == "" {
+			name = DefaultClusterName
+		}
+		opts.Cluster = server.ClusterOpts{Name: name, Host: host, Port: p}
+		for _, r := range o.Routes {
+			r = strings.TrimSpace(r)
+			if r == "" {
+				continue
+			}
+			u := server.RoutesFromStr(r)
+			if len(u) == 0 {
+				return nil, fmt.Errorf("embedded NATS server: route %q is not a nats://HOST:PORT URL", r)
+			}
+			opts.Routes = append(opts.Routes, u...)
+		}
+	} else if len(o.Routes) > 0 {
+		return nil, errors.New("embedded NATS server: routes need a listen address for the others' routes")
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
+	}
+	if o.Logger != nil {
+		s.SetLoggerV2(natsLog{o.Logger.With("nats", o.Name)}, false, false, false)
+	}
+	s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("embedded NATS server: not ready after 30s")
+	}
+	return &Server{s: s}, nil
+}
+
+// Connect opens an in-process connection that reconnects for as long as
+// the server runs.
+func (s *Server) Connect() (*nats.Conn, error) {
+	nc, err := nats.Connect("", nats.InProcessServer(s.s), nats.MaxReconnects(-1), nats.Name("agentworld"))
+	if err != nil {
+		return nil, fmt.Errorf("connect to the embedded NATS server: %w", err)
+	}
+	return nc, nil
+}
+
+// Shutdown stops the server and waits for it.
+func (s *Server) Shutdown() {
+	s.s.Shutdown()
+	s.s.WaitForShutdown()
+}
+
+// natsLog passes the server's warnings and errors to a slog.Logger.
+type natsLog struct{ l *slog.Logger }
+
+func (n natsLog) Noticef(string, ...any)    {}
+func (n natsLog) Debugf(string, ...any)     {}
+func (n natsLog) Tracef(string, ...any)     {}
+func (n natsLog) Warnf(f string, a ...any)  { n.l.Warn(fmt.Sprintf(f, a...)) }
+func (n natsLog) Errorf(f string, a ...any) { n.l.Error(fmt.Sprintf(f, a...)) }
+func (n natsLog) Fatalf(f string, a ...any) { n.l.Error(fmt.Sprintf(f, a...)) }
