@@ -548,3 +548,27 @@ func (v *ViewSource) Compare(ctx context.Context, a, b string, q runview.Query) 
 	c.Rows = rows[min(c.Offset, len(rows)):min(c.Offset+q.Limit, len(rows))]
 	return c, nil
 }
+
+// Agree implements runview.Source: the runs' samples, read from their
+// indexes, analyzed together.
+func (v *ViewSource) Agree(ctx context.Context, names []string, labels []agree.Label, o *agree.Options) (*agree.Report, error) {
+	var samples []agree.Sample
+	for _, n := range names {
+		d, err := v.dir(n)
+		if err != nil {
+			return nil, err
+		}
+		_, open, err := v.index(d)
+		if err != nil {
+			return nil, err
+		}
+		es, err := readEntries(open, func(*indexEntry) bool { return true })
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			samples = append(samples, entrySample(e))
+		}
+	}
+	return agree.Analyze(samples, labels, o), nil
+}

@@ -201,4 +201,7 @@ type Source interface {
 	Samples(ctx context.Context, name string, q Query) (*Page, error)
 	Sample(ctx context.Context, name, key string) (*Sample, error)
 	Compare(ctx context.Context, a, b string, q Query) (*Comparison, error)
+	// Agree analyzes the judges of several runs together (typically the
+	// same data under several models and judges), with labels.
+	Agree(ctx context.Context, names []string, labels []agree.Label, o *agree.Options) (*agree.Report, error)
 }

@@ -165,6 +165,11 @@ func TestBrowser(t *testing.T) {
 	if text = textOf("pre.diff"); !strings.Contains(text, "+Keep every file listing exact.") {
 		t.Errorf("template diff: %q", text[:min(300, len(text))])
 	}
+	// The judges of every run together, with the labels given above.
+	run("agree", chromedp.Navigate(srv.URL+"/"), chromedp.Click(chromedp.CSS(`nav a[href="/agree"]`)), chromedp.WaitVisible(chromedp.CSS("#rankings")), shot("14-agree"))
+	if text = textOf("#rankings"); !strings.Contains(text, "model-a") || !strings.Contains(text, "model-b") {
+		t.Errorf("rankings: %q", text)
+	}
 	// A failed sample says why it has no verdict.
 	run("failed sample", chromedp.Navigate(srv.URL+"/runs/run-b/samples/terminal-3"), chromedp.WaitVisible(chromedp.CSS("#verdict")), shot("13-failed-sample"))
 	if text = textOf("#verdict"); !strings.Contains(text, "No verdict") {

@@ -515,3 +515,46 @@ func nanOr(f float64) string {
 	}
 	return fmt.Sprintf("%.2f", f)
 }
+
+type agreeData struct {
+	Runs     []runview.RunInfo
+	Selected map[string]bool
+	Report   *agree.Report
+}
+
+// agreePage analyzes the judges of the runs chosen (every readable run
+// when none is), with every label: bench agree in the browser.
+func (s *Server) agreePage(w http.ResponseWriter, r *http.Request) {
+	if s.o.Runs == nil {
+		s.failErr(w, r, fmt.Errorf("no runs: %w", runview.ErrNotFound))
+		return
+	}
+	runs, err := s.o.Runs.Runs(r.Context())
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	names := r.URL.Query()["run"]
+	if len(names) == 0 {
+		for _, x := range runs {
+			if x.Err == "" {
+				names = append(names, x.Name)
+			}
+		}
+	}
+	ls, err := s.labelsOf(r.Context(), "")
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	rep, err := s.o.Runs.Agree(r.Context(), names, ls, nil)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	d := agreeData{Runs: runs, Selected: map[string]bool{}, Report: rep}
+	for _, n := range names {
+		d.Selected[n] = true
+	}
+	s.render(w, r, "agree", "Judge agreement", d)
+}

@@ -15,7 +15,7 @@ import (
 )
 
 // pages are the templates, each parsed with the layout.
-var pages = []string{"index", "run", "sample", "compare", "sessions", "session", "rollout", "research", "error"}
+var pages = []string{"index", "run", "sample", "compare", "agree", "sessions", "session", "rollout", "research", "error"}
 
 var funcs = template.FuncMap{
 	"num": func(n runview.Num) string {

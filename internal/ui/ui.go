@@ -140,6 +140,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /runs/{run}", s.run)
 	s.mux.HandleFunc("GET /runs/{run}/samples/{key}", s.sample)
 	s.mux.HandleFunc("GET /compare", s.compare)
+	s.mux.HandleFunc("GET /agree", s.agreePage)
 	s.mux.HandleFunc("GET /sessions", s.sessions)
 	s.mux.HandleFunc("GET /sessions/{id}", s.session)
 	s.mux.HandleFunc("GET /rollouts/{run}", s.rollout)

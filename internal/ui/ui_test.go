@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/labels"
+	"github.com/agentworld/agentworld/internal/score"
 	"github.com/agentworld/agentworld/internal/ui"
 )
 
@@ -267,4 +269,33 @@ func TestReadOnlyWithoutLabels(t *testing.T) {
 	if _, err := os.Stat(f.labelsPath); err == nil {
 		t.Error("a read-only UI created a label database")
 	}
+}
+
+// TestAgreePage: the runs of two models under two judges, analyzed
+// together in the browser's bench agree, with a label counted.
+func TestAgreePage(t *testing.T) {
+	f := newFixture(t)
+	for _, r := range []string{"run-a", "run-b"} {
+		b, err := os.ReadFile(filepath.Join(f.runs, r, bench.JudgedFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(f.runs, r+"-y")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, bench.JudgedFile), []byte(strings.ReplaceAll(string(b), `"judge":"judge-x"`, `"judge":"judge-y"`)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, l := f.server(t)
+	lab := labels.Label{Run: "run-a", Sample: "web-2", Model: "model-a", Scores: score.Scores{Format: 5, Factuality: 4, Consistency: 5, Realism: 5, Quality: 4}}
+	if err := l.Add(context.Background(), &lab); err != nil {
+		t.Fatal(err)
+	}
+	page := get(t, srv.Client(), srv.URL+"/agree", 200)
+	mustContain(t, "agree", page, "2 model(s), 2 judge(s), 3 domain(s); 1 label(s)", "judge-x vs judge-y", `id="rankings"`, `id="human-all"`, "1.000")
+	some := get(t, srv.Client(), srv.URL+"/agree?run=run-a&run=run-b", 200)
+	mustContain(t, "agree of two runs", some, "2 model(s), 1 judge(s)", "one judge only")
+	get(t, srv.Client(), srv.URL+"/agree?run=nope", 404)
 }
