@@ -19,6 +19,7 @@ import (
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/reward"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/trainset"
 )
@@ -48,13 +49,32 @@ func chatML(msgs []expand.Message) string {
 // as an RL row, then sent to the reward server the way each trainer sends
 // it, makes a judge request equal byte for byte to the one `bench run`
 // makes for the same record and prediction.
+//
+// It holds with agentworld's judge text and with a prompts directory in
+// the official layout (--prompts on both sides).
 func TestRewardJudgesWhatBenchJudges(t *testing.T) {
 	srv := fakellm.New(parityJudge)
 	defer srv.Close()
+	for _, tc := range []struct{ name, prompts string }{
+		{"own text", ""},
+		{"official layout", testkit.WriteOfficialPrompts(t, testkit.OfficialTemplates)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv.Reset()
+			rewardParity(t, srv, tc.prompts)
+		})
+	}
+}
+
+func rewardParity(t *testing.T, srv *fakellm.Server, prompts string) {
+	var promptArgs []string
+	if prompts != "" {
+		promptArgs = []string{"--prompts", prompts}
+	}
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")
-	if _, stderr, err := runBenchCLI(t, "bench", "run", "--data", "../../examples/bench", "--model-url", srv.URL, "--model", "wm",
-		"--judge-url", srv.URL, "--judge-model", "judge", "--out", runDir); err != nil {
+	if _, stderr, err := runBenchCLI(t, append([]string{"bench", "run", "--data", "../../examples/bench", "--model-url", srv.URL, "--model", "wm",
+		"--judge-url", srv.URL, "--judge-model", "judge", "--out", runDir}, promptArgs...)...); err != nil {
 		t.Fatalf("bench run: %v\n%s", err, stderr)
 	}
 	// The bench judge request of every prediction, by the prediction text.
@@ -124,7 +144,7 @@ func TestRewardJudgesWhatBenchJudges(t *testing.T) {
 	var rf rewardFlags
 	cmd := &cobra.Command{}
 	rf.register(cmd)
-	if err := cmd.ParseFlags([]string{"--judge-url", srv.URL, "--judge-model", "judge"}); err != nil {
+	if err := cmd.ParseFlags(append([]string{"--judge-url", srv.URL, "--judge-model", "judge"}, promptArgs...)); err != nil {
 		t.Fatal(err)
 	}
 	newServer := func() *httptest.Server {
