@@ -222,15 +222,29 @@ func (w *actWalker) number() bool {
 	return true
 }
 
+// enter steps into a container: past the depth limit it fails, and an
+// empty container is read whole (done). The caller leaves with w.depth--.
+func (w *actWalker) enter(closer byte) (ok, done bool) {
+	if w.depth >= maxActionDepth {
+		return false, false
+	}
+	w.depth++
+	w.i++
+	w.ws()
+	if w.i < len(w.b) && w.b[w.i] == closer {
+		w.i++
+		return true, true
+	}
+	return true, false
+}
+
 func (w *actWalker) array() bool {
-	if w.depth++; w.depth > maxActionDepth {
+	ok, done := w.enter(']')
+	if !ok {
 		return false
 	}
 	defer func() { w.depth-- }()
-	w.i++
-	w.ws()
-	if w.i < len(w.b) && w.b[w.i] == ']' {
-		w.i++
+	if done {
 		return true
 	}
 	for {
@@ -255,14 +269,12 @@ func (w *actWalker) array() bool {
 }
 
 func (w *actWalker) object() bool {
-	if w.depth++; w.depth > maxActionDepth {
+	ok, done := w.enter('}')
+	if !ok {
 		return false
 	}
 	defer func() { w.depth-- }()
-	w.i++
-	w.ws()
-	if w.i < len(w.b) && w.b[w.i] == '}' {
-		w.i++
+	if done {
 		return true
 	}
 	start, ksStart, sawKS := len(w.words), len(w.ks), false
