@@ -16,9 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -235,6 +237,53 @@ type batchResult[R any] struct {
 
 const batchBytes = 1 << 20
 
+// inputExts are the names of the files a directory argument stands for.
+var inputExts = []string{".jsonl", ".json", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".json.zst"}
+
+// ExpandInputs replaces each directory among paths by the JSON and JSONL
+// files under it (compressed ones too), in name order: a directory of
+// saved session replies or trajectory files reads like the files. A
+// directory holding none is an error naming it.
+func ExpandInputs(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if p == "-" || err != nil || !st.IsDir() {
+			out = append(out, p) // opening it reports what is wrong
+			continue
+		}
+		n := len(out)
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				return nil
+			}
+			for _, ext := range inputExts {
+				if strings.HasSuffix(d.Name(), ext) {
+					out = append(out, path)
+					break
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(out) == n {
+			return nil, fmt.Errorf("%s: a directory without .json or .jsonl files", p)
+		}
+	}
+	return out, nil
+}
+
+// isDocumentFile reports a file named as one JSON document (or several
+// concatenated) rather than JSONL: a saved session reply, pretty-printed.
+func isDocumentFile(path string) bool {
+	return strings.HasSuffix(path, ".json") || strings.HasSuffix(path, ".json.gz") || strings.HasSuffix(path, ".json.zst")
+}
+
 // openInput opens a file ("-" is stdin) and undoes gzip or zstd compression,
 // recognised by their magic bytes. counted receives the compressed bytes
 // read, for progress.
@@ -296,6 +345,10 @@ func Run[R any](ctx context.Context, files []string, opts Options, sum *Summary,
 ) error {
 	start := time.Now()
 	defer func() { sum.Elapsed = time.Since(start) }()
+	files, err := ExpandInputs(files)
+	if err != nil {
+		return err
+	}
 	var counted atomic.Int64
 	var bar *progressbar.ProgressBar
 	if opts.Progress != nil {
@@ -349,7 +402,7 @@ func Run[R any](ctx context.Context, files []string, opts Options, sum *Summary,
 			var lr interface {
 				Next() ([]byte, int, error)
 			}
-			if opts.Documents {
+			if opts.Documents || isDocumentFile(path) {
 				dr, err := newDocReader(r, path, opts.MaxLine)
 				if err != nil {
 					closeF()

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,4 +72,42 @@ func FuzzDocReader(f *testing.F) {
 		}
 		t.Fatal("reader did not end")
 	})
+}
+
+// TestSessionRepliesAndDirectories: a directory stands for its JSON and
+// JSONL files; a whole session reply decodes as a trajectory, a page of a
+// longer one is refused naming the page.
+func TestSessionRepliesAndDirectories(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"b.json", "a.jsonl", "notes.txt", "sub/c.jsonl.gz"} {
+		p := filepath.Join(dir, n)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ExpandInputs([]string{dir, "x.jsonl"})
+	want := []string{filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.json"), filepath.Join(dir, "sub/c.jsonl.gz"), "x.jsonl"}
+	if err != nil || strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("ExpandInputs = %v, %v; want %v", got, err, want)
+	}
+	if _, err := ExpandInputs([]string{filepath.Join(dir, "sub2")}); err != nil {
+		t.Fatalf("a missing path is left for opening to report: %v", err)
+	}
+	empty := filepath.Join(dir, "empty")
+	_ = os.Mkdir(empty, 0o755)
+	if _, err := ExpandInputs([]string{empty}); err == nil || !strings.Contains(err.Error(), empty) {
+		t.Fatalf("an empty directory: %v", err)
+	}
+
+	traj := `{"id":"s1","domain":"terminal","system_prompt":"s","turns":[{"action":"ls","observation":"a"},{"action":"pwd","observation":"/"}]`
+	if tr, errs := DecodeTrajectory([]byte(traj+`,"page":{"from_turn":1,"turns":2,"total_turns":2}}`), "r.json", 1); len(errs) > 0 || len(tr.Turns) != 2 {
+		t.Fatalf("a whole session reply: %v", errs)
+	}
+	_, errs := DecodeTrajectory([]byte(traj+`,"page":{"from_turn":1,"turns":2,"total_turns":5,"next_from_turn":3}}`), "r.json", 1)
+	if len(errs) != 1 || errs[0].Field != "page" || !strings.Contains(errs[0].Error(), "turns 1 to 2 of 5") {
+		t.Fatalf("a page of a session: %v", errs)
+	}
 }

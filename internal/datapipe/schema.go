@@ -26,15 +26,29 @@ func TrajectorySchema() []byte { return append([]byte(nil), trajectorySchema...)
 // environment never answered (Trajectory.TrimUnanswered), and checks the rest
 // with Trajectory.Check. Every problem comes back as a *RecordError for
 // file:line.
+//
+// A session as the simulator answers it (GET /v1/sessions/{id}: the
+// trajectory plus "page", which turns the reply holds) is a trajectory
+// too, when the page holds every turn; a page of a longer session is
+// refused naming the turns it lacks, since a cut transcript would pass
+// for a whole one.
 func DecodeTrajectory(data []byte, file string, line int) (*trajectory.Trajectory, []*RecordError) {
 	t := new(trajectory.Trajectory)
+	w := struct {
+		*trajectory.Trajectory
+		Page *sessionPage `json:"page"`
+	}{Trajectory: t}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(t); err != nil {
+	if err := dec.Decode(&w); err != nil {
 		return nil, []*RecordError{{File: file, Line: line, Field: jsonErrorField(err), Err: fmt.Errorf("%w: %v", ErrBadJSON, err)}}
 	}
 	if dec.More() {
 		return nil, []*RecordError{{File: file, Line: line, Err: fmt.Errorf("%w: trailing data after the object", ErrBadJSON)}}
+	}
+	if p := w.Page; p != nil && (p.FromTurn != 1 || p.Turns != p.TotalTurns || len(t.Turns) != p.TotalTurns) {
+		return nil, []*RecordError{{File: file, Line: line, Field: "page", Err: fmt.Errorf("%w: one page of a session (turns %d to %d of %d): export whole sessions with agentworld data convert --from sessions --db FILE (or ask for every turn: ?limit=, up to 1000)",
+			ErrInvalid, p.FromTurn, p.FromTurn+p.Turns-1, p.TotalTurns)}}
 	}
 	t.TrimUnanswered()
 	var errs []*RecordError
@@ -45,6 +59,15 @@ func DecodeTrajectory(data []byte, file string, line int) (*trajectory.Trajector
 		return t, errs
 	}
 	return t, nil
+}
+
+// sessionPage is the "page" member of a session reply (server.TurnPage,
+// GET /v1/sessions/{id}): which turns the reply holds.
+type sessionPage struct {
+	FromTurn     int `json:"from_turn"`
+	Turns        int `json:"turns"`
+	TotalTurns   int `json:"total_turns"`
+	NextFromTurn int `json:"next_from_turn,omitempty"`
 }
 
 // jsonErrorField pulls the field path out of encoding/json errors.
