@@ -324,6 +324,22 @@ func (e *expandFlags) writeMeta(format string, xo *expand.ExpandOptions, sum *da
 }
 
 // runToOutput runs fn writing to --out (atomically) and prints the summary.
+// errNothingWritten fails a conversion that wrote no record: exiting 0
+// with an empty output would pass for a conversion of nothing.
+var errNothingWritten = errors.New("no record written")
+
+// wroteSome passes a run's summary and error on, making a run that wrote
+// nothing an error saying how much it read and skipped.
+func wroteSome(sum *datapipe.Summary, err error) (*datapipe.Summary, error) {
+	if err != nil || sum == nil || sum.Written > 0 {
+		return sum, err
+	}
+	if sum.Skipped > 0 {
+		return sum, fmt.Errorf("%w: all %d records read were skipped (reasons in the summary above)", errNothingWritten, sum.Skipped)
+	}
+	return sum, fmt.Errorf("%w: the input holds no records (%d lines read)", errNothingWritten, sum.Lines)
+}
+
 func runToOutput(cmd *cobra.Command, out string, fn func(ctx context.Context, w io.Writer) (*datapipe.Summary, error)) error {
 	ctx := cmd.Context()
 	w, err := datapipe.CreateOutput(out, cmd.OutOrStdout())
@@ -523,21 +539,45 @@ func exportInputs(args []string, sampled bool) ([]string, bool, error) {
 
 func newDataConvertCmd() *cobra.Command {
 	var pf pipelineFlags
-	var from, to, out, dom string
+	var from, to, out, dom, dbPath string
 	var firstID int64
 	cmd := &cobra.Command{
-		Use:   "convert FILES...",
-		Short: "Convert AgentWorldBench records, OpenAI chat tool-calling logs or session recordings into trajectories, or trajectories into records",
-		Args:  cobra.MinimumNArgs(1),
+		Use:   "convert FILES... | --from sessions --db FILE",
+		Short: "Convert AgentWorldBench records, OpenAI chat tool-calling logs, session replies or a serve database's sessions into trajectories, or trajectories into records",
+		Long: `Convert into unified trajectories (--to trajectories, the default) from
+--from bench (AgentWorldBench rows), openai (chat tool-calling logs),
+session (unified trajectories or saved session replies, GET
+/v1/sessions/{id}: JSONL, or .json files of one document each, or
+directories of them) or sessions (every session of a serve database,
+--db FILE, components included; no FILES). --to bench turns trajectories
+into benchmark records. A run that writes no record at all fails, saying
+why.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts, err := pf.options(cmd)
 			if err != nil {
 				return err
 			}
+			if from == "sessions" {
+				if dbPath == "" {
+					return flagErr("db", errors.New("required with --from sessions: the session database serve used"))
+				}
+				if len(args) > 0 || to != "trajectories" {
+					return errors.New("--from sessions reads --db only: give no FILES and no --to")
+				}
+				return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*datapipe.Summary, error) {
+					return wroteSome(convert.FromSessions(ctx, dbPath, w, opts.Norm()))
+				})
+			}
+			if dbPath != "" {
+				return flagErr("db", errors.New("only read with --from sessions"))
+			}
+			if len(args) == 0 {
+				return errors.New("no FILES to convert (or --from sessions --db FILE)")
+			}
 			switch to {
 			case "bench":
 				return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*datapipe.Summary, error) {
-					return convert.ToBench(ctx, args, w, &convert.BenchOptions{FirstID: firstID}, opts)
+					return wroteSome(convert.ToBench(ctx, args, w, &convert.BenchOptions{FirstID: firstID}, opts))
 				})
 			case "trajectories":
 				src, err := convert.ParseSource(from)
@@ -545,14 +585,15 @@ func newDataConvertCmd() *cobra.Command {
 					return flagErr("from", err)
 				}
 				return runToOutput(cmd, out, func(ctx context.Context, w io.Writer) (*datapipe.Summary, error) {
-					return convert.ToTrajectories(ctx, args, w, src, &convert.ConvertOptions{Domain: dom}, opts)
+					return wroteSome(convert.ToTrajectories(ctx, args, w, src, &convert.ConvertOptions{Domain: dom}, opts))
 				})
 			}
 			return fmt.Errorf("--to %q: want trajectories or bench", to)
 		},
 	}
 	pf.add(cmd)
-	cmd.Flags().StringVar(&from, "from", "bench", "input format when --to trajectories: bench, openai or session")
+	cmd.Flags().StringVar(&from, "from", "bench", "input format when --to trajectories: bench, openai, session, or sessions (a serve database, --db)")
+	cmd.Flags().StringVar(&dbPath, "db", "", "--from sessions: the session database serve kept (its --db)")
 	cmd.Flags().StringVar(&to, "to", "trajectories", "output format: trajectories, or bench (input must be trajectories)")
 	cmd.Flags().StringVar(&dom, "domain", "mcp", "domain of OpenAI chat logs")
 	cmd.Flags().Int64Var(&firstID, "first-id", 1, "--to bench: id of the first trajectory not converted from records (the next ones count up)")

@@ -501,6 +501,16 @@ func (m *Manager) Trajectory(ctx context.Context, id string) (*trajectory.Trajec
 	rec, spec := s.rec, s.spec
 	turns := s.turnsLocked()
 	s.mu.Unlock()
+	return SessionTrajectory(rec, spec, turns), nil
+}
+
+// SessionTrajectory is a session in the unified trajectory schema: its
+// world's components and rendered system prompt, every turn with its step
+// info in meta, and the session's facts (world, backend, status, seed,
+// labels, return, …) in the trajectory's meta. It is what GET
+// /v1/sessions/{id} answers and what `data convert --from sessions`
+// exports from a database.
+func SessionTrajectory(rec SessionRecord, spec *world.Spec, turns []TurnRecord) *trajectory.Trajectory {
 	comp := Components(spec)
 	t := &trajectory.Trajectory{
 		ID: rec.ID, Domain: rec.Domain, Source: "session", Components: &comp, SystemPrompt: rec.SystemPrompt,
@@ -550,7 +560,7 @@ func (m *Manager) Trajectory(ctx context.Context, id string) (*trajectory.Trajec
 	for k, v := range meta {
 		t.Meta[k] = mustJSON(v)
 	}
-	return t, nil
+	return t
 }
 
 func mustJSON(v any) json.RawMessage {
