@@ -82,9 +82,11 @@ type CPTManifest struct {
 	Tokens     map[string]int64 `json:"tokens"`
 	Duplicates int64            `json:"duplicates"`
 	// Templates counts the documents per pinned template version
-	// ("name@id"; "" means the trajectory's own prompt), drawn from the
-	// mix Stage of the file Mixes when those are set.
+	// ("name@id"), drawn from the mix Stage of the file Mixes when those
+	// are set; OwnPrompt counts those that kept their trajectory's own
+	// system prompt (no version rendered them).
 	Templates map[string]int64 `json:"templates"`
+	OwnPrompt int64            `json:"own_prompt"`
 	Stage     string           `json:"stage,omitempty"`
 	Mixes     string           `json:"mixes,omitempty"`
 	// CorpusRatio is the achieved share of corpus tokens; CorpusTarget the
@@ -202,7 +204,11 @@ func ExportCPT(ctx context.Context, files []string, dir string, xo *expand.Expan
 		m.Documents[l.Source]++
 		m.Tokens[l.Source] += int64(l.Tokens)
 		if l.Source == "trajectory" {
-			m.Templates[TemplatePin(l.Template, l.TemplateID)]++
+			if pin := TemplatePin(l.Template, l.TemplateID); pin != "" {
+				m.Templates[pin]++
+			} else {
+				m.OwnPrompt++
+			}
 		}
 		sum.Written++
 		return nil

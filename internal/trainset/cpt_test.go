@@ -72,6 +72,18 @@ func TestCPTDocumentsReconstructTurns(t *testing.T) {
 	if len(docs) != len(trajs) || sum.Written != int64(len(trajs)) || m.Documents["trajectory"] != int64(len(trajs)) {
 		t.Fatalf("%d documents, summary %+v, manifest %+v", len(docs), sum, m.Documents)
 	}
+	// Every document is counted once: under its pinned version, or as
+	// keeping its own prompt; never under an empty version name.
+	pinned := int64(0)
+	for pin, n := range m.Templates {
+		if pin == "" {
+			t.Errorf("manifest templates has an empty version name (%d documents)", n)
+		}
+		pinned += n
+	}
+	if pinned+m.OwnPrompt != int64(len(trajs)) {
+		t.Errorf("manifest: %d pinned + %d own prompts, want %d documents", pinned, m.OwnPrompt, len(trajs))
+	}
 	if len(m.Shards) < 2 {
 		t.Fatalf("%d shard(s) of %d bytes: the bound was never reached", len(m.Shards), limit)
 	}
