@@ -1,8 +1,8 @@
 """ms-swift ORM plugin backed by `agentworld reward serve`.
 
-    agentworld data export --mode rl trajs.jsonl -o rl.jsonl
+    agentworld data export --mode rl trajs.jsonl -o rl-swift.jsonl --format swift
     swift rlhf --rlhf_type grpo --external_plugins examples/trainers/swift_orm.py \
-        --reward_funcs agentworld --dataset rl.jsonl --columns '{"prompt": "messages"}' ...
+        --reward_funcs agentworld --dataset rl-swift.jsonl ...
 
 ms-swift (modelscope/ms-swift 3602360, 2026-08-22): ORM subclasses are registered in
 swift.rewards.orms and built as orms[name](args=args) (swift/rlhf_trainers/utils.py);
@@ -11,10 +11,12 @@ swift/rl_core/grpo_algorithm.py compute_rewards_per_func calls each with the com
 `messages` (the prompt with the completion last), and here the other columns of `agentworld
 data export --mode rl` (data_source, reward_model, extra_info). A None reward becomes NaN.
 
-The `--columns` mapping matters: swift's AutoPreprocessor reads a `prompt` column as the
-text of one user query (swift/dataset/preprocessor/core.py, ResponsePreprocessor), while a
-`messages` column is read as the conversation. Renamed, the row's chat messages (system,
-the earlier turns, the current action) are what the policy sees and what the judge gets.
+The column name matters: swift's AutoPreprocessor reads a `prompt` column as the text of
+one user query (swift/dataset/preprocessor/core.py, ResponsePreprocessor), while a
+`messages` column is read as the conversation; `--format swift` writes the prompt as
+`messages` (a plain RL export needs --columns '{"prompt": "messages"}'). Then the row's chat
+messages (system, the earlier turns, the current action) are what the policy sees and what
+the judge gets.
 """
 import os
 import sys
