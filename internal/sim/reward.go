@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"strconv"
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/conversation"
@@ -77,7 +78,7 @@ func (m *Manager) applyWorldReward(ctx context.Context, info SessionInfo, act co
 func ending(info SessionInfo, act conversation.Action, obs *Observation, final string) world.Ending {
 	e := world.Ending{Final: final, Observations: make([]string, 0, len(info.History)+1)}
 	if act.End && act.Tool == nil {
-		e.Answer = act.Text
+		e.Answer = answerText(act.Text)
 	}
 	for _, h := range info.History {
 		e.Observations = append(e.Observations, h.Observation)
@@ -86,6 +87,23 @@ func ending(info SessionInfo, act conversation.Action, obs *Observation, final s
 		e.Observations = append(e.Observations, obs.Text)
 	}
 	return e
+}
+
+// answerText is the answer an episode-ending action carries: a web
+// agent's send_msg_to_user("…") gives its message; any other text is the
+// answer itself.
+func answerText(text string) string {
+	t := strings.TrimSpace(text)
+	if rest, ok := strings.CutPrefix(t, "send_msg_to_user("); ok && strings.HasSuffix(rest, ")") {
+		arg := strings.TrimSpace(strings.TrimSuffix(rest, ")"))
+		if s, err := strconv.Unquote(arg); err == nil {
+			return s
+		}
+		if len(arg) >= 2 && arg[0] == '\'' && arg[len(arg)-1] == '\'' {
+			return arg[1 : len(arg)-1]
+		}
+	}
+	return text
 }
 
 // judgeSuccess puts the ended episode to the success judge: the world's

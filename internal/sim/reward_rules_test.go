@@ -71,3 +71,16 @@ func TestAnswerAndStateRules(t *testing.T) {
 		t.Errorf("state rule not met: success %v, want 0", got)
 	}
 }
+
+func TestAnswerText(t *testing.T) {
+	for in, want := range map[string]string{
+		`send_msg_to_user("Oslo, Bergen")`: "Oslo, Bergen",
+		`send_msg_to_user('Oslo')`:         "Oslo",
+		"Oslo and Bergen":                  "Oslo and Bergen",
+		`send_msg_to_user(x)`:              `send_msg_to_user(x)`,
+	} {
+		if got := answerText(in); got != want {
+			t.Errorf("answerText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
