@@ -137,7 +137,7 @@ func buildFiction(p plan, rf *rawFiction) (*candidate, error) {
 			continue
 		}
 		k := ks[(p.Index+len(c.tasks))%len(ks)]
-		add(fmt.Sprintf("What is %s's %s?", e.Name, words(k)), library.Easy, []string{e.Attributes[k]}, []string{e.ID}, e.Name+" "+words(k))
+		add(fmt.Sprintf("What value do the documents give for %q of %s?", words(k), e.Name), library.Easy, []string{e.Attributes[k]}, []string{e.ID}, e.Name+" "+words(k))
 	}
 	return c, nil
 }
