@@ -503,7 +503,8 @@ func (l *Library) Specs() (map[string]*world.Spec, error) {
 
 // TaskSpec is the world a task is served as: base's spec named by the
 // task id, with the task's check as its success rule (a tool-error rule
-// of base is kept) and the task's max turns.
+// of base is kept; a judged criterion is prefixed with the instruction,
+// which the judge would not see otherwise) and the task's max turns.
 func TaskSpec(base *world.Spec, t *TaskEntry) *world.Spec {
 	s := *base
 	s.Name = t.ID
@@ -512,6 +513,13 @@ func TaskSpec(base *world.Spec, t *TaskEntry) *world.Spec {
 		r = *base.Reward
 	}
 	c := *t.Check
+	if c.Judge != nil {
+		// the judge sees the world's task description, not the agent's
+		// instruction: the criterion carries it
+		j := *c.Judge
+		j.Criterion = "The agent was asked: " + strings.TrimSpace(t.Instruction) + "\nSuccess means: " + j.Criterion
+		c.Judge = &j
+	}
 	r.Success = &c
 	s.Reward = &r
 	if t.MaxTurns > 0 {

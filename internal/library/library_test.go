@@ -208,3 +208,16 @@ func TestBadEntriesNamed(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func TestTaskSpecJudgeSeesTheInstruction(t *testing.T) {
+	base := testWorld("w", "mcp").Spec
+	tk := testTask("w-t1", "w", Easy)
+	tk.Check = &world.SuccessRule{Judge: &world.SuccessJudge{Criterion: "WS-9 is closed"}}
+	s := TaskSpec(base, tk)
+	if got := s.Reward.Success.Judge.Criterion; !strings.Contains(got, "close WS-9") || !strings.Contains(got, "WS-9 is closed") {
+		t.Errorf("criterion %q", got)
+	}
+	if tk.Check.Judge.Criterion != "WS-9 is closed" {
+		t.Error("the stored check was changed")
+	}
+}
