@@ -280,9 +280,9 @@ func (c *Comparison) writeTaxonomy(ew *errWriter) {
 			return
 		}
 	}
-	ew.printf("\nError taxonomy (share of classified samples, all domains; Δ in percentage points):\n")
+	ew.printf("\nError taxonomy (share of each run's classified samples; Δ in percentage points; per domain, the categories some run has):\n")
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "category\t")
+	fmt.Fprint(tw, "domain\tcategory\t")
 	for i, l := range c.Labels {
 		if i == 0 {
 			fmt.Fprintf(tw, "%s\t", l)
@@ -291,30 +291,65 @@ func (c *Comparison) writeTaxonomy(ew *errWriter) {
 		}
 	}
 	fmt.Fprintln(tw)
-	share := func(t *taxonomy.Counts, cat taxonomy.Category) float64 {
-		n := 0
-		for _, v := range t.Classified {
-			n += v
+	// share of domain d ("" for all domains) in cat, and the count.
+	share := func(t *taxonomy.Counts, d string, cat taxonomy.Category) (float64, int) {
+		n, k := 0, 0
+		for dom, v := range t.Classified {
+			if d == "" || dom == d {
+				n += v
+				k += t.ByDomain[dom][cat]
+			}
 		}
 		if n == 0 {
-			return math.NaN()
+			return math.NaN(), 0
 		}
-		return 100 * float64(t.Total(cat)) / float64(n)
+		return 100 * float64(k) / float64(n), k
 	}
-	for _, cat := range taxonomy.All {
-		fmt.Fprintf(tw, "%s\t", cat)
-		base := share(c.Taxonomy[0], cat)
-		for i, t := range c.Taxonomy {
-			v := share(t, cat)
-			if i == 0 {
-				fmt.Fprintf(tw, "%.1f%%\t", v)
+	doms := []string{""}
+	seen := map[string]bool{}
+	for _, r := range c.Rows {
+		if r.Domain != "overall" && !seen[r.Domain] {
+			seen[r.Domain] = true
+			doms = append(doms, r.Domain)
+		}
+	}
+	for _, d := range doms {
+		name := d
+		if d == "" {
+			name = "all"
+		}
+		for _, cat := range taxonomy.All {
+			any := d == ""
+			for _, t := range c.Taxonomy {
+				if _, k := share(t, d, cat); k > 0 {
+					any = true
+				}
+			}
+			if !any {
 				continue
 			}
-			fmt.Fprintf(tw, "%.1f%%\t%+.1f\t", v, v-base)
+			fmt.Fprintf(tw, "%s\t%s\t", name, cat)
+			name = ""
+			base, _ := share(c.Taxonomy[0], d, cat)
+			for i, t := range c.Taxonomy {
+				v, _ := share(t, d, cat)
+				if i == 0 {
+					fmt.Fprintf(tw, "%s\t", pctOrDash(v))
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t", pctOrDash(v), signed(Num(v-base)))
+			}
+			fmt.Fprintln(tw)
 		}
-		fmt.Fprintln(tw)
 	}
 	_ = tw.Flush()
+}
+
+func pctOrDash(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", v)
 }
 
 // comparePairs builds the rows of pairwise reports: per domain and overall,

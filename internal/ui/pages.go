@@ -350,7 +350,46 @@ func lineDiff(pred, truth string) ([]diffLine, string) {
 	return out, ""
 }
 
+// taxCmpRow is one category of two runs' taxonomies, all domains.
+type taxCmpRow struct {
+	Category       taxonomy.Category
+	A, B           int
+	ShareA, ShareB float64
+	Delta          float64 // percentage points, B − A
+}
+
+func taxCompare(a, b *taxonomy.Counts) []taxCmpRow {
+	if a == nil || b == nil {
+		return nil
+	}
+	total := func(c *taxonomy.Counts) int {
+		n := 0
+		for _, v := range c.Classified {
+			n += v
+		}
+		return n
+	}
+	na, nb := total(a), total(b)
+	var out []taxCmpRow
+	for _, cat := range taxonomy.All {
+		r := taxCmpRow{Category: cat, A: a.Total(cat), B: b.Total(cat), ShareA: math.NaN(), ShareB: math.NaN(), Delta: math.NaN()}
+		if na > 0 {
+			r.ShareA = float64(r.A) / float64(na)
+		}
+		if nb > 0 {
+			r.ShareB = float64(r.B) / float64(nb)
+		}
+		if na > 0 && nb > 0 {
+			r.Delta = 100 * (r.ShareB - r.ShareA)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 type compareData struct {
+	TaxCmp     []taxCmpRow
+	CatLinks   map[taxonomy.Category]string
 	C          *runview.Comparison
 	Pager      pager
 	Query      runview.Query
@@ -394,8 +433,10 @@ func (s *Server) compare(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	doms := map[string]bool{}
-	for _, x := range []string{a, b} {
+	var tax [2]*taxonomy.Counts
+	for i, x := range []string{a, b} {
 		if run, err := s.o.Runs.Run(r.Context(), x, nil); err == nil {
+			tax[i] = run.Taxonomy
 			for _, dm := range run.Domains {
 				if !doms[dm.Name] {
 					doms[dm.Name] = true
@@ -403,6 +444,14 @@ func (s *Server) compare(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
+	}
+	d.TaxCmp = taxCompare(tax[0], tax[1])
+	d.CatLinks = map[taxonomy.Category]string{}
+	for _, cat := range taxonomy.All {
+		vv := r.URL.Query()
+		vv.Set("cat", string(cat))
+		vv.Del("page")
+		d.CatLinks[cat] = "/compare?" + vv.Encode()
 	}
 	s.render(w, r, "compare", "Compare "+a+" and "+b, d)
 }

@@ -67,7 +67,7 @@ func TestPages(t *testing.T) {
 	}
 
 	cmp := get(t, c, srv.URL+"/compare?a=run-a&b=run-b&sort=delta", 200)
-	mustContain(t, "compare", cmp, "24 shared samples match", `class="neg delta"`, "-3.00")
+	mustContain(t, "compare", cmp, "24 shared samples match", `class="neg delta"`, "-3.00", `id="tax-compare"`, "<td>0 (0.0%)</td><td>6 (33.3%)</td><td>33.33</td>")
 	cmpWeb := get(t, c, srv.URL+"/compare?a=run-a&b=run-b&domain=web&cat=meta_commentary", 200)
 	if n := strings.Count(cmpWeb, `<tr data-href=`); n != 2 {
 		t.Errorf("compare filtered to web/meta lists %d rows, want 2", n)
