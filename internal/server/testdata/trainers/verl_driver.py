@@ -1,7 +1,9 @@
 """Drives examples/trainers/verl_agent_loop.py as verl's AgentLoopWorker does (volcengine/verl b178a3c,
 verl/experimental/agent_loop/agent_loop.py): the loop is found through the registry file, built with
 AgentLoopBase's constructor arguments and run once per sample of a GRPO group (same uid). The verl module
-here is a stand-in with upstream's signatures; tokenizer and policy are scripted fakes.
+here is a stand-in with upstream's signatures; tokenizer and policy are scripted fakes. With
+AGENTWORLD_UPSTREAM naming a verl checkout, upstream's own agent_loop module is used instead (heavy modules
+stubbed by upstream.py; pydantic real, so AgentLoopOutput validates the adapter's fields).
 Usage: verl_driver.py EXAMPLES_DIR SERVER_URL; prints the AgentLoopOutputs as JSON."""
 import asyncio
 import importlib
@@ -42,10 +44,27 @@ def register(agent_name):
     return decorator
 
 
-for name in ("verl", "verl.experimental", "verl.experimental.agent_loop", "verl.experimental.agent_loop.agent_loop"):
-    sys.modules[name] = types.ModuleType(name)
-sys.modules["verl.experimental.agent_loop.agent_loop"].__dict__.update(
-    AgentLoopBase=AgentLoopBase, AgentLoopOutput=AgentLoopOutput, register=register)
+UPSTREAM = os.environ.get("AGENTWORLD_UPSTREAM")  # a verl checkout, to run its real AgentLoopBase/Output
+if UPSTREAM:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import upstream  # noqa: E402
+
+    upstream.HEAVY.discard("pydantic")  # the real one validates AgentLoopOutput
+    upstream.install(UPSTREAM, extra=("torch_npu", "packaging", "cachetools", "PIL", "prometheus_client", "psutil", "codetiming"))
+    verl = types.ModuleType("verl")  # verl/__init__.py checks installed versions; its packages load as they are
+    verl.__path__ = [os.path.join(UPSTREAM, "verl")]
+    sys.modules["verl"] = verl
+    from verl.protocol import DataProto  # noqa: E402  (what verl/__init__ exports)
+
+    verl.DataProto = DataProto
+    from verl.experimental.agent_loop import agent_loop as real  # noqa: E402
+
+    registry = real._agent_loop_registry
+else:
+    for name in ("verl", "verl.experimental", "verl.experimental.agent_loop", "verl.experimental.agent_loop.agent_loop"):
+        sys.modules[name] = types.ModuleType(name)
+    sys.modules["verl.experimental.agent_loop.agent_loop"].__dict__.update(
+        AgentLoopBase=AgentLoopBase, AgentLoopOutput=AgentLoopOutput, register=register)
 
 
 class Tokenizer:
@@ -59,6 +78,11 @@ class Tokenizer:
 
     def decode(self, ids, skip_special_tokens=False):
         return "".join(self.vocab[i] for i in ids)
+
+    def apply_chat_template(self, messages, tools=None, add_generation_prompt=True, tokenize=True, **kwargs):
+        """As a Hugging Face tokenizer is called by upstream's AgentLoopBase: one id per message, no
+        system prompt or generation marker, so both modes give the same ids."""
+        return [self.encode(m["role"] + ":" + m["content"]) for m in messages]
 
 
 class Policy:  # AsyncLLMServerManager.generate, scripted: one action, then the end action
@@ -89,8 +113,9 @@ async def main(examples, url):
         o = await loop.run({"temperature": 1.0, "logprobs": True}, uid="uid-7", index=0,
                            raw_prompt=[{"role": "user", "content": "Fix the failing test."}],
                            extra_info={"world_id": "shell", "max_turns": 5})
-        o.prompt_text = [tok.vocab[i] for i in o.prompt_ids]
-        out.append(o.__dict__)
+        d = o.model_dump() if hasattr(o, "model_dump") else dict(o.__dict__)  # upstream's is a pydantic model
+        d["prompt_text"] = [tok.vocab[i] for i in o.prompt_ids]
+        out.append(d)
     print(json.dumps(out))
 
 
