@@ -42,8 +42,12 @@ func TestDataCommands(t *testing.T) {
 	if b, err := os.ReadFile(rl); err != nil || !bytes.HasPrefix(b, []byte("PAR1")) {
 		t.Fatalf("parquet: %v", err)
 	}
-	if _, _, err := runData(t, "export", "--progress=false", "--mode", "rl", trajs); err == nil {
-		t.Fatal("rl export to stdout accepted")
+	// To stdout the RL rows are JSON lines; Parquet needs a file.
+	if out, _, err := runData(t, "export", "--progress=false", "--mode", "rl", trajs); err != nil || !strings.HasPrefix(out, `{"data_source":"agentworld/terminal"`) {
+		t.Fatalf("rl export to stdout: %v\n%.200s", err, out)
+	}
+	if _, _, err := runData(t, "export", "--progress=false", "--mode", "rl", "--format", "parquet", trajs); err == nil {
+		t.Fatal("rl Parquet to stdout accepted")
 	}
 	for trainer, field := range map[string]string{"swift": `"loss_scale":`, "llamafactory": `"loss_weight":`, "trl": `"completion":`} {
 		out, _, err := runData(t, "export", "--progress=false", "--trainer", trainer, trajs)
