@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/journal"
 	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/library"
@@ -46,6 +47,9 @@ const (
 	AnswersFile  = "answers.jsonl"
 	VerdictsFile = "verdicts.jsonl"
 	SummaryFile  = "summary.json"
+	// LedgerDir holds the facts fictional worlds' replays asserted, one
+	// <world>.facts.jsonl each (fiction.FileStore).
+	LedgerDir = "ledger"
 )
 
 // Defaults of [Options].
@@ -357,6 +361,10 @@ type run struct {
 	// retrieval gives fictional worlds' replays their documents as a
 	// server would.
 	retrieval *worldhooks.Retrieval
+	// ledger records the facts fictional worlds' replays assert, in
+	// LIB/generate/ledger, and shares them between the replays as a
+	// server's ledger would.
+	ledger *worldhooks.Ledger
 }
 
 // Run generates Count candidates into the library at dir and returns the
@@ -384,6 +392,11 @@ func Run(ctx context.Context, dir string, opts Options) (*Stats, error) {
 	r := &run{o: o, lib: lib, stats: newStats(), worldFPs: map[uint64]string{}, taskFPs: map[uint64]string{}, storedTasks: map[string]int{}, retrieval: worldhooks.NewRetrieval(o.Logger), episodes: make(chan struct{}, o.Episodes)}
 	defer func() { lib.Close() }()
 	jdir := filepath.Join(dir, JournalDir)
+	facts, err := fiction.NewFileStore(filepath.Join(jdir, LedgerDir), o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	r.ledger = worldhooks.NewLedger(fiction.NewLedger(facts, &fiction.LedgerOptions{Logger: o.Logger}), o.Logger)
 	if r.ans, err = journal.Open(filepath.Join(jdir, AnswersFile), 0); err != nil {
 		return nil, err
 	}

@@ -35,9 +35,13 @@ func (r *run) prove(ctx context.Context, c *candidate, t *library.TaskEntry, ix 
 		}
 	}
 	spec := library.TaskSpec(c.spec, t)
+	// Replays run under the world's own name, so the ledger of a fictional
+	// world gathers every task's replays: `world check --all --ledger
+	// LIB/generate/ledger` then reports the world's contradiction rate.
+	spec.Name = c.spec.Name
 	m := sim.New(&sim.Options{
 		SuccessJudge: r.o.SuccessJudge,
-		Hooks:        []sim.StepHook{r.retrieval},
+		Hooks:        []sim.StepHook{r.ledger, r.retrieval},
 		Worlds:       map[string]*world.Spec{spec.Name: spec},
 		Backends:     map[string]sim.BackendFactory{sim.BackendModel: sim.NewModelBackend(r.o.WorldModel, &sim.ModelOptions{MaxTokens: 4096})},
 	})

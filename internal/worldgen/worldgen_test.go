@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/itemf1"
 	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/library"
@@ -259,5 +261,53 @@ func TestJudgedChecks(t *testing.T) {
 	}
 	if judgeSrv.Count() < 15 {
 		t.Errorf("the judge decided %d episodes, want the 15 replays", judgeSrv.Count())
+	}
+}
+
+// TestReplayLedger: the facts fictional worlds' replays assert go to
+// LIB/generate/ledger under the world's name, so the contradiction rate of
+// generated worlds can be read there (world check --all --ledger).
+func TestReplayLedger(t *testing.T) {
+	var n atomic.Int64
+	wmFlip := func(r *fakellm.Request) fakellm.Reply {
+		obs := "1. a result"
+		if strings.Contains(r.Messages[len(r.Messages)-1].Content, `"name":"open_page"`) {
+			born := "1702"
+			if n.Add(1)%3 == 0 {
+				born = "1703" // the world model contradicts the canon now and then
+			}
+			obs = `{"id": "bram", "name": "Bram Kessing", "born": "` + born + `"}`
+		}
+		return fakellm.Reply{Content: "<predicted_observation>" + obs + "</predicted_observation>"}
+	}
+	gen, wm := fakellm.New(fakeGenerator(0)), fakellm.New(wmFlip)
+	defer gen.Close()
+	defer wm.Close()
+	o := newOpts(t, gen, wm)
+	o.Domains, o.Count = []string{"fiction"}, 1
+	dir := filepath.Join(t.TempDir(), "lib")
+	st, err := Run(context.Background(), dir, o)
+	if err != nil || st.AcceptedWorlds != 1 {
+		t.Fatalf("%+v, %v", st, err)
+	}
+	lib, _ := library.Open(dir)
+	fs, err := fiction.NewFileStore(filepath.Join(dir, JournalDir, LedgerDir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = lib.Worlds(library.Filter{Source: SourceFiction}, func(w *library.WorldEntry) error {
+		name := w.Spec.Name
+		facts, _ := fs.WorldFacts(context.Background(), name)
+		cs, err := fiction.NewLedger(fs, nil).Contradictions(context.Background(), name, w.Spec.Facts)
+		if err != nil {
+			return err
+		}
+		if len(facts) == 0 || len(cs) == 0 {
+			t.Errorf("world %s: %d facts, %d contradictions in the replays' ledger; want some of each", name, len(facts), len(cs))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
