@@ -12,10 +12,12 @@ Flags (this file is the plugin; AGENTWORLD_URL or env_config.base_url names the 
         --external_plugins examples/trainers/swift_gym_env.py ...
     (with --vllm_mode server, also --vllm_server_pass_dataset true so env_config reaches the rollout)
 Dataset rows: {"messages": [{"role": "user", "content": "Fix the failing test."}],
-"env_config": {"world_id": "python-terminal", "group_key": "task-17"}}. The num_generations samples of a
+"env_config": {"world_id": "python-terminal", "group_key": "task-17", "max_turns": 20}}. The num_generations samples of a
 row share its group_key (without one, a hash of the row's messages), so they fork one root session.
 The row's last user message leads the first observation; its system message, or env_config.system, is
-the system prompt. The messages this file sends are pinned in internal/server/testdata/trainers/swift.json.
+the system prompt. GYMScheduler closes an env only when step says done (or when its uuid starts again): a
+trajectory cut by --max_turns keeps its session open. Set env_config.max_turns to swift's --max_turns and
+the env says done on that turn itself, so its session is closed. The messages this file sends are pinned in internal/server/testdata/trainers/swift.json.
 """
 import asyncio
 import os
@@ -42,6 +44,9 @@ class AgentWorldEnv(Env):
 
     async def step(self, action):
         obs, reward, done, meta = await asyncio.to_thread(self.episode.step, action[-1]["content"])
+        limit = self.env_config.get("max_turns")
+        if limit and self.episode.turns >= int(limit):
+            done = True  # ends (and so closes) the episode on the last turn swift will run
         return obs, reward, done, {"turn": self.episode.turns, "episode_reward": self.episode.reward}
 
     async def close(self):

@@ -1,7 +1,8 @@
 """Drives examples/trainers/swift_gym_env.py as ms-swift's GYMScheduler does (modelscope/ms-swift 3602360,
 swift/rollout/multi_turn.py): the plugin file is imported (--external_plugins), the env is made from the
 row's env_config (--gym_env names it), reset gives [system, user(observation)], and after each reply step
-gets the whole conversation, its rewards summed into total_reward, until done or max_turns. The swift
+gets the whole conversation, its rewards summed into total_reward, until done or max_turns; the env is
+closed only when step says done (GYMScheduler.on_turn_end). The swift
 modules here are stand-ins with upstream's signatures; the policy is scripted.
 Usage: swift_driver.py EXAMPLES_DIR SERVER_URL; prints each trajectory as JSON."""
 import asyncio
@@ -41,9 +42,42 @@ class RolloutInferRequest:  # swift.infer_engine.protocol, reduced to the fields
     uuid: Optional[str] = None
 
 
-for name in ("swift", "swift.rollout", "swift.rollout.gym_env"):
-    sys.modules[name] = types.ModuleType(name)
-sys.modules["swift.rollout.gym_env"].__dict__.update(Env=Env, envs={})
+UPSTREAM = os.environ.get("AGENTWORLD_UPSTREAM")  # an ms-swift checkout, to run its real gym env and scheduler
+if UPSTREAM:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import upstream  # noqa: E402
+
+    upstream.install(UPSTREAM, extra=("json_repair", "packaging", "PIL", "modelscope", "peft", "trl", "vllm", "openai",
+                                      "msgspec", "zmq", "requests", "sortedcontainers", "addict", "einops", "binpacking",
+                                      "nltk", "rouge", "jieba", "attrdict", "simplejson", "oss2", "dacite", "charset_normalizer",
+                                      "aiohttp_cors", "shortuuid", "cpm_kernels", "importlib_metadata", "qwen_vl_utils", "decord",
+                                      "scipy", "sklearn", "matplotlib", "tensorboard", "liger_kernel", "gradio", "zstandard"))
+    from swift.infer_engine.protocol import RolloutInferRequest  # noqa: E402,F811
+    from swift.rollout.multi_turn import GYMScheduler  # noqa: E402
+else:
+    for name in ("swift", "swift.rollout", "swift.rollout.gym_env"):
+        sys.modules[name] = types.ModuleType(name)
+    sys.modules["swift.rollout.gym_env"].__dict__.update(Env=Env, envs={})
+
+
+async def trajectory_upstream(envs, row, uuid, max_turns=5):
+    """The same trajectory through upstream's GYMScheduler hooks (on_trajectory_start, on_turn_end, step)."""
+    sched = GYMScheduler(None, max_turns, gym_env="agentworld")
+    req = RolloutInferRequest(messages=copy.deepcopy(row["messages"]), data_dict=row, uuid=uuid)
+    await sched.on_trajectory_start([req])
+    info = {"env_session_id": sched._envs[uuid].episode.session}  # upstream keeps reset's info to itself
+    replies = ['[{"keystrokes": "ls\\n", "duration": 0.1}]', "[]"]
+    result = {"done": False, "rollout_infos": {}}
+    for turn in range(1, max_turns + 1):
+        req.messages.append({"role": "assistant", "content": replies[(turn - 1) % 2]})
+        result = await sched.on_turn_end(req, None, turn)
+        if result["done"]:
+            break
+        sched.step(req, None, turn)
+    ri = result["rollout_infos"]
+    env_left_open = uuid in sched._envs
+    return {"messages": req.messages, "info": info, "total_reward": ri.get("total_reward"),
+            "step_rewards": ri.get("step_rewards"), "gym_done": ri.get("gym_done"), "env_left_open": env_left_open}
 
 
 async def trajectory(envs, row, uuid, max_turns=5):
@@ -73,7 +107,12 @@ async def main(examples, url):
     row = {"messages": [{"role": "system", "content": "You are a careful engineer."},
                         {"role": "user", "content": "Fix the failing test."}],
            "env_config": {"world_id": "shell", "group_key": "task-1"}}
-    print(json.dumps([await trajectory(envs, row, f"req-{i}") for i in range(2)]))  # num_generations = 2
+    run = trajectory_upstream if UPSTREAM else trajectory
+    out = [await run(envs, row, f"req-{i}") for i in range(2)]  # num_generations = 2
+    # env_config.max_turns 1: the env ends the episode on swift's last turn, so the scheduler closes it
+    cut = dict(row, env_config=dict(row["env_config"], max_turns=1))
+    out.append(await run(envs, cut, "req-2"))
+    print(json.dumps(out))
 
 
 asyncio.run(main(sys.argv[1], sys.argv[2]))
