@@ -61,6 +61,11 @@ type Config struct {
 	// refuse an action not recorded after its history instead of answering
 	// the nearest recorded transition; false answers, marked approximate.
 	ReplayStrict bool
+	// ReplayMinSimilarity is how close a recorded action must be to answer
+	// for another (replay.Options.MinSimilarity): 0 means
+	// replay.DefaultMinSimilarity, negative answers with the nearest
+	// recording however far.
+	ReplayMinSimilarity float64
 	// Model is the world model: "" for the embedded replay default,
 	// "replay:DIR" to replay recordings from DIR, or the base URL of an
 	// OpenAI-compatible server (http://host:8000/v1).
@@ -350,7 +355,7 @@ func (a *App) worldModel(ctx context.Context, cfg Config, log *slog.Logger) (map
 	switch {
 	case strings.HasPrefix(cfg.Model, "replay:"):
 		dir := strings.TrimPrefix(cfg.Model, "replay:")
-		lib := replay.New(&replay.Options{Logger: log, Strict: cfg.ReplayStrict})
+		lib := replay.New(&replay.Options{Logger: log, Strict: cfg.ReplayStrict, MinSimilarity: cfg.ReplayMinSimilarity})
 		if err := lib.LoadDir(dir); err != nil {
 			return nil, "", fielderr.Wrap(ErrConfig, "Model", err)
 		}
@@ -359,7 +364,7 @@ func (a *App) worldModel(ctx context.Context, cfg Config, log *slog.Logger) (map
 		backends[replay.BackendReplay] = replay.Backend(lib)
 		return backends, replay.BackendReplay, step(ctx, "replay")
 	case len(urls) == 0:
-		lib := replay.New(&replay.Options{Logger: log, Strict: cfg.ReplayStrict})
+		lib := replay.New(&replay.Options{Logger: log, Strict: cfg.ReplayStrict, MinSimilarity: cfg.ReplayMinSimilarity})
 		if err := lib.LoadFS(examples.FS, "recordings"); err != nil {
 			return nil, "", fmt.Errorf("embedded recordings: %w", err)
 		}
@@ -401,7 +406,7 @@ func (a *App) worldModel(ctx context.Context, cfg Config, log *slog.Logger) (map
 	var model sim.BackendFactory = sim.NewModelBackend(a.Router, mo)
 	a.Describe = fmt.Sprintf("world model %q on %d replica(s): %s; %s", cfg.ModelName, len(urls), strings.Join(urls, ", "), counting)
 	if cfg.CacheDir != "" {
-		lib := replay.New(&replay.Options{Logger: log, Strict: cfg.ReplayStrict})
+		lib := replay.New(&replay.Options{Logger: log, Strict: cfg.ReplayStrict, MinSimilarity: cfg.ReplayMinSimilarity})
 		a.useLibrary(lib)
 		if _, err := os.Stat(cfg.CacheDir); err == nil {
 			if err := lib.LoadDir(cfg.CacheDir); err != nil {

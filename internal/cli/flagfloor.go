@@ -49,6 +49,7 @@ var flagFloors = map[string]float64{
 // with why.
 var flagAnyValue = map[string]string{
 	"seed": "any seed", "*-seed": "any seed", "beam-seed": "any seed", "first-id": "any id",
+	"replay-min-similarity":     "negative: the nearest recording however far",
 	"resamples":                 "negative: none",
 	"max-conns":                 "negative: no cap; 0: the default",
 	"max-conns-per-client":      "negative: no cap; 0: half of --max-conns",

@@ -17,6 +17,7 @@ import (
 	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/perturb"
 	"github.com/agentworld/agentworld/internal/play"
+	"github.com/agentworld/agentworld/internal/replay"
 	"github.com/agentworld/agentworld/internal/server"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/tracing"
@@ -46,6 +47,7 @@ func (f *simFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.cfg.ModelTimeout, "model-timeout", worldmodel.DefaultTimeout, "timeout of one request attempt to the world model (reading the answer included); a timed-out attempt is retried")
 	fl.Int64Var(&f.cfg.ModelMaxResponseBytes, "model-max-response-bytes", worldmodel.DefaultMaxResponseBytes, "largest world-model answer read, in bytes; a larger one fails the step (503) unread")
 	fl.BoolVar(&f.cfg.ReplayStrict, "replay-strict", false, "with replay (no --model, or replay:DIR): refuse an action not recorded after its history (400 naming the nearest recorded action) instead of answering that nearest transition")
+	fl.Float64Var(&f.cfg.ReplayMinSimilarity, "replay-min-similarity", replay.DefaultMinSimilarity, "with replay: the share of words a recorded action must have in common with the one sent to answer for it (an approximate answer); below it the step gets an \"unrecorded action\" observation naming the nearest recorded actions; negative: the nearest however far")
 	fl.StringArrayVar(&f.cfg.Replicas, "replica", nil, "another base URL serving the same model (repeatable); sessions stick to one replica")
 	fl.StringVar(&f.cfg.CacheDir, "cache", "", "transition cache directory in front of the world model (exact-match replay; new transitions are recorded there)")
 	fl.IntVar(&f.cfg.ContextBudget, "context-budget", 0, "model context in tokens; history beyond it is truncated in chunks (0: the server's max_model_len with --count-tokens server, else 131072)")

@@ -207,3 +207,35 @@ func TestInMemoryCommandsShowNoDefaultDB(t *testing.T) {
 		}
 	}
 }
+
+// TestServeReplayMinSimilarity: by default the embedded replay answers an
+// action far from every recording with the unrecorded-action observation;
+// --replay-min-similarity -1 brings back the nearest recording however
+// far, marked approximate.
+func TestServeReplayMinSimilarity(t *testing.T) {
+	for _, tc := range []struct {
+		min        float64
+		unrecorded bool
+	}{{0, true}, {-1, false}} {
+		_, srv := startTestServe(t, func(f *simFlags) { f.cfg.ReplayMinSimilarity = tc.min })
+		var created struct {
+			SessionID string `json:"session_id"`
+		}
+		if code := postJSON(t, srv.URL+"/v1/sessions", map[string]any{"world_id": "python-terminal"}, &created); code != 201 {
+			t.Fatalf("create: %d", code)
+		}
+		var step struct {
+			Observation string
+			Info        struct {
+				Approximate bool
+				Error       string
+			}
+		}
+		if code := postJSON(t, srv.URL+"/v1/sessions/"+created.SessionID+"/step", map[string]any{"action": `[{"keystrokes":"echo step1\n","duration":0.5}]`}, &step); code != 200 {
+			t.Fatalf("step: %d", code)
+		}
+		if got := strings.HasPrefix(step.Observation, "[replay: unrecorded action]"); got != tc.unrecorded || !step.Info.Approximate {
+			t.Errorf("--replay-min-similarity %v: %+v", tc.min, step)
+		}
+	}
+}
