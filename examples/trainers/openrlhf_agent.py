@@ -67,7 +67,10 @@ class AgentInstance(AgentInstanceBase):
         return {"observation": prompt.replace("{observation}", first)}
 
     async def step(self, states, **kwargs):
-        obs, reward, done, meta = await asyncio.to_thread(self.episode.step, states["action_text"])
+        action = states["action_text"].rstrip()
+        if action.endswith(END):  # the chat template's marker is not part of the world's action
+            action = action[:-len(END)]
+        obs, reward, done, meta = await asyncio.to_thread(self.episode.step, action)
         if done:
             await asyncio.to_thread(self.episode.close)
         return {"rewards": tensor(reward), "scores": tensor(self.episode.reward),

@@ -12,9 +12,16 @@ import asyncio
 import importlib.util
 import json
 import os
+import re
 import sys
 import types
 from abc import ABC, abstractmethod
+
+
+# The scripted policy's replies. The first ends with the end-of-turn marker, as vLLM's text does under
+# OpenRLHF's skip_special_tokens=False (openrlhf/trainer/ppo_utils/samples_generator.py) when the model
+# stops on it: the world must get the action without it, and the feedback must not repeat it.
+ACTIONS = ['[{"keystrokes": "ls\\n", "duration": 0.1}]<|im_end|>', "[]"]
 
 
 class AgentExecutorBase(ABC):
@@ -46,7 +53,7 @@ class MultiTurnAgentExecutor(AgentExecutorBase):
         observation = (await agent.reset({"observation": prompt, "label": label}))["observation"]
         first, total, scores, logs, done, steps = observation, 0, 0, {}, False, 0
         while not done and steps < 5 and max_length - len(observation) > 0:
-            action = ['[{"keystrokes": "ls\\n", "duration": 0.1}]', "[]"][steps % 2]  # the scripted policy
+            action = ACTIONS[steps % 2]  # the scripted policy
             result = await agent.step({"observation_text": observation, "action_text": action, "label": label,
                                        "sampling_params": sampling_params})
             total += result["rewards"].item()
@@ -78,7 +85,6 @@ else:
     sys.modules["openrlhf.utils.agent"].__dict__.update(
         AgentExecutorBase=AgentExecutorBase, AgentInstanceBase=AgentInstanceBase, MultiTurnAgentExecutor=MultiTurnAgentExecutor)
 
-ACTIONS = ['[{"keystrokes": "ls\\n", "duration": 0.1}]', "[]"]
 
 
 class Ids(list):
@@ -143,6 +149,8 @@ async def main(examples, url):
     # A budget that runs out after the first step: the executor stops before done, and the
     # episode must still be closed.
     out.append(await run(len(prompt) + 40))
+    for o in out:
+        o["doubled_end_markers"] = len(re.findall(r"<\|im_end\|>\s*<\|im_end\|>", o["observation_text"]))
     print(json.dumps(out))
 
 
