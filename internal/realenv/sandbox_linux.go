@@ -340,6 +340,11 @@ func (s *sandbox) command(ctx context.Context, kind runKind, dir string, argv ..
 		priv := ""
 		a = append(a, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc")
 		if kind == kindSetup || kind == kindCheck {
+			// Their own network and IPC namespaces too: the agent can bind
+			// abstract unix sockets (named by the network namespace, not
+			// by a file) and make System V IPC objects, and a check that
+			// connects to a well-known name must not find the agent's.
+			a = append(a, "--net", "--ipc")
 			priv = fmt.Sprintf("mount -t tmpfs -o size=%d,mode=0700,nosuid,nodev tmpfs %s || exit 125; ", privateBytes, privateDir)
 		}
 		// The supervisor keeps only the run's user namespace, which the
