@@ -29,14 +29,23 @@ const (
 
 // InstBytes is what [Cost] charges per instruction of the compiled
 // program: the instruction itself (40 bytes), its copy in a one-pass
-// program, and the queues a matcher keeps per instruction. Rune ranges of
-// character classes are charged [RuneBytes] per rune on top (`\pL` holds
-// about 1,300).
+// program, and the queues a matcher keeps per instruction. Capture slots
+// are charged [SlotBytes] per instruction and rune ranges of character
+// classes [RuneBytes] per rune on top (`\pL` holds about 1,300).
 const InstBytes = 128
 
 // RuneBytes is what [Cost] charges per rune of a character class: the
 // rune, and the spare capacity of the slice the parser grew it in.
 const RuneBytes = 8
+
+// SlotBytes is what [Cost] charges per instruction for each capture slot
+// of a group (two per group; [InstBytes] covers the whole match's): Go's
+// matcher gives every thread a slice of all the slots, whatever the
+// caller asks for (MatchString included), and keeps up to one thread per
+// instruction in each of its two queues. Without it `(.)` repeated 1,300
+// times before `(?:.?){1000}` (4 KB, estimated at 0.9 MiB) made one
+// MatchString of 3,000 bytes allocate 69 MiB.
+const SlotBytes = 16
 
 // ErrTooLarge is wrapped by the error of a pattern over a bound.
 var ErrTooLarge = errors.New("regular expression too large")
@@ -81,7 +90,8 @@ func Cost(expr string, l *Limits) (int, error) {
 	// Saturating arithmetic: nothing past the bound needs counting.
 	budget := int64(lim.MaxBytes)/InstBytes + 1
 	insts := instCount(re, budget)
-	bytes := insts*InstBytes + RuneBytes*runeCount(re)
+	slots := 2 * int64(re.MaxCap()) // InstBytes covers the whole match's two
+	bytes := insts*(InstBytes+SlotBytes*slots) + RuneBytes*runeCount(re)
 	if bytes > int64(lim.MaxBytes) {
 		return 0, fmt.Errorf("%w: it compiles into about %s, over the limit of %s (counted repetitions such as {1000} multiply what they repeat)",
 			ErrTooLarge, size(bytes, insts >= budget), size(int64(lim.MaxBytes), false))

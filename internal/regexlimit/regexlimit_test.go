@@ -30,6 +30,8 @@ func TestCost(t *testing.T) {
 		{"unbounded with a large minimum", `(abcdefgh){1000,}`, true},
 		{"many Unicode classes", strings.Repeat(`\pL`, 1300), true},
 		{"alternation of counts", alternation(300), true},
+		{"many groups before many optional characters", captures(1300), true},
+		{"a few groups in a long pattern", `^(\w+)@(\w+)\.(\w+) .{0,900}$`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, err := Cost(tc.expr, nil)
@@ -70,6 +72,47 @@ func alternation(n int) string {
 		b.WriteString(string(rune('a'+i%26)) + string(rune('a'+i/26)) + "{500}")
 	}
 	return b.String()
+}
+
+// captures is n one-character groups followed by 1,000 optional
+// characters: small programs whose matcher threads each carry 2n+2 slots.
+func captures(n int) string { return strings.Repeat("(.)", n) + "(?:.?){1000}" }
+
+// TestCostBoundsMatching: what one match allocates (the matcher's threads
+// and their capture slots, which the heap after GC no longer shows: the
+// matcher goes back to a pool GC empties) stays under the estimate, for
+// patterns with many groups just under the bound.
+func TestCostBoundsMatching(t *testing.T) {
+	input := strings.Repeat("abcé ", 600)
+	for _, expr := range []string{captures(8), strings.Repeat("(a|b)", 30) + ".{0,300}", `^(\w+)@(\w+)\.(\w+) .{0,900}$`, `^.{1,1000}$`, `\pL{900}`} {
+		cost, err := Cost(expr, nil)
+		if err != nil {
+			t.Fatalf("%.40s: %v", expr, err)
+		}
+		for _, match := range []func(*regexp.Regexp){
+			func(re *regexp.Regexp) { re.MatchString(input) },
+			func(re *regexp.Regexp) { re.FindStringSubmatchIndex(input) },
+		} {
+			re := regexp.MustCompile(expr)
+			// Matchers are pooled across regexps; two collections empty
+			// the pools, so this match makes its own.
+			runtime.GC()
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			match(re)
+			runtime.ReadMemStats(&after)
+			used := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%.40q: estimated %d bytes, one match allocated %d", expr, cost, used)
+			if used > uint64(cost) {
+				t.Errorf("%.40q: matching allocated %d bytes, over its estimate %d", expr, used, cost)
+			}
+		}
+	}
+	// The attack: admitted before slots were charged, 69 MiB for one match.
+	if n, err := Cost(captures(1300), nil); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("1,300 groups before 1,000 optional characters admitted at %d bytes", n)
+	}
 }
 
 // TestCostBoundsMemory: for patterns just under the bound, what the
