@@ -110,3 +110,41 @@ func TestToolCallValidatorsGoWithTheirSpec(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestSchemaKeywordsAnyCase: the validator decodes a schema with
+// encoding/json, which matches keys to keywords whatever their case, so
+// "Pattern" and "PATTERNPROPERTIES" are patterns it compiles and checks
+// (shown on a small one); world.SchemaCost must count them as it counts
+// "pattern" (issue 21's large pattern under a capitalised key passed as
+// 2 KiB, and compiled).
+func TestSchemaKeywordsAnyCase(t *testing.T) {
+	rs := compileSchema(json.RawMessage(`{"type":"object","properties":{"a":{"type":"string","Pattern":"^x$"}},"PATTERNPROPERTIES":{"^b":{"type":"integer"}}}`))
+	if rs == nil {
+		t.Fatal("a small schema with capitalised keywords did not compile")
+	}
+	for _, bad := range []string{`{"a":"y"}`, `{"b1":"text"}`} {
+		var v any
+		if err := json.Unmarshal([]byte(bad), &v); err != nil {
+			t.Fatal(err)
+		}
+		if rs.Validate(v) == nil {
+			t.Fatalf("%s validated: the validator ignored a capitalised keyword, so this test no longer shows the hole", bad)
+		}
+	}
+	big := strings.Repeat(`\\pL{1000}`, 400)
+	lower, err := world.SchemaCost(json.RawMessage(`{"type":"string","pattern":"` + big + `"}`))
+	if err == nil {
+		t.Fatalf("a large pattern costs %d, admitted", lower)
+	}
+	for _, raw := range []string{
+		`{"type":"string","Pattern":"` + big + `"}`,
+		`{"type":"object","PatternProperties":{"` + big + `":{}}}`,
+	} {
+		if n, err := world.SchemaCost(json.RawMessage(raw)); err == nil {
+			t.Errorf("%.60s: costs %d, admitted", raw, n)
+		}
+		if compileSchema(json.RawMessage(raw)) != nil {
+			t.Errorf("%.60s: compiled", raw)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/agentworld/agentworld/internal/regexlimit"
 )
@@ -126,7 +127,7 @@ func SchemaCost(raw json.RawMessage) (int, error) {
 				f := frame{object: v == '{', wantKey: true}
 				if v == '{' {
 					n += SchemaNodeBytes
-					f.patternKeys = top >= 0 && stack[top].object && stack[top].key == "patternProperties"
+					f.patternKeys = top >= 0 && stack[top].object && isKeyword(stack[top].key, "patternProperties")
 				}
 				stack = append(stack, f)
 			default:
@@ -143,7 +144,7 @@ func SchemaCost(raw json.RawMessage) (int, error) {
 				}
 				continue
 			}
-			if top >= 0 && stack[top].object && stack[top].key == "pattern" {
+			if top >= 0 && stack[top].object && isKeyword(stack[top].key, "pattern") {
 				if err := pattern(v); err != nil {
 					return 0, err
 				}
@@ -154,3 +155,9 @@ func SchemaCost(raw json.RawMessage) (int, error) {
 		}
 	}
 }
+
+// isKeyword reports whether key names keyword for the schema validator:
+// it decodes schemas with encoding/json, which matches object keys to
+// fields without regard to case (Unicode simple folding, as
+// strings.EqualFold), so "Pattern" or "PATTERN" is a pattern it compiles.
+func isKeyword(key, keyword string) bool { return strings.EqualFold(key, keyword) }
