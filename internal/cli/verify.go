@@ -1,18 +1,18 @@
 package cli
 
 import (
-	"github.com/agentworld/agentworld/internal/atomicfile"
-	"github.com/agentworld/agentworld/internal/envconfig"
-
 	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/realenv"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/verify"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -50,7 +50,7 @@ check passes and how each simulated observation differs from the real one.`,
 			if len(trajs) == 0 {
 				return fmt.Errorf("%s: no trajectory", f.traj)
 			}
-			var rep *realenv.VerifyReport
+			var rep *verify.VerifyReport
 			if f.closedLoop {
 				if f.task == "" {
 					return errors.New("--closed-loop needs --task")
@@ -59,7 +59,7 @@ check passes and how each simulated observation differs from the real one.`,
 				if err != nil {
 					return err
 				}
-				rep, err = realenv.ClosedLoop(ctx, task, trajs[0], &realenv.RunOptions{Record: &realenv.RecordOptions{Dir: f.record}, Logger: logger(cmd)})
+				rep, err = verify.ClosedLoop(ctx, task, trajs[0], &realenv.RunOptions{Record: &realenv.RecordOptions{Dir: f.record}, Logger: logger(cmd)})
 				if err != nil {
 					return err
 				}
@@ -84,7 +84,7 @@ check passes and how each simulated observation differs from the real one.`,
 				if err != nil {
 					return err
 				}
-				rep, err = realenv.TeacherForced(ctx, trajs[0], p, &realenv.VerifyOptions{Concurrency: f.concurrency, Progress: cmd.ErrOrStderr()})
+				rep, err = verify.TeacherForced(ctx, trajs[0], p, &verify.VerifyOptions{Concurrency: f.concurrency, Progress: cmd.ErrOrStderr()})
 				if err != nil {
 					return err
 				}

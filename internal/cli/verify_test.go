@@ -12,6 +12,7 @@ import (
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/verify"
 )
 
 func writeTrajectory(t *testing.T, dir string, tr trajectory.Trajectory) string {
@@ -65,7 +66,7 @@ func TestVerifyTeacherForced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep realenv.VerifyReport
+	var rep verify.VerifyReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("report: %v\n%s", err, out)
 	}
@@ -119,7 +120,7 @@ func TestVerifyBaselineAndAllFailed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("baseline:copy: %v", err)
 	}
-	var rep realenv.VerifyReport
+	var rep verify.VerifyReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("report: %v\n%s", err, out)
 	}

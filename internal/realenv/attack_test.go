@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/sandbox"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/testkit"
 )
@@ -64,7 +65,7 @@ func attackTerminal(t *testing.T, opts *TerminalOptions) (*Terminal, *Task) {
 // starts the fake server in its place (mode and arg as fake_tmux.py takes
 // them), returning once the fake listens.
 func takeover(mode, arg string) string {
-	return `mv ` + tmuxSock + ` ` + tmuxDir + `/real.sock && (setsid -f python3 /app/fake_tmux.py ` + tmuxSock + ` ` + mode + ` ` + arg + ` >/dev/null 2>&1 </dev/null) && until [ -S ` + tmuxSock + ` ]; do sleep 0.1; done`
+	return `mv ` + sandbox.TmuxSock + ` ` + sandbox.TmuxDir + `/real.sock && (setsid -f python3 /app/fake_tmux.py ` + sandbox.TmuxSock + ` ` + mode + ` ` + arg + ` >/dev/null 2>&1 </dev/null) && until [ -S ` + sandbox.TmuxSock + ` ]; do sleep 0.1; done`
 }
 
 // forgerLine starts the forger as a daemon; it runs for a minute.
@@ -79,7 +80,7 @@ const forgerLine = `setsid -f python3 /app/forge.py /app/marker 60 /app/forge.lo
 func TestAttacksCannotForgeCheck(t *testing.T) {
 	requireAttackTools(t)
 	t.Parallel()
-	daemons := forgerLine + `; tmux -S ` + tmuxSock + ` run-shell -b 'python3 /app/forge.py /app/marker 60 /app/forge.log >/dev/null 2>&1'`
+	daemons := forgerLine + `; tmux -S ` + sandbox.TmuxSock + ` run-shell -b 'python3 /app/forge.py /app/marker 60 /app/forge.log >/dev/null 2>&1'`
 	cases := []struct {
 		name  string
 		setup string // a client's setup script (plain terminal)
@@ -160,7 +161,7 @@ func TestAttackPtraceOfNamedCheck(t *testing.T) {
 		c, err := runCheck(context.Background(), term, task, time.Minute)
 		done <- result{c, err}
 	}()
-	checkNS := ino(term.sb.ns[fdCheckUser-3])
+	checkNS := sandbox.Ino(term.sb.Ns[sandbox.FdCheckUser-3])
 	var pids []int // in the check's pid namespace
 	var hostPid int
 	deadline := time.Now().Add(45 * time.Second)
@@ -219,7 +220,7 @@ for p in sys.argv[1:]:
 		args = append(args, strconv.Itoa(p))
 	}
 	cmd := exec.Command("nsenter", args...)
-	cmd.ExtraFiles = []*os.File{term.sb.ns[fdUser-3]}
+	cmd.ExtraFiles = []*os.File{term.sb.Ns[sandbox.FdUser-3]}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("attacker: %v: %s", err, out)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/mcpclient"
+	"github.com/agentworld/agentworld/internal/sandbox"
 	"github.com/agentworld/agentworld/internal/testkit"
 )
 
@@ -108,7 +109,7 @@ func TestHelperHostileScreens(t *testing.T) {
 	// 10,000 lines of 9,999 characters into a 10,000×10,000 window: a
 	// capture of about 100 MB. agentRun returns once the shell has printed
 	// them all.
-	measure("filled 10000x10000 window", `tmux -S `+tmuxSock+` set -g window-size manual && tmux -S `+tmuxSock+` resize-window -x 10000 -y 10000 && python3 -c "import sys; sys.stdout.write(('x' * 9999 + '\n') * 10000)"`)
+	measure("filled 10000x10000 window", `tmux -S `+sandbox.TmuxSock+` set -g window-size manual && tmux -S `+sandbox.TmuxSock+` resize-window -x 10000 -y 10000 && python3 -c "import sys; sys.stdout.write(('x' * 9999 + '\n') * 10000)"`)
 	measure("fake tmux server streaming 1 GB", takeover("stream", "1073741824"))
 	b, _ := json.Marshal(reps)
 	if err := os.WriteFile(out, b, 0o644); err != nil {

@@ -6,14 +6,16 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/sandbox"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
 // Sentinel errors of real environments, matched with errors.Is.
 var (
 	// ErrUnavailable means the environment cannot start on this machine
-	// (bwrap or tmux missing, user namespaces refused, node missing, …).
-	ErrUnavailable = errors.New("real environment unavailable")
+	// (bwrap or tmux missing, user namespaces refused, node missing, …);
+	// the sandbox reports it.
+	ErrUnavailable = sandbox.ErrUnavailable
 	// ErrBroken means the environment died (MCP server crashed, sandbox
 	// gone) and cannot take more steps; the recording stays.
 	ErrBroken = errors.New("environment broken")

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentworld/agentworld/internal/mcpclient"
+	"github.com/agentworld/agentworld/internal/sandbox"
 	"github.com/agentworld/agentworld/internal/testkit"
 )
 
@@ -108,8 +109,8 @@ func TestHelperHostOpens(t *testing.T) {
 	term, _ := startTerminal(t, &TerminalOptions{TempDir: base, Setup: "mkdir -p sub && ln -s /etc/shadow sub/shadow && mkfifo sub/fifo && echo setup > setup.txt"})
 	root := fmt.Sprintf("/proc/%d/root", term.world.Process.Pid)
 	w.mu.Lock()
-	w.host[ino(term.sb.ns[fdSetupUser-3])] = true
-	for _, p := range []string{"/tmp", "/dev/shm", tmuxDir} {
+	w.host[sandbox.Ino(term.sb.Ns[sandbox.FdSetupUser-3])] = true
+	for _, p := range []string{"/tmp", "/dev/shm", sandbox.TmuxDir} {
 		mark(root + p)
 		fi, err := os.Stat(root + p)
 		if err != nil {
@@ -121,7 +122,7 @@ func TestHelperHostOpens(t *testing.T) {
 	stopSampling := w.sampleCwd(os.Getpid())
 
 	ctx := context.Background()
-	plant := `for d in /app /app/sub /tmp /dev/shm ` + tmuxDir + `; do ln -s / $d/root; ln -s /etc/shadow $d/shadow; mkfifo $d/fifo; mkdir -p $d/dir; echo x > $d/file; done 2>/dev/null; echo planted > /app/probe`
+	plant := `for d in /app /app/sub /tmp /dev/shm ` + sandbox.TmuxDir + `; do ln -s / $d/root; ln -s /etc/shadow $d/shadow; mkfifo $d/fifo; mkdir -p $d/dir; echo x > $d/file; done 2>/dev/null; echo planted > /app/probe`
 	step(t, term, keys(plant+"\n", 0.5))
 	waitExec(t, term, "test -f probe")
 	for _, s := range []string{"ls -la /app /tmp\n", "cat /app/file\n"} {
@@ -133,7 +134,7 @@ func TestHelperHostOpens(t *testing.T) {
 	}
 	// A fake tmux server: the host's clients now run evil.sh.
 	step(t, term, keys(`cat > /tmp/fake.py <<'EOF'`+"\n"+fakeServerForHostTest+"\nEOF\n", 0.3))
-	step(t, term, keys(`mv `+tmuxSock+` `+tmuxDir+`/real.sock && (setsid -f python3 /tmp/fake.py `+tmuxSock+` >/dev/null 2>&1 </dev/null) && until [ -S `+tmuxSock+` ]; do sleep 0.1; done`+"\n", 1))
+	step(t, term, keys(`mv `+sandbox.TmuxSock+` `+sandbox.TmuxDir+`/real.sock && (setsid -f python3 /tmp/fake.py `+sandbox.TmuxSock+` >/dev/null 2>&1 </dev/null) && until [ -S `+sandbox.TmuxSock+` ]; do sleep 0.1; done`+"\n", 1))
 	for range 3 {
 		term.Screen(ctx)
 	}
@@ -220,7 +221,7 @@ type openEvent struct {
 // isWork reports whether a host path of the work dir's tmpfs is in the
 // work dir.
 func isWork(path string) bool {
-	rest, ok := strings.CutPrefix(path, "/mnt/"+termDirPrefix)
+	rest, ok := strings.CutPrefix(path, "/mnt/"+sandbox.TermDirPrefix)
 	if !ok {
 		return false
 	}
@@ -242,7 +243,7 @@ func hostFiles(base string) (dev uint64, inos map[uint64]bool) {
 		}
 	}
 	add(base)
-	dirs, _ := filepath.Glob(filepath.Join(base, termDirPrefix+"*"))
+	dirs, _ := filepath.Glob(filepath.Join(base, sandbox.TermDirPrefix+"*"))
 	for _, d := range dirs {
 		add(d)
 		add(filepath.Join(d, "lock"))

@@ -17,6 +17,7 @@ import (
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/mcpclient"
+	"github.com/agentworld/agentworld/internal/sandbox"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -99,7 +100,7 @@ func (m *MCPEnv) Start(ctx context.Context) (string, error) {
 		ClientName: "agentworld-realenv", Logger: m.log,
 	})
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return "", fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
 	}
 	m.session = cs
 	if m.tools, err = cs.Tools(sctx); err != nil {

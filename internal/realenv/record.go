@@ -1,8 +1,6 @@
 package realenv
 
 import (
-	"github.com/agentworld/agentworld/internal/atomicfile"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/atomicfile"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/mcpclient"
+	"github.com/agentworld/agentworld/internal/sandbox"
 	"github.com/agentworld/agentworld/internal/testkit"
 )
 
@@ -79,8 +80,8 @@ func TestSandboxDropsCapabilitiesAndRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if uid := fi.Sys().(*syscall.Stat_t).Uid; os.Geteuid() == 0 && uid != hostNobody {
-		t.Errorf("a file the agent wrote belongs to host uid %d, want %d", uid, hostNobody)
+	if uid := fi.Sys().(*syscall.Stat_t).Uid; os.Geteuid() == 0 && uid != sandbox.HostNobody {
+		t.Errorf("a file the agent wrote belongs to host uid %d, want %d", uid, sandbox.HostNobody)
 	}
 }
 
@@ -127,7 +128,7 @@ func TestSandboxTmuxSocketAttacks(t *testing.T) {
 	// it would run save-buffer itself, writing pwned on the host. (Inside,
 	// the hook fails, which may end the episode: the agent's own doing.)
 	term, _ := startTerminal(t, nil)
-	agentRun(t, term, fmt.Sprintf(`tmux -S %[1]s set-buffer -b x pwned; tmux -S %[1]s set-hook -g after-capture-pane 'save-buffer -b x %[2]s'; tmux -S %[1]s set-hook -g after-send-keys 'save-buffer -b x %[2]s'`, tmuxSock, pwned))
+	agentRun(t, term, fmt.Sprintf(`tmux -S %[1]s set-buffer -b x pwned; tmux -S %[1]s set-hook -g after-capture-pane 'save-buffer -b x %[2]s'; tmux -S %[1]s set-hook -g after-send-keys 'save-buffer -b x %[2]s'`, sandbox.TmuxSock, pwned))
 	term.Step(context.Background(), keys("echo still-here\n", 0.5))
 	term.Screen(context.Background())
 	term.Close()
@@ -136,7 +137,7 @@ func TestSandboxTmuxSocketAttacks(t *testing.T) {
 	}
 	// Then the socket: replace it with a symlink to the host server's.
 	term, _ = startTerminal(t, nil)
-	step(t, term, keys(fmt.Sprintf("ln -sf %s %s.new && mv -f %s.new %s\n", hostSock, tmuxSock, tmuxSock, tmuxSock), 1))
+	step(t, term, keys(fmt.Sprintf("ln -sf %s %s.new && mv -f %s.new %s\n", hostSock, sandbox.TmuxSock, sandbox.TmuxSock, sandbox.TmuxSock), 1))
 	for range 3 {
 		res, err := term.Step(context.Background(), keys("echo typed-into-the-host\n", 0.2))
 		if err != nil || res.Terminated {
@@ -244,12 +245,12 @@ func TestTaskCheckCannotBeForged(t *testing.T) {
 func TestSandboxLimits(t *testing.T) {
 	requireSandbox(t)
 	t.Parallel()
-	term, _ := startTerminal(t, &TerminalOptions{Limits: Limits{Processes: 300, FileBytes: 1 << 20, TmpBytes: 8 << 20}})
+	term, _ := startTerminal(t, &TerminalOptions{Limits: sandbox.Limits{Processes: 300, FileBytes: 1 << 20, TmpBytes: 8 << 20}})
 	got := agentRun(t, term, `{ ulimit -u; ulimit -f; ulimit -t; ulimit -v; (head -c 2000000 /dev/zero > /app/big) 2>/dev/null; stat -c %s /app/big; `+
 		`df -k /tmp /dev/shm | tail -2 | awk '{print $2}'; } > /app/result.txt 2>/dev/null`)
 	want := fmt.Sprintf("300\n1024\n600\n%d\n1048576\n", (8<<30)/1024)
-	if detectFeatures().Size {
-		want += fmt.Sprintf("8192\n%d\n", shmBytes/1024)
+	if sandbox.DetectFeatures().Size {
+		want += fmt.Sprintf("8192\n%d\n", sandbox.ShmBytes/1024)
 	} else {
 		lines := strings.SplitAfter(got, "\n")
 		got = strings.Join(lines[:min(5, len(lines))], "")
@@ -271,7 +272,7 @@ func TestSandboxLimits(t *testing.T) {
 		fmt.Sscan(out, &limit)
 		pids, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output()
 		sleeps := len(strings.Fields(string(pids)))
-		if limit == 300+processReserve && sleeps >= 290 {
+		if limit == 300+sandbox.ProcessReserve && sleeps >= 290 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -287,7 +288,7 @@ func TestSandboxLimits(t *testing.T) {
 func TestTerminalLongKeystrokesAndEpisodeClock(t *testing.T) {
 	requireSandbox(t)
 	t.Parallel()
-	term, _ := startTerminal(t, &TerminalOptions{Limits: Limits{Episode: 4 * time.Second}})
+	term, _ := startTerminal(t, &TerminalOptions{Limits: sandbox.Limits{Episode: 4 * time.Second}})
 	long := strings.Repeat("x", 32<<10)
 	res := step(t, term, keys(": "+long+"; echo long-done > /app/long.txt\n", 1))
 	if res.Terminated || res.Error != "" {
@@ -327,25 +328,25 @@ func TestSendKeyOpsChunks(t *testing.T) {
 
 func TestCleanStaleRemovesOnlyDeadOwners(t *testing.T) {
 	base := t.TempDir()
-	dead := filepath.Join(base, termDirPrefix+"dead")
-	live := filepath.Join(base, termDirPrefix+"live")
-	nolock := filepath.Join(base, termDirPrefix+"nolock")
+	dead := filepath.Join(base, sandbox.TermDirPrefix+"dead")
+	live := filepath.Join(base, sandbox.TermDirPrefix+"live")
+	nolock := filepath.Join(base, sandbox.TermDirPrefix+"nolock")
 	for _, d := range []string{dead, live, nolock} {
 		if err := os.MkdirAll(filepath.Join(d, "work"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f, err := lockDir(dead)
+	f, err := sandbox.LockDir(dead)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.Close() // its owner died
-	held, err := lockDir(live)
+	held, err := sandbox.LockDir(live)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	cleanStale(base, slog.New(slog.DiscardHandler))
+	sandbox.CleanStale(base, slog.New(slog.DiscardHandler))
 	for d, want := range map[string]bool{dead: false, live: true, nolock: true} {
 		if _, err := os.Stat(d); (err == nil) != want {
 			t.Errorf("%s exists = %v, want %v", filepath.Base(d), err == nil, want)
@@ -473,7 +474,7 @@ func TestKillNineLeavesNothing(t *testing.T) {
 		// are made here (nobody must reach them), not in the system one.
 		os.Chmod(base, 0o711)
 		os.Chmod(filepath.Dir(base), 0o711)
-		if !searchableByOthers(base) {
+		if !sandbox.SearchableByOthers(base) {
 			t.Skipf("%s is not searchable by other users above the test's own directories", base)
 		}
 	}
@@ -494,7 +495,7 @@ func TestKillNineLeavesNothing(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	left, _ := filepath.Glob(filepath.Join(base, termDirPrefix+"*"))
+	left, _ := filepath.Glob(filepath.Join(base, sandbox.TermDirPrefix+"*"))
 	if len(left) != 1 {
 		t.Fatalf("%d terminal dirs while the helper runs", len(left))
 	}

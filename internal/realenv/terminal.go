@@ -13,11 +13,11 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/mcpclient"
+	"github.com/agentworld/agentworld/internal/sandbox"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -68,7 +68,7 @@ type TerminalOptions struct {
 	Root bool
 	// Limits bound the sandbox's processes, memory, CPU time, file sizes,
 	// /tmp and episode time; zero fields take [Limits] defaults.
-	Limits Limits
+	Limits sandbox.Limits
 	// Logger receives lifecycle logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -85,7 +85,7 @@ func (o *TerminalOptions) withDefaults() TerminalOptions {
 		v.Height = 40
 	}
 	if v.WorkDir == "" {
-		v.WorkDir = DefaultWorkDir
+		v.WorkDir = sandbox.DefaultWorkDir
 	}
 	if v.SetupTimeout <= 0 {
 		v.SetupTimeout = 5 * time.Minute
@@ -108,7 +108,7 @@ func (o *TerminalOptions) withDefaults() TerminalOptions {
 	if v.Logger == nil {
 		v.Logger = slog.New(slog.DiscardHandler)
 	}
-	v.Limits = v.Limits.withDefaults()
+	v.Limits = v.Limits.WithDefaults()
 	return v
 }
 
@@ -118,7 +118,7 @@ const DefaultMaxScreenBytes = 256 << 10
 
 // Terminal is a real bash shell in a tmux pane inside a bubblewrap sandbox.
 //
-// The sandbox (see [sandbox.command]) holds the agent's world — a private
+// The sandbox (see [sandbox.Sandbox.Command]) holds the agent's world — a private
 // tmux server and everything the shell starts, in a pid namespace of its
 // own — and, beside it, the processes the host runs inside, each in a pid
 // namespace made for it alone that ends with it: tmux clients that type
@@ -140,7 +140,7 @@ type Terminal struct {
 	work    string   // host path of the work dir
 	ctl     string   // host path of the control dir
 	pane    string   // the agent's pane id (%0)
-	sb      *sandbox
+	sb      *sandbox.Sandbox
 	world   *exec.Cmd     // the agent's world: tmux server and shell
 	done    chan struct{} // closed when the world ends
 	begin   time.Time     // when Start returned the first screen
@@ -177,7 +177,7 @@ func (t *Terminal) Start(ctx context.Context) (string, error) {
 	t.started = true
 	for _, bin := range []string{"bwrap", "tmux", "nsenter"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			return "", fmt.Errorf("%w: %s not found on PATH (install bubblewrap and tmux)", ErrUnavailable, bin)
+			return "", fmt.Errorf("%w: %s not found on PATH (install bubblewrap and tmux)", sandbox.ErrUnavailable, bin)
 		}
 	}
 	if err := t.prepare(); err != nil {
@@ -190,7 +190,7 @@ func (t *Terminal) Start(ctx context.Context) (string, error) {
 	}
 	if strings.TrimSpace(t.opts.Setup) != "" {
 		sctx, cancel := context.WithTimeout(ctx, t.opts.SetupTimeout)
-		out, code, err := t.exec(sctx, kindSetup, t.opts.Setup)
+		out, code, err := t.exec(sctx, sandbox.KindSetup, t.opts.Setup)
 		cancel()
 		if err != nil {
 			t.shutdown()
@@ -215,12 +215,12 @@ func (t *Terminal) Start(ctx context.Context) (string, error) {
 
 func (t *Terminal) prepare() error {
 	base := t.opts.TempDir
-	if os.Geteuid() == 0 && base != "" && !searchableByOthers(base) {
+	if os.Geteuid() == 0 && base != "" && !sandbox.SearchableByOthers(base) {
 		t.log.Debug("temp dir not searchable by the sandbox's user; using the system temp dir", "dir", base)
 		base = ""
 	}
-	cleanStale(base, t.log)
-	dir, err := os.MkdirTemp(base, termDirPrefix)
+	sandbox.CleanStale(base, t.log)
+	dir, err := os.MkdirTemp(base, sandbox.TermDirPrefix)
 	if err != nil {
 		return fmt.Errorf("terminal: %w", err)
 	}
@@ -232,7 +232,7 @@ func (t *Terminal) prepare() error {
 			return fmt.Errorf("terminal: %w", err)
 		}
 	}
-	if t.lock, err = lockDir(dir); err != nil {
+	if t.lock, err = sandbox.LockDir(dir); err != nil {
 		return fmt.Errorf("terminal: %w", err)
 	}
 	t.work, t.ctl = filepath.Join(dir, "work"), filepath.Join(dir, "ctl")
@@ -249,9 +249,9 @@ func (t *Terminal) prepare() error {
 	if os.Geteuid() == 0 {
 		// The sandbox runs as the host's nobody and must own its work dir
 		// (an empty one is not walked: the host opens nothing in it).
-		chown := func() error { return os.Lchown(t.work, hostNobody, hostNobody) }
+		chown := func() error { return os.Lchown(t.work, sandbox.HostNobody, sandbox.HostNobody) }
 		if t.opts.Seed != "" {
-			chown = func() error { return chownTree(t.work, hostNobody) }
+			chown = func() error { return sandbox.ChownTree(t.work, sandbox.HostNobody) }
 		}
 		if err := chown(); err != nil {
 			return fmt.Errorf("terminal: %w", err)
@@ -261,7 +261,7 @@ func (t *Terminal) prepare() error {
 	// Escape is delivered at once.
 	conf := fmt.Sprintf("set -g status off\nset -g default-size %dx%d\nset -g escape-time 0\nset -g history-limit 10000\nset -g default-terminal screen\nset -g default-shell /bin/bash\nset -g remain-on-exit off\n", t.opts.Width, t.opts.Height)
 	rc := "PS1=" + shellQuote(t.opts.Prompt) + "\nPS2='> '\nunset PROMPT_COMMAND\nHISTFILE=/tmp/.bash_history\ncd " + shellQuote(t.opts.WorkDir) + "\n"
-	files := sandboxFiles(t.opts.WorkDir)
+	files := sandbox.Files(t.opts.WorkDir)
 	files["tmux.conf"], files["bashrc"] = conf, rc
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(t.ctl, name), []byte(body), 0o644); err != nil {
@@ -272,12 +272,12 @@ func (t *Terminal) prepare() error {
 }
 
 func (t *Terminal) env() map[string]string {
-	user := sandboxUser
+	user := sandbox.User
 	if t.opts.Root {
 		user = "root"
 	}
 	return map[string]string{
-		"PATH": sandboxPath,
+		"PATH": sandbox.Path,
 		"HOME": t.opts.WorkDir,
 		"LANG": "C.UTF-8",
 		"USER": user,
@@ -286,19 +286,19 @@ func (t *Terminal) env() map[string]string {
 }
 
 func (t *Terminal) launch(ctx context.Context) error {
-	sb, err := startSandbox(ctx, sandboxSpec{HostWork: t.work, Work: t.opts.WorkDir, HostCtl: t.ctl, Root: t.opts.Root, Limits: t.opts.Limits, Env: t.env()}, t.opts.StartTimeout)
+	sb, err := sandbox.Start(ctx, sandbox.Spec{HostWork: t.work, Work: t.opts.WorkDir, HostCtl: t.ctl, Root: t.opts.Root, Limits: t.opts.Limits, Env: t.env()}, t.opts.StartTimeout)
 	if err != nil {
 		return err
 	}
 	t.sb = sb
 	script := fmt.Sprintf("tmux -S %s -f %s/tmux.conf new-session -d -s %s -x %d -y %d -c %s 'bash --rcfile %s/bashrc -i' && exec tmux -S %s wait-for agentworld-never",
-		tmuxSock, ctlDir, tmuxSession, t.opts.Width, t.opts.Height, shellQuote(t.opts.WorkDir), ctlDir, tmuxSock)
+		sandbox.TmuxSock, sandbox.CtlDir, tmuxSession, t.opts.Width, t.opts.Height, shellQuote(t.opts.WorkDir), sandbox.CtlDir, sandbox.TmuxSock)
 	// The world lives until the shell exits or Close; it is not bound to ctx.
-	t.world = sb.command(context.Background(), kindWorld, t.opts.WorkDir, "sh", "-c", script)
-	worldErr := mcpclient.NewTailBuffer(maxStderr)
+	t.world = sb.Command(context.Background(), sandbox.KindWorld, t.opts.WorkDir, "sh", "-c", script)
+	worldErr := mcpclient.NewTailBuffer(sandbox.MaxStderr)
 	t.world.Stderr = worldErr
 	if err := t.world.Start(); err != nil {
-		return fmt.Errorf("%w: start the shell in the sandbox: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: start the shell in the sandbox: %v", sandbox.ErrUnavailable, err)
 	}
 	t.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) {
@@ -315,13 +315,13 @@ func (t *Terminal) launch(ctx context.Context) error {
 		}
 		select {
 		case <-t.done:
-			return fmt.Errorf("%w: the shell's sandbox exited during start-up: %s %s", ErrUnavailable, strings.TrimSpace(worldErr.String()), strings.TrimSpace(sb.stderr.String()))
+			return fmt.Errorf("%w: the shell's sandbox exited during start-up: %s %s", sandbox.ErrUnavailable, strings.TrimSpace(worldErr.String()), strings.TrimSpace(sb.Stderr.String()))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: tmux in the sandbox did not come up within %s: %v %s", ErrUnavailable, t.opts.StartTimeout, err, strings.TrimSpace(worldErr.String()))
+			return fmt.Errorf("%w: tmux in the sandbox did not come up within %s: %v %s", sandbox.ErrUnavailable, t.opts.StartTimeout, err, strings.TrimSpace(worldErr.String()))
 		}
 	}
 }
@@ -334,14 +334,14 @@ func (t *Terminal) waitPrompt(ctx context.Context) (string, error) {
 	for {
 		screen, err := t.capture(ctx)
 		if err != nil {
-			return "", fmt.Errorf("%w: capture first screen: %v", ErrUnavailable, err)
+			return "", fmt.Errorf("%w: capture first screen: %v", sandbox.ErrUnavailable, err)
 		}
 		if screen != "" && screen == prev {
 			return screen, nil
 		}
 		prev = screen
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("%w: shell prompt did not appear within %s", ErrUnavailable, t.opts.StartTimeout)
+			return "", fmt.Errorf("%w: shell prompt did not appear within %s", sandbox.ErrUnavailable, t.opts.StartTimeout)
 		}
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
 			return "", err
@@ -425,88 +425,6 @@ func (t *Terminal) gone(begin time.Time, cause string) StepResult {
 	return StepResult{Observation: t.last, Terminated: true, Error: "shell exited: " + cause, Latency: time.Since(begin)}
 }
 
-// sendKeyChunk is the most text one send-keys call types. A tmux client
-// sends its whole command line in one message of at most 16 KiB, so a
-// longer literal is refused ("command too long"), which used to end the
-// episode; longer text is typed in chunks.
-const sendKeyChunk = 4096
-
-// maxActionKeystrokes bounds the keystrokes of one action: typing them
-// holds the terminal.
-const maxActionKeystrokes = 1 << 20
-
-// sendKeyBatch is the most argument text one tmux invocation carries,
-// below the client's 16 KiB message.
-const sendKeyBatch = 12 << 10
-
-// sendKeyBatches turns key operations into tmux command lines, each a run
-// of send-keys commands separated by ";" arguments, so an action costs one
-// tmux client (one entry into the sandbox) per 12 KiB instead of one per
-// operation.
-func sendKeyBatches(pane string, ops []KeyOp) [][]string {
-	var out [][]string
-	var cur []string
-	size := 0
-	for _, op := range sendKeyOps(ops) {
-		op.Literal = tmuxLiteral(op.Literal)
-		args := append([]string{"send-keys", "-t", pane}, op.Args()...)
-		n := 0
-		for _, a := range args {
-			n += len(a) + 1
-		}
-		if len(cur) > 0 && size+n > sendKeyBatch {
-			out = append(out, cur)
-			cur, size = nil, 0
-		}
-		if len(cur) > 0 {
-			cur = append(cur, ";")
-		}
-		cur = append(cur, args...)
-		size += n
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
-// tmuxLiteral escapes text for a tmux command-line argument: tmux takes an
-// argument ending in ";" as the end of a command and drops the ";" (and
-// turns a final "\;" into ";"), so `find . -exec rm {} \;` used to arrive
-// without its backslash. A final ";" is written as "\;", which tmux turns
-// back into ";".
-func tmuxLiteral(s string) string {
-	if strings.HasSuffix(s, ";") {
-		return s[:len(s)-1] + `\;`
-	}
-	return s
-}
-
-// sendKeyOps splits literal operations longer than sendKeyChunk bytes, on
-// UTF-8 character boundaries.
-func sendKeyOps(ops []KeyOp) []KeyOp {
-	var out []KeyOp
-	for _, op := range ops {
-		s := op.Literal
-		for op.Key == "" && len(s) > sendKeyChunk {
-			n := sendKeyChunk
-			for n > 0 && !utf8.RuneStart(s[n]) {
-				n--
-			}
-			if n == 0 {
-				n = sendKeyChunk
-			}
-			out = append(out, KeyOp{Literal: s[:n]})
-			s = s[n:]
-		}
-		if op.Key == "" {
-			op.Literal = s
-		}
-		out = append(out, op)
-	}
-	return out
-}
-
 // maxScriptBytes bounds a script run by Exec: it travels as one argument.
 const maxScriptBytes = 100 << 10
 
@@ -519,7 +437,7 @@ const maxExecOutput = 1 << 20
 // fresh private directory at /run/private, also their HOME, that nothing
 // else sees; the agent cannot see, signal or trace them: each runs in a pid
 // namespace of its own, made for it and ended with it (see
-// [sandbox.command]). Output and
+// [sandbox.Sandbox.Command]). Output and
 // status come back through pipes to this process, never through files the
 // agent could write. When the script exits, or ctx ends, everything it
 // started ends with it.
@@ -529,18 +447,18 @@ func (t *Terminal) Exec(ctx context.Context, script string) (string, int, error)
 	if !t.started || t.closed {
 		return "", 0, errors.New("terminal not running")
 	}
-	return t.exec(ctx, kindCheck, script)
+	return t.exec(ctx, sandbox.KindCheck, script)
 }
 
-func (t *Terminal) exec(ctx context.Context, kind runKind, script string) (string, int, error) {
+func (t *Terminal) exec(ctx context.Context, kind sandbox.Kind, script string) (string, int, error) {
 	if len(script) > maxScriptBytes {
 		return "", 0, fmt.Errorf("script of %d bytes exceeds %d", len(script), maxScriptBytes)
 	}
-	if !t.sb.alive() {
+	if !t.sb.Alive() {
 		return "", 0, fmt.Errorf("%w: sandbox ended", ErrBroken)
 	}
 	out := mcpclient.NewTailBuffer(maxExecOutput)
-	cmd := t.sb.command(ctx, kind, t.opts.WorkDir, "bash", "-c", script)
+	cmd := t.sb.Command(ctx, kind, t.opts.WorkDir, "bash", "-c", script)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = 500 * time.Millisecond
 	err := cmd.Run()
@@ -548,7 +466,7 @@ func (t *Terminal) exec(ctx context.Context, kind runKind, script string) (strin
 	// check's stray process would otherwise hold its output until WaitDelay
 	// and live on beside the agent).
 	if cmd.Process != nil {
-		killGroup(cmd.Process.Pid)
+		sandbox.KillGroup(cmd.Process.Pid)
 	}
 	if errors.Is(err, exec.ErrWaitDelay) {
 		err = nil // exited 0; a process it started held the output open
@@ -556,7 +474,7 @@ func (t *Terminal) exec(ctx context.Context, kind runKind, script string) (strin
 	if ctx.Err() != nil {
 		return out.String(), 0, fmt.Errorf("script in sandbox: %w", ctx.Err())
 	}
-	if !t.sb.alive() {
+	if !t.sb.Alive() {
 		return out.String(), 0, fmt.Errorf("%w: sandbox ended while a script ran", ErrBroken)
 	}
 	var ee *exec.ExitError
@@ -635,153 +553,6 @@ func NormalizeScreen(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// maxTmuxReply caps what a tmux command other than capture-pane may print
-// (a pane id, a command name).
-const maxTmuxReply = 4 << 10
-
-// tmuxTimeout bounds one tmux client: a server that takes the connection
-// and never answers (the agent's fake) would otherwise hold the step, and
-// the terminal's lock, for ever. A real server answers in milliseconds.
-const tmuxTimeout = 30 * time.Second
-
-// tmux runs a tmux client inside the sandbox (see [sandbox.command] for
-// why never on the host) and returns at most maxTmuxReply bytes of its
-// output.
-func (t *Terminal) tmux(ctx context.Context, args ...string) (string, error) {
-	out, _, err := t.tmuxRead(ctx, maxTmuxReply, args...)
-	return out, err
-}
-
-// tmuxRead runs a tmux client and returns the first limit bytes of what it
-// printed, cut at a UTF-8 boundary. The server it talks to is the agent's
-// (it may be a fake that streams without end, or never answers), so past
-// limit the client is killed and cut is set: no more than limit bytes are
-// ever held; past tmuxTimeout it is killed and the call fails.
-func (t *Terminal) tmuxRead(ctx context.Context, limit int, args ...string) (out string, cut bool, err error) {
-	cctx, cancel := context.WithTimeout(ctx, tmuxTimeout)
-	defer cancel()
-	cmd := t.sb.command(cctx, kindClient, "/", append([]string{"tmux", "-S", tmuxSock}, args...)...)
-	stdout := &headBuffer{max: limit, full: cancel}
-	stderr := mcpclient.NewTailBuffer(1 << 10)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = 500 * time.Millisecond
-	err = cmd.Run()
-	if cmd.Process != nil {
-		killGroup(cmd.Process.Pid)
-	}
-	if stdout.cut {
-		return stdout.String(), true, nil
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", false, ctx.Err()
-		}
-		return "", false, fmt.Errorf("tmux %s: %v: %s", args[0], err, strings.TrimSpace(strings.ToValidUTF8(stderr.String(), "?")))
-	}
-	return stdout.String(), false, nil
-}
-
-// headBuffer keeps the first max bytes written to it and discards the
-// rest; the first write past max calls full (which kills the writer).
-type headBuffer struct {
-	buf  []byte
-	max  int
-	cut  bool
-	full func()
-}
-
-func (b *headBuffer) Write(p []byte) (int, error) {
-	room := b.max - len(b.buf)
-	if len(p) > room {
-		b.buf = append(b.buf, p[:max(room, 0)]...)
-		if !b.cut {
-			b.cut = true
-			b.full()
-		}
-		return len(p), nil
-	}
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-// String is the kept bytes, without a UTF-8 character the cut split.
-func (b *headBuffer) String() string {
-	s := b.buf
-	if b.cut {
-		for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax; i-- {
-			if utf8.RuneStart(s[i]) {
-				if !utf8.FullRune(s[i:]) {
-					s = s[:i]
-				}
-				break
-			}
-		}
-	}
-	return string(s)
-}
-
-// Components describe the terminal for the world model: the shell, the
-// action format, and the first screen with the work dir's files.
-func (t *Terminal) Components() trajectory.Components {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.comps
-}
-
-func (t *Terminal) components(ctx context.Context, screen string) trajectory.Components {
-	desc := t.opts.TaskDescription
-	if strings.TrimSpace(desc) == "" {
-		desc = "A Linux bash shell running in a tmux pane, driven by an agent."
-	}
-	desc += fmt.Sprintf("\n\nThe shell runs in a sandbox without network access; the system is read-only except %s (the working directory and HOME) and /tmp. The tmux pane is %d columns by %d rows.", t.opts.WorkDir, t.opts.Width, t.opts.Height)
-	state := "Screen:\n" + screen
-	if files := t.listWork(ctx, 200); files != "" {
-		state += "\n\nFiles under " + t.opts.WorkDir + ":\n" + files
-	}
-	return trajectory.Components{
-		TaskDescription: desc,
-		ActionSpace:     TerminalActionSpace,
-		InitialState:    state,
-	}
-}
-
-// TerminalActionSpace documents the Terminal domain's action format.
-const TerminalActionSpace = `Each action is a JSON array of objects {"keystrokes": string, "duration": seconds}. The keystrokes are typed into the tmux pane in order, waiting "duration" seconds after each. Text is typed literally and a newline presses Enter, so a trailing newline runs the command. A string that is exactly a tmux key name sends that key: C-c (interrupt), C-d (end of input), C-z, Escape, Tab, Up, Down, Left, Right, Enter, BSpace, and so on. The observation is the visible screen after the last wait. An empty array [] ends the task.`
-
-// listWork lists the work dir's files (directories with a final "/"), at
-// most limit of them, sorted, from inside the sandbox: the host never walks
-// a directory the agent can write. An error lists nothing.
-func (t *Terminal) listWork(ctx context.Context, limit int) string {
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	script := fmt.Sprintf(`find . -mindepth 1 -maxdepth 8 \( -type d -printf '%%P/\n' -o -printf '%%P\n' \) 2>/dev/null | head -n 100000 | LC_ALL=C sort | head -n %d`, limit)
-	out, code, err := t.exec(lctx, kindSetup, script)
-	if err != nil || code != 0 {
-		t.log.Debug("listing the work dir failed", "exit", code, "err", err)
-		return ""
-	}
-	return strings.ToValidUTF8(strings.TrimRight(out, "\n"), "?")
-}
-
-func listFiles(root string, limit int) string {
-	var lines []string
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == root {
-			return nil
-		}
-		if len(lines) >= limit {
-			return filepath.SkipAll
-		}
-		rel, _ := filepath.Rel(root, p)
-		if d.IsDir() {
-			rel += "/"
-		}
-		lines = append(lines, rel)
-		return nil
-	})
-	return strings.Join(lines, "\n")
-}
-
 // Close stops the shell, the tmux server and the sandbox, and removes the
 // host directories.
 func (t *Terminal) Close() error {
@@ -806,7 +577,7 @@ func (t *Terminal) shutdown() {
 			case <-time.After(3 * time.Second):
 			}
 		}
-		t.sb.close()
+		t.sb.Close()
 		if t.done != nil {
 			<-t.done
 		}

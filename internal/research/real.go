@@ -9,6 +9,7 @@ import (
 	"github.com/agentworld/agentworld/internal/realenv"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/verify"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -127,7 +128,7 @@ func (r *RealCheck) Divergence(ctx context.Context, v *promptlib.Version, d doma
 		if err != nil {
 			return nil, err
 		}
-		rep, err := realenv.TeacherForced(ctx, t, p, &realenv.VerifyOptions{Concurrency: r.concurrency})
+		rep, err := verify.TeacherForced(ctx, t, p, &verify.VerifyOptions{Concurrency: r.concurrency})
 		if err != nil {
 			return nil, fmt.Errorf("trajectory %s: %w", t.ID, err)
 		}

@@ -1,32 +1,41 @@
-package realenv
+// Package sandbox is where a real terminal's processes run: a bubblewrap
+// sandbox with its own user, pid, mount, network, IPC and UTS namespaces,
+// resource limits (rlimits and a cgroup where the host allows), a private
+// work directory owned by the sandbox's user, and helper runs (checks,
+// setup scripts, tmux clients) each in fresh pid and mount namespaces
+// entered from a capability-holding supervisor. Package realenv drives a
+// shell in it; SECURITY.md says what it keeps out.
+package sandbox
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentworld/agentworld/internal/mcpclient"
 )
 
+// ErrUnavailable means the environment cannot start on this machine
+// (bwrap or tmux missing, user namespaces refused, node missing, …).
+var ErrUnavailable = errors.New("real environment unavailable")
+
 // Sandbox layout as seen from inside. The agent's work directory is also
 // HOME. ctlDir is a read-only bind of a host directory holding the tmux
 // configuration, the shell's rc file and the sandbox's passwd and group
 // files, all written by the host before the sandbox starts. The tmux socket
 // lives on a tmpfs of the sandbox's own (tmuxDir): no host process ever
-// opens it (see [sandbox.command]).
+// opens it (see [sandbox.Sandbox.Command]).
 const (
 	DefaultWorkDir = "/app"
-	ctlDir         = "/run/agentworld"
-	tmuxDir        = "/run/tmux"
-	tmuxSock       = tmuxDir + "/tmux.sock"
+	CtlDir         = "/run/agentworld"
+	TmuxDir        = "/run/tmux"
+	TmuxSock       = TmuxDir + "/tmux.sock"
 	sandboxHost    = "sandbox"
 )
 
@@ -34,8 +43,8 @@ const (
 // sandboxUID unless the task asks for root; either way without
 // capabilities.
 const (
-	sandboxUID  = 1000
-	sandboxUser = "agent"
+	sandboxUID = 1000
+	User       = "agent"
 )
 
 // hostNobody is the host uid and gid the sandbox runs as when agentworld
@@ -43,7 +52,7 @@ const (
 // sandbox has this host identity, owns nothing on the host and reads only
 // what any user may read. (Mapped as root, a sandbox would own every
 // root-owned file it can see, /etc/shadow included.)
-const hostNobody = 65534
+const HostNobody = 65534
 
 // Limits bound one sandbox's resources. The rlimits apply to every process
 // the sandbox runs (the agent's shell, setup, checks); zero fields take the
@@ -71,7 +80,7 @@ type Limits struct {
 	Episode time.Duration
 }
 
-func (l Limits) withDefaults() Limits {
+func (l Limits) WithDefaults() Limits {
 	def := func(v *int64, d int64) {
 		if *v <= 0 {
 			*v = d
@@ -108,7 +117,7 @@ func (l Limits) prlimitArgs() []string {
 }
 
 // sandboxSpec is what one bubblewrap invocation needs.
-type sandboxSpec struct {
+type Spec struct {
 	HostWork string // host directory bind-mounted writable at Work
 	Work     string // mount point of the work dir inside
 	HostCtl  string // host directory bind-mounted read-only at ctlDir
@@ -120,7 +129,7 @@ type sandboxSpec struct {
 }
 
 // uid is the shell's uid (and gid) inside the sandbox.
-func (s sandboxSpec) uid() int {
+func (s Spec) uid() int {
 	if s.Root {
 		return 0
 	}
@@ -155,8 +164,8 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 // redirect /dev/fd or /dev/stdin for a check), a sized /tmp, the writable
 // work dir, and a read-only root. The sandbox's first process only waits:
 // the shell and every check are entered into its namespaces by
-// [sandbox.command]. lstat and readlink are injected for tests.
-func bwrapArgs(s sandboxSpec, lstat func(string) (os.FileInfo, error), readlink func(string) (string, error)) []string {
+// [sandbox.Sandbox.Command]. lstat and readlink are injected for tests.
+func bwrapArgs(s Spec, lstat func(string) (os.FileInfo, error), readlink func(string) (string, error)) []string {
 	id := strconv.Itoa(s.uid())
 	a := []string{
 		"--die-with-parent", "--new-session",
@@ -208,16 +217,16 @@ func bwrapArgs(s sandboxSpec, lstat func(string) (os.FileInfo, error), readlink 
 		return []string{"--size", strconv.FormatInt(n, 10)}
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev")
-	a = append(a, size(shmBytes)...)
+	a = append(a, size(ShmBytes)...)
 	a = append(a, "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--perms", "1777")
 	a = append(a, size(s.Limits.TmpBytes)...)
 	a = append(a, "--tmpfs", "/tmp",
 		"--dir", "/run",
 		"--dir", privateDir,
-		"--ro-bind-fd", strconv.Itoa(bwrapFdCtl), ctlDir,
+		"--ro-bind-fd", strconv.Itoa(bwrapFdCtl), CtlDir,
 		"--perms", "0700")
 	a = append(a, size(1<<20)...)
-	a = append(a, "--tmpfs", tmuxDir,
+	a = append(a, "--tmpfs", TmuxDir,
 		"--bind-fd", strconv.Itoa(bwrapFdWork), s.Work,
 		"--remount-ro", "/",
 		"--chdir", s.Work,
@@ -228,10 +237,10 @@ func bwrapArgs(s sandboxSpec, lstat func(string) (os.FileInfo, error), readlink 
 // sandboxFiles are the files of the host control directory: the sandbox's
 // own passwd and group, so names inside do not depend on the host (and the
 // host's accounts stay private).
-func sandboxFiles(workDir string) map[string]string {
+func Files(workDir string) map[string]string {
 	return map[string]string{
-		"passwd": fmt.Sprintf("root:x:0:0:root:/root:/bin/bash\n%s:x:%d:%d:%s:%s:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", sandboxUser, sandboxUID, sandboxUID, sandboxUser, workDir),
-		"group":  fmt.Sprintf("root:x:0:\n%s:x:%d:\nnogroup:x:65534:\n", sandboxUser, sandboxUID),
+		"passwd": fmt.Sprintf("root:x:0:0:root:/root:/bin/bash\n%s:x:%d:%d:%s:%s:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", User, sandboxUID, sandboxUID, User, workDir),
+		"group":  fmt.Sprintf("root:x:0:\n%s:x:%d:\nnogroup:x:65534:\n", User, sandboxUID),
 	}
 }
 
@@ -242,7 +251,7 @@ var features struct {
 
 // detectFeatures reads `bwrap --help` once for the options that appeared
 // in later versions.
-func detectFeatures() bwrapFeatures {
+func DetectFeatures() bwrapFeatures {
 	features.once.Do(func() {
 		out, _ := exec.Command("bwrap", "--help").CombinedOutput()
 		features.f = bwrapFeatures{
@@ -253,15 +262,15 @@ func detectFeatures() bwrapFeatures {
 	return features.f
 }
 
-// The file descriptors a [sandbox.command] child gets, in ExtraFiles order
+// The file descriptors a [sandbox.Sandbox.Command] child gets, in ExtraFiles order
 // starting at 3: the setup user namespace (where the sandbox's root is
 // mapped), the shell's user namespace, the other namespaces of the
 // sandbox, then the two helper user namespaces made at start (see
 // [sandbox.helperNamespaces]): one for tmux clients and setup scripts, one
 // for checks.
 const (
-	fdSetupUser = 3 + iota
-	fdUser
+	FdSetupUser = 3 + iota
+	FdUser
 	fdMnt
 	fdPid
 	fdNet
@@ -269,41 +278,41 @@ const (
 	fdUTS
 	fdCgroup
 	fdClientUser
-	fdCheckUser
+	FdCheckUser
 	fdCount = iota
 )
 
 // runKind says what a process the host starts inside the sandbox is, which
-// decides the namespaces it gets (see [sandbox.command]).
-type runKind int
+// decides the namespaces it gets (see [sandbox.Sandbox.Command]).
+type Kind int
 
 const (
 	// kindWorld is the agent's world: the tmux server and the shell.
-	kindWorld runKind = iota
+	KindWorld Kind = iota
 	// kindClient is a host tmux client: it talks to a server the agent
 	// owns, so everything it does is the agent's to decide.
-	kindClient
+	KindClient
 	// kindSetup is a setup script (the task's or a client's), with a
 	// private directory.
-	kindSetup
+	KindSetup
 	// kindCheck is a check (or an oracle script run through Exec), with a
 	// private directory, in a user namespace no agent-controlled code
 	// ever entered.
-	kindCheck
+	KindCheck
 )
 
 // sandbox is one running bubblewrap sandbox: a waiting first process whose
 // namespaces the host holds open, so it can start processes inside.
-type sandbox struct {
-	spec   sandboxSpec
+type Sandbox struct {
+	spec   Spec
 	cmd    *exec.Cmd
 	done   chan struct{}
-	stderr *mcpclient.TailBuffer
-	ns     []*os.File // fdCount namespace files, in the fd order above
+	Stderr *mcpclient.TailBuffer
+	Ns     []*os.File // fdCount namespace files, in the fd order above
 }
 
 // alive reports whether the sandbox is still running.
-func (s *sandbox) alive() bool {
+func (s *Sandbox) Alive() bool {
 	select {
 	case <-s.done:
 		return false
@@ -312,43 +321,9 @@ func (s *sandbox) alive() bool {
 	}
 }
 
-var probe struct {
-	once sync.Once
-	err  error
-}
-
-// ProbeSandbox reports whether a sandboxed terminal can start here, by
-// actually starting one and running a command in it (cached for the
-// process). The error wraps ErrUnavailable and says why.
-func ProbeSandbox() error {
-	probe.once.Do(func() { probe.err = probeSandbox() })
-	return probe.err
-}
-
-func probeSandbox() error {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		return fmt.Errorf("%w: tmux not found on PATH (install tmux)", ErrUnavailable)
-	}
-	term := NewTerminal(&TerminalOptions{StartTimeout: 15 * time.Second})
-	defer term.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := term.Start(ctx); err != nil {
-		if errors.Is(err, ErrUnavailable) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	out, code, err := term.Exec(ctx, "echo ok > probe && cat probe")
-	if err != nil || code != 0 || strings.TrimSpace(out) != "ok" {
-		return fmt.Errorf("%w: sandbox work dir not writable: exit %d, %v: %s", ErrUnavailable, code, err, out)
-	}
-	return nil
-}
-
 // processReserve is how many processes above Limits.Processes the host's
 // own work inside the sandbox (checks, tmux clients) may use.
-const processReserve = 128
+const ProcessReserve = 128
 
 // privateDir is where checks and setup scripts find a fresh, empty,
 // writable directory that only they can see: a tmpfs of privateBytes
@@ -360,11 +335,11 @@ const (
 )
 
 // shmBytes is the size of the sandbox's /dev/shm.
-const shmBytes = 64 << 20
+const ShmBytes = 64 << 20
 
 // maxStderr is how much of bwrap's or the shell's stderr is kept (the end)
 // for start-up errors.
-const maxStderr = 64 << 10
+const MaxStderr = 64 << 10
 
 // runEnv is the environment of a run of kind: the sandbox's, and for a
 // check a HOME the agent cannot have written (its private directory, not
@@ -372,15 +347,15 @@ const maxStderr = 64 << 10
 // Python told not to import from the working directory or the user's site
 // directory, where the agent could have planted modules (json.py in /app
 // would otherwise be what `python3 -c 'import json'` imports).
-func runEnv(base map[string]string, kind runKind) []string {
+func runEnv(base map[string]string, kind Kind) []string {
 	env := make([]string, 0, len(base)+3)
 	for k, v := range base {
-		if kind == kindCheck && k == "HOME" {
+		if kind == KindCheck && k == "HOME" {
 			continue
 		}
 		env = append(env, k+"="+v)
 	}
-	if kind == kindCheck {
+	if kind == KindCheck {
 		env = append(env, "HOME="+privateDir, "PYTHONSAFEPATH=1", "PYTHONNOUSERSITE=1")
 	}
 	slices.Sort(env)
@@ -388,4 +363,4 @@ func runEnv(base map[string]string, kind runKind) []string {
 }
 
 // sandboxPath is PATH inside the sandbox.
-const sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const Path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

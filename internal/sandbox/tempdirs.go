@@ -1,4 +1,4 @@
-package realenv
+package sandbox
 
 import (
 	"io/fs"
@@ -7,11 +7,11 @@ import (
 )
 
 // termDirPrefix names a terminal's host directory under the temp dir.
-const termDirPrefix = "agentworld-term-"
+const TermDirPrefix = "agentworld-term-"
 
 // chownTree gives root and everything under it to uid (and the same gid),
 // never following symlinks.
-func chownTree(root string, uid int) error {
+func ChownTree(root string, uid int) error {
 	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -22,7 +22,7 @@ func chownTree(root string, uid int) error {
 
 // searchableByOthers reports whether every directory from dir up to / lets
 // other users pass through (o+x).
-func searchableByOthers(dir string) bool {
+func SearchableByOthers(dir string) bool {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return false

@@ -1,4 +1,4 @@
-package realenv
+package verify
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/realenv"
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
@@ -94,9 +95,11 @@ func (c cancelledPredictor) Predict(ctx context.Context, turn int, action string
 // oracle's actions pass the check, an episode that only claimed success
 // fails it.
 func TestClosedLoop(t *testing.T) {
-	requireSandbox(t)
+	if err := realenv.ProbeSandbox(); err != nil {
+		testkit.Missing(t, "a working bubblewrap sandbox with tmux", err, "install bubblewrap and tmux (.ci/setup.d does)")
+	}
 	t.Parallel() // no leak check: other parallel tests run beside it
-	task, err := LoadTask(filepath.Join(repoRoot(t), "examples", "tasks", "hello-file"))
+	task, err := realenv.LoadTask(filepath.Join("..", "..", "examples", "tasks", "hello-file"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +119,7 @@ func TestClosedLoop(t *testing.T) {
 		pass      bool
 		exactTurn bool
 	}{{good, true, true}, {bad, false, false}} {
-		rep, err := ClosedLoop(ctx, task, c.tr, &RunOptions{Terminal: &TerminalOptions{TempDir: t.TempDir()}})
+		rep, err := ClosedLoop(ctx, task, c.tr, &realenv.RunOptions{Terminal: &realenv.TerminalOptions{TempDir: t.TempDir()}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package realenv
+package sandbox
 
 import (
 	"context"
@@ -21,13 +21,13 @@ import (
 // startSandbox starts bwrap and opens the namespaces of its first process.
 // When this process runs as root, bwrap runs as the host's nobody. On any
 // failure it leaves nothing running.
-func startSandbox(ctx context.Context, spec sandboxSpec, timeout time.Duration) (*sandbox, error) {
+func Start(ctx context.Context, spec Spec, timeout time.Duration) (*Sandbox, error) {
 	for _, bin := range []string{"bwrap", "nsenter", "unshare", "setpriv", "prlimit"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("%w: %s not found on PATH (install bubblewrap and util-linux)", ErrUnavailable, bin)
 		}
 	}
-	spec.Features = detectFeatures()
+	spec.Features = DetectFeatures()
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -55,13 +55,13 @@ func startSandbox(ctx context.Context, spec sandboxSpec, timeout time.Duration) 
 	// the sandbox is complete by writing to the ready pipe, then waits.
 	ready := fmt.Sprintf("echo >&%d && exec %d>&- && exec sleep infinity", bwrapFdReady, bwrapFdReady)
 	args := append(bwrapArgs(spec, os.Lstat, os.Readlink), "--info-fd", strconv.Itoa(bwrapFdInfo), "--", "sh", "-c", ready)
-	s := &sandbox{spec: spec, done: make(chan struct{}), stderr: mcpclient.NewTailBuffer(maxStderr)}
+	s := &Sandbox{spec: spec, done: make(chan struct{}), Stderr: mcpclient.NewTailBuffer(MaxStderr)}
 	s.cmd = exec.Command("bwrap", args...)
-	s.cmd.Stderr = s.stderr
+	s.cmd.Stderr = s.Stderr
 	s.cmd.ExtraFiles = append([]*os.File{infoW}, binds...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if os.Geteuid() == 0 {
-		s.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: hostNobody, Gid: hostNobody, Groups: []uint32{}}
+		s.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: HostNobody, Gid: HostNobody, Groups: []uint32{}}
 	}
 	err = s.cmd.Start()
 	infoW.Close()
@@ -96,15 +96,15 @@ func startSandbox(ctx context.Context, spec sandboxSpec, timeout time.Duration) 
 	case <-ctx.Done():
 	}
 	if in.Pid <= 0 {
-		s.close()
-		return nil, fmt.Errorf("%w: sandbox did not start: %s", ErrUnavailable, strings.TrimSpace(s.stderr.String()))
+		s.Close()
+		return nil, fmt.Errorf("%w: sandbox did not start: %s", ErrUnavailable, strings.TrimSpace(s.Stderr.String()))
 	}
 	if err := s.openNamespaces(in.Pid, in.Mnt, in.PID); err != nil {
-		s.close()
+		s.Close()
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	if err := s.helperNamespaces(ctx); err != nil {
-		s.close()
+		s.Close()
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	return s, nil
@@ -136,7 +136,7 @@ const (
 // openNamespaces opens the namespaces of the sandbox's first process and
 // checks that they are the ones bwrap reported, so a pid reused after a
 // crash is never entered.
-func (s *sandbox) openNamespaces(pid int, mnt, pidns uint64) error {
+func (s *Sandbox) openNamespaces(pid int, mnt, pidns uint64) error {
 	dir := "/proc/" + strconv.Itoa(pid) + "/ns/"
 	names := []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"}
 	files := map[string]*os.File{}
@@ -155,17 +155,17 @@ func (s *sandbox) openNamespaces(pid int, mnt, pidns uint64) error {
 	// capabilities needed to create the shell's pid namespace.
 	setup, err := nsIoctl(files["pid"], nsGetUserns)
 	if err == nil {
-		s.ns = []*os.File{setup, files["user"], files["mnt"], files["pid"], files["net"], files["ipc"], files["uts"], files["cgroup"]}
+		s.Ns = []*os.File{setup, files["user"], files["mnt"], files["pid"], files["net"], files["ipc"], files["uts"], files["cgroup"]}
 	} else {
 		for _, f := range files {
 			f.Close()
 		}
 		return fmt.Errorf("sandbox user namespace: %w", err)
 	}
-	if ino(files["mnt"]) != mnt || ino(files["pid"]) != pidns {
+	if Ino(files["mnt"]) != mnt || Ino(files["pid"]) != pidns {
 		return errors.New("sandbox process changed before its namespaces were opened")
 	}
-	if ino(files["user"]) == ino(setup) {
+	if Ino(files["user"]) == Ino(setup) {
 		return errors.New("sandbox has no user namespace of its own for the shell")
 	}
 	return nil
@@ -179,7 +179,7 @@ func nsIoctl(f *os.File, op uintptr) (*os.File, error) {
 	return os.NewFile(r, f.Name()+"-owner"), nil
 }
 
-func ino(f *os.File) uint64 {
+func Ino(f *os.File) uint64 {
 	fi, err := f.Stat()
 	if err != nil {
 		return 0
@@ -202,8 +202,8 @@ func ino(f *os.File) uint64 {
 // at 3: the agent's and these two. (bwrap's --disable-userns sets it to 1,
 // the agent's alone.) With all three in use, no process of the sandbox can
 // make another user namespace.
-func (s *sandbox) helperNamespaces(ctx context.Context) error {
-	setup := s.ns[fdSetupUser-3]
+func (s *Sandbox) helperNamespaces(ctx context.Context) error {
+	setup := s.Ns[FdSetupUser-3]
 	for i := range 2 {
 		limit := ""
 		if i == 0 {
@@ -256,7 +256,7 @@ func (s *sandbox) helperNamespaces(ctx context.Context) error {
 			}
 			return fmt.Errorf("helper user namespace: %w", err)
 		}
-		s.ns = append(s.ns, f)
+		s.Ns = append(s.Ns, f)
 	}
 	return nil
 }
@@ -269,7 +269,7 @@ func checkParent(ns, parent *os.File) error {
 		return err
 	}
 	defer p.Close()
-	if ino(p) != ino(parent) || ino(ns) == ino(parent) {
+	if Ino(p) != Ino(parent) || Ino(ns) == Ino(parent) {
 		return errors.New("not a child of the sandbox's setup user namespace")
 	}
 	return nil
@@ -313,33 +313,33 @@ func checkParent(ns, parent *os.File) error {
 // closes the namespace descriptors and changes directory. The process
 // group is killed on ctx's end; the supervisor is in it, and its death
 // ends the run's namespace.
-func (s *sandbox) command(ctx context.Context, kind runKind, dir string, argv ...string) *exec.Cmd {
+func (s *Sandbox) Command(ctx context.Context, kind Kind, dir string, argv ...string) *exec.Cmd {
 	fd := func(n int) string { return "/proc/self/fd/" + strconv.Itoa(n) }
 	// Root becomes the setup namespace's root (the host's nobody); any
 	// other user already is it, and may not call setgroups, which -S and
 	// -G imply.
-	a := []string{"--user=" + fd(fdSetupUser), "--preserve-credentials"}
+	a := []string{"--user=" + fd(FdSetupUser), "--preserve-credentials"}
 	if os.Geteuid() == 0 {
-		a = []string{"--user=" + fd(fdSetupUser), "-S", "0", "-G", "0"}
+		a = []string{"--user=" + fd(FdSetupUser), "-S", "0", "-G", "0"}
 	}
 	a = append(a,
 		"--mount="+fd(fdMnt), "--pid="+fd(fdPid), "--net="+fd(fdNet),
 		"--ipc="+fd(fdIPC), "--uts="+fd(fdUTS), "--cgroup="+fd(fdCgroup), "--")
-	user := fdUser
+	user := FdUser
 	var closeFDs strings.Builder
-	if kind == kindWorld {
+	if kind == KindWorld {
 		a = append(a, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--")
-		for n := fdSetupUser; n < fdSetupUser+fdCount; n++ {
+		for n := FdSetupUser; n < FdSetupUser+fdCount; n++ {
 			fmt.Fprintf(&closeFDs, "exec %d<&-; ", n)
 		}
 	} else {
 		user = fdClientUser
-		if kind == kindCheck {
-			user = fdCheckUser
+		if kind == KindCheck {
+			user = FdCheckUser
 		}
 		priv := ""
 		a = append(a, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc")
-		if kind == kindSetup || kind == kindCheck {
+		if kind == KindSetup || kind == KindCheck {
 			// Their own network and IPC namespaces too: the agent can bind
 			// abstract unix sockets (named by the network namespace, not
 			// by a file) and make System V IPC objects, and a check that
@@ -350,7 +350,7 @@ func (s *sandbox) command(ctx context.Context, kind runKind, dir string, argv ..
 		// The supervisor keeps only the run's user namespace, which the
 		// run's own bash closes before anything of the run starts.
 		var sup strings.Builder
-		for n := fdSetupUser; n < fdSetupUser+fdCount; n++ {
+		for n := FdSetupUser; n < FdSetupUser+fdCount; n++ {
 			if n != user {
 				fmt.Fprintf(&sup, "exec %d<&-; ", n)
 			}
@@ -363,18 +363,18 @@ func (s *sandbox) command(ctx context.Context, kind runKind, dir string, argv ..
 		"setpriv", "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--",
 		"prlimit")
 	lim := s.spec.Limits
-	if kind != kindWorld {
+	if kind != KindWorld {
 		// The process limit counts the agent's processes and the host's
 		// alike (one user): checks and tmux clients get a reserve above
 		// it, so an agent at its limit cannot starve them.
-		lim.Processes += processReserve
+		lim.Processes += ProcessReserve
 	}
 	a = append(a, lim.prlimitArgs()...)
 	a = append(a, "--", "bash", "-c", closeFDs.String()+`cd -- "$0" || exit 125; exec "$@"`, dir)
 	a = append(a, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", a...)
 	cmd.Env = runEnv(s.spec.Env, kind)
-	cmd.ExtraFiles = s.ns
+	cmd.ExtraFiles = s.Ns
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if os.Geteuid() == 0 {
 		// No supplementary groups: nsenter enters the sandbox's user
@@ -389,20 +389,20 @@ func (s *sandbox) command(ctx context.Context, kind runKind, dir string, argv ..
 // close kills the sandbox: bwrap's death kills its first process
 // (--die-with-parent), whose death ends its pid namespace and every one
 // nested in it, so nothing the agent or a check started survives.
-func (s *sandbox) close() {
+func (s *Sandbox) Close() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		_ = s.cmd.Process.Kill()
 		<-s.done
 	}
-	for _, f := range s.ns {
+	for _, f := range s.Ns {
 		f.Close()
 	}
-	s.ns = nil
+	s.Ns = nil
 }
 
 // oPath is Linux's O_PATH, which package syscall does not name.
 const oPath = 0x200000
 
 // killGroup kills the process group led by pid.
-func killGroup(pid int) { _ = syscall.Kill(-pid, syscall.SIGKILL) }
+func KillGroup(pid int) { _ = syscall.Kill(-pid, syscall.SIGKILL) }

@@ -1,4 +1,10 @@
-package realenv
+// Package verify measures a world model against real environments:
+// teacher-forced, each recorded turn of a real trajectory is predicted
+// from the real history and compared with the real observation; closed
+// loop, the actions of a simulated episode are replayed in the real
+// environment and the task's check says whether the simulated success
+// was real (`agentworld verify`).
+package verify
 
 import (
 	"context"
@@ -10,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/realenv"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -23,7 +30,7 @@ type Predictor interface {
 // TurnReport is one turn of a verification: the action, both observations
 // and their divergence.
 type TurnReport struct {
-	Divergence
+	realenv.Divergence
 	// Skipped marks a turn the simulator was not asked (an action that
 	// ends the episode by the domain's rule); it is left out of the summary.
 	Skipped bool   `json:"skipped,omitempty"`
@@ -63,7 +70,7 @@ type VerifyReport struct {
 	Summary    Summary      `json:"summary"`
 	Turns      []TurnReport `json:"turns"`
 	// Check is the task check's result (closed loop only).
-	Check *CheckResult `json:"check,omitempty"`
+	Check *realenv.CheckResult `json:"check,omitempty"`
 	// Recording is where the closed-loop real run was recorded, if kept.
 	Recording string `json:"recording,omitempty"`
 	// SimulatedSteps and RealSteps count the episode's actions and how many
@@ -143,13 +150,13 @@ func TeacherForced(ctx context.Context, t *trajectory.Trajectory, p Predictor, o
 			if err != nil && ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if errors.Is(err, ErrEndAction) {
+			if errors.Is(err, realenv.ErrEndAction) {
 				rep.Turns[i] = TurnReport{Skipped: true, Action: turn.Action, Real: turn.Observation}
 				rep.Turns[i].Turn = i + 1
 				rep.Turns[i].Error = err.Error()
 				return nil
 			}
-			tr := TurnReport{Divergence: CompareTurn(d, t.Turns[:i], turn.Action, turn.Observation, sim), Action: turn.Action, Real: turn.Observation, Sim: sim}
+			tr := TurnReport{Divergence: realenv.CompareTurn(d, t.Turns[:i], turn.Action, turn.Observation, sim), Action: turn.Action, Real: turn.Observation, Sim: sim}
 			tr.Turn = i + 1
 			if err != nil {
 				tr.Error = err.Error()
@@ -174,12 +181,12 @@ func TeacherForced(ctx context.Context, t *trajectory.Trajectory, p Predictor, o
 // ClosedLoop replays the actions of an episode an agent produced against
 // the simulator in the real terminal of task, runs the task's check, and
 // compares each simulated observation with the real one.
-func ClosedLoop(ctx context.Context, task *Task, simulated *trajectory.Trajectory, opts *RunOptions) (*VerifyReport, error) {
+func ClosedLoop(ctx context.Context, task *realenv.Task, simulated *trajectory.Trajectory, opts *realenv.RunOptions) (*VerifyReport, error) {
 	actions := make([]string, len(simulated.Turns))
 	for i, tu := range simulated.Turns {
 		actions[i] = tu.Action
 	}
-	run, err := RunTask(ctx, task, actions, opts)
+	run, err := realenv.RunTask(ctx, task, actions, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +196,7 @@ func ClosedLoop(ctx context.Context, task *Task, simulated *trajectory.Trajector
 		if i >= len(simulated.Turns) {
 			break
 		}
-		tr := TurnReport{Divergence: CompareTurn(domain.Terminal, real.Turns[:i], tu.Action, tu.Observation, simulated.Turns[i].Observation), Action: tu.Action, Real: tu.Observation, Sim: simulated.Turns[i].Observation}
+		tr := TurnReport{Divergence: realenv.CompareTurn(domain.Terminal, real.Turns[:i], tu.Action, tu.Observation, simulated.Turns[i].Observation), Action: tu.Action, Real: tu.Observation, Sim: simulated.Turns[i].Observation}
 		tr.Turn = i + 1
 		rep.Turns = append(rep.Turns, tr)
 	}

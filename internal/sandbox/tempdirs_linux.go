@@ -1,6 +1,6 @@
 //go:build linux
 
-package realenv
+package sandbox
 
 import (
 	"log/slog"
@@ -14,7 +14,7 @@ import (
 // locked, so one whose lock can be taken belongs to a dead process. The lock
 // is taken under a temporary name and then renamed, so no other process can
 // see the file unlocked.
-func lockDir(dir string) (*os.File, error) {
+func LockDir(dir string) (*os.File, error) {
 	tmp := filepath.Join(dir, "lock.tmp")
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
@@ -35,11 +35,11 @@ func lockDir(dir string) (*os.File, error) {
 // system temp dir) that a killed process left behind: only directories of
 // this user whose lock file exists and can be locked, i.e. whose owner is
 // provably gone. Anything else (no lock yet, someone else's) is left alone.
-func cleanStale(tempDir string, log *slog.Logger) {
+func CleanStale(tempDir string, log *slog.Logger) {
 	if tempDir == "" {
 		tempDir = os.TempDir()
 	}
-	dirs, _ := filepath.Glob(filepath.Join(tempDir, termDirPrefix+"*"))
+	dirs, _ := filepath.Glob(filepath.Join(tempDir, TermDirPrefix+"*"))
 	for _, dir := range dirs {
 		fi, err := os.Lstat(dir)
 		if err != nil || !fi.IsDir() {
