@@ -58,11 +58,11 @@ func compact(path string) error {
 		n   int
 	}
 	idx := make(map[string]entry)
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	f, err := os.Open(path) // for the rows' bytes, read by offset below
 	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			err = nil // nothing to compact
+		}
 		return err
 	}
 	defer f.Close()

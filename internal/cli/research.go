@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -130,7 +129,7 @@ rejected, however the judge liked it.`,
 			if err != nil {
 				return flagErr("domain", err)
 			}
-			trajs, err := readTrajectories(data)
+			trajs, err := datapipe.ReadTrajectories(data)
 			if err != nil {
 				return err
 			}
@@ -298,29 +297,6 @@ func writeResearchLog(w io.Writer, j *research.Journal) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// readTrajectories reads unified trajectories, one JSON object a line.
-func readTrajectories(path string) ([]*trajectory.Trajectory, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 256<<20)
-	var out []*trajectory.Trajectory
-	for line := 1; sc.Scan(); line++ {
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
-		t, errs := datapipe.DecodeTrajectory(sc.Bytes(), path, line)
-		if len(errs) > 0 {
-			return nil, errs[0]
-		}
-		out = append(out, t)
-	}
-	return out, sc.Err()
 }
 
 // benchEvaluator scores a version with the bench pipeline: the

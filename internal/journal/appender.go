@@ -101,11 +101,8 @@ func (a *Appender) Close() error {
 // the end rather than reading lines forward, so opening a large file costs
 // one block, not a pass over every line.
 func CutTornTail(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	f, err := openExisting(path, os.O_RDWR)
+	if f == nil {
 		return err
 	}
 	defer f.Close()

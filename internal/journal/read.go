@@ -35,11 +35,8 @@ const SyncInterval = time.Second
 // cause, and skipping it would lose a row without a word. An error from fn
 // stops the read and is returned as it is.
 func Rows[T any](path string, decode func(line []byte, v *T) error, fn func(v *T, line []byte, off int64) error) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	f, err := openExisting(path, os.O_RDONLY)
+	if f == nil {
 		return err
 	}
 	defer f.Close()
@@ -72,4 +69,14 @@ func Rows[T any](path string, decode func(line []byte, v *T) error, fn func(v *T
 			return err
 		}
 	}
+}
+
+// openExisting opens path with flag; a missing file is (nil, nil), a
+// journal with no rows yet.
+func openExisting(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return f, err
 }
