@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentworld/agentworld/internal/sandbox"
 )
 
 // The tests below are a third look at the check's isolation: what the
@@ -112,5 +114,28 @@ func TestCheckRunningGitIgnoresAgentConfig(t *testing.T) {
 	out, code, err := term.Exec(context.Background(), `cd repo && git status --short >/dev/null; test ! -e /app/fsmonitor.log`)
 	if err != nil || code != 0 {
 		t.Fatalf("a check's git ran the agent's core.fsmonitor: exit %d, %v: %s", code, err, out)
+	}
+}
+
+// TestCheckTempFilesArePrivate has the agent fill /tmp, then runs a check
+// whose here-document is larger than a pipe holds, which bash writes to a
+// temp file: with /tmp full the command ran without its input, so `cat
+// <<EOF | sh` ran an empty script and exited 0. A check's temp files go to
+// its private directory (TMPDIR), which the agent cannot fill.
+func TestCheckTempFilesArePrivate(t *testing.T) {
+	requireSandbox(t)
+	t.Parallel()
+	term, _ := startTerminal(t, &TerminalOptions{Limits: sandbox.Limits{TmpBytes: 8 << 20}})
+	if got := agentRun(t, term, `head -c 16M /dev/zero > /tmp/fill 2>/dev/null; df --output=avail /tmp | tail -n 1 | tr -d ' ' > result.txt`); got != "0\n" {
+		t.Fatalf("the agent did not fill /tmp: %q KiB left", got)
+	}
+	// 80 KB of comment (scripts are capped at 100 KiB), then the verdict the script gives: exit 1.
+	script := "cat <<'EOF' | sh\n" + strings.Repeat("# padding\n", 8000) + "exit 1\nEOF\n"
+	out, code, err := term.Exec(context.Background(), script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 {
+		t.Fatalf("the check's script exited %d, want 1 (its here-document did not reach sh): %s", code, out)
 	}
 }

@@ -348,7 +348,7 @@ const MaxStderr = 64 << 10
 // directory, where the agent could have planted modules (json.py in /app
 // would otherwise be what `python3 -c 'import json'` imports).
 func runEnv(base map[string]string, kind Kind) []string {
-	env := make([]string, 0, len(base)+3)
+	env := make([]string, 0, len(base)+4)
 	for k, v := range base {
 		if kind == KindCheck && k == "HOME" {
 			continue
@@ -356,7 +356,11 @@ func runEnv(base map[string]string, kind Kind) []string {
 		env = append(env, k+"="+v)
 	}
 	if kind == KindCheck {
-		env = append(env, "HOME="+privateDir, "PYTHONSAFEPATH=1", "PYTHONNOUSERSITE=1")
+		// TMPDIR too: bash writes a here-document larger than a pipe
+		// holds to a temp file, and with the agent's /tmp full the
+		// command ran without its input (`cat <<EOF | sh` ran an empty
+		// script); sort, mktemp and Python's tempfile follow it as well.
+		env = append(env, "HOME="+privateDir, "TMPDIR="+privateDir, "PYTHONSAFEPATH=1", "PYTHONNOUSERSITE=1")
 	}
 	slices.Sort(env)
 	return env
