@@ -110,4 +110,16 @@ func TestSessionRepliesAndDirectories(t *testing.T) {
 	if len(errs) != 1 || errs[0].Field != "page" || !strings.Contains(errs[0].Error(), "turns 1 to 2 of 5") {
 		t.Fatalf("a page of a session: %v", errs)
 	}
+	// ReadTrajectories (research's reader) takes a saved reply too.
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, []byte(traj+`,"page":{"from_turn":1,"turns":2,"total_turns":2}}`), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	saved := filepath.Join(dir, "reply.json")
+	if err := os.WriteFile(saved, pretty.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if trs, err := ReadTrajectories(saved); err != nil || len(trs) != 1 || trs[0].ID != "s1" {
+		t.Fatalf("ReadTrajectories of a saved reply: %v %v", trs, err)
+	}
 }

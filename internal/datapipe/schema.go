@@ -116,7 +116,8 @@ func Validate(ctx context.Context, files []string, report io.Writer, opts *Optio
 	return sum, err
 }
 
-// ReadTrajectories decodes a whole JSONL file of unified trajectories with
+// ReadTrajectories decodes a whole JSONL file of unified trajectories (a
+// .json file: JSON documents, such as a saved session reply) with
 // [DecodeTrajectory], for callers that need them all at once (a small
 // evaluation set, a test corpus); the first bad line is the error, naming
 // file:line. Pipelines stream instead.
@@ -126,12 +127,23 @@ func ReadTrajectories(path string) ([]*trajectory.Trajectory, error) {
 		return nil, err
 	}
 	defer f.Close()
-	lr := trajectory.NewLineReader(f, path, DefaultMaxLine)
+	var lr interface {
+		Next() ([]byte, int, error)
+	} = trajectory.NewLineReader(f, path, DefaultMaxLine)
+	if isDocumentFile(path) { // a saved session reply, pretty-printed
+		if lr, err = newDocReader(f, path, DefaultMaxLine); err != nil {
+			return nil, err
+		}
+	}
 	var out []*trajectory.Trajectory
 	for {
 		line, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
 			return out, nil
+		}
+		var bad *badDocument
+		if errors.As(err, &bad) {
+			return nil, &RecordError{File: path, Line: n, Err: bad.err}
 		}
 		if err != nil {
 			return nil, err
