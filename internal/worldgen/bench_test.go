@@ -18,8 +18,8 @@ import (
 
 var (
 	benchWorlds   = flag.Int("worldgen.worlds", 1000, "worlds BenchmarkGenerate generates")
-	benchGenDelay = flag.Duration("worldgen.gen-delay", 2*time.Second, "BenchmarkGenerate's generator latency")
-	benchWMDelay  = flag.Duration("worldgen.wm-delay", 200*time.Millisecond, "BenchmarkGenerate's world-model latency per step")
+	benchGenDelay = flag.Duration("worldgen.gen-delay", 10*time.Second, "BenchmarkGenerate's generator latency")
+	benchWMDelay  = flag.Duration("worldgen.wm-delay", time.Second, "BenchmarkGenerate's world-model latency per step")
 )
 
 // benchGenerator emits a distinct tracker world per candidate with
@@ -61,9 +61,12 @@ func benchWorldModel(delay time.Duration, steps *atomic.Int64) fakellm.Handler {
 // critical path (its generator call, then a reference step, then a random
 // agent's two steps). It also samples the heap while it runs, after a run
 // of a quarter as many worlds, so one can see the peak is set by the work
-// in flight rather than the library's size.
+// in flight rather than the library's size. The default latencies (10 s
+// per generator answer, 1 s per world-model step) are a served model's;
+// at much shorter ones the ladder's CPU, not the latencies, sets the pace
+// on a small machine (the CPU line says how much the process got).
 //
-//	go test -run '^$' -bench Generate -benchtime 1x ./internal/worldgen [-args -worldgen.worlds=N]
+//	go test -run '^$' -bench Generate -benchtime 1x ./internal/worldgen [-args -worldgen.worlds=N -worldgen.gen-delay=D -worldgen.wm-delay=D]
 func BenchmarkGenerate(b *testing.B) {
 	genDelay, wmDelay := *benchGenDelay, *benchWMDelay
 	const (
