@@ -29,6 +29,7 @@ import (
 	"github.com/agentworld/agentworld/examples"
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/fielderr"
+	"github.com/agentworld/agentworld/internal/jetstore"
 	"github.com/agentworld/agentworld/internal/judge"
 	"github.com/agentworld/agentworld/internal/library"
 	"github.com/agentworld/agentworld/internal/mcpworld"
@@ -85,8 +86,12 @@ type Config struct {
 	// worldmodel.DefaultMaxResponseBytes.
 	ModelMaxResponseBytes int64
 	// DBPath is the SQLite file; "" means in memory (nothing survives a
-	// restart).
+	// restart). It is not used with Cluster.
 	DBPath string
+	// Cluster, when set, keeps sessions in NATS JetStream shared with the
+	// other nodes of a cluster instead of DBPath (see [ClusterConfig]);
+	// nil runs a single node.
+	Cluster *ClusterConfig
 	// MaxSessions, IdleTTL and MaxTurns bound sessions (see sim.Options;
 	// zero means sim's defaults).
 	MaxSessions int
@@ -170,6 +175,9 @@ type App struct {
 	MCP *mcpworld.Facade
 	// Ledger holds fictional worlds' facts, in the session database.
 	Ledger *fiction.Ledger
+	// Cluster is the JetStream session store and its ownership records
+	// with Config.Cluster; nil without.
+	Cluster *jetstore.Store
 
 	// closers close what New opened, in opening order; Close runs them in
 	// reverse.
@@ -258,7 +266,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	var st sim.Store
 	var ledgerStore fiction.Store = &fiction.MemStore{}
-	if cfg.DBPath != "" {
+	if cfg.Cluster != nil {
+		if a.Cluster, err = a.openCluster(ctx, cfg.Cluster, log); err != nil {
+			return nil, err
+		}
+		st = a.Cluster
+	} else if cfg.DBPath != "" {
 		if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o755); err != nil {
 			return nil, fielderr.Wrap(ErrConfig, "DBPath", err)
 		}

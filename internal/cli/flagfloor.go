@@ -39,6 +39,10 @@ var flagFloors = map[string]float64{
 	// Durations: a negative time is no time.
 	"timeout": 0, "*-timeout": 0, "idle-ttl": 0, "step-timeout": 0, "drain-timeout": 0,
 	"max-step-latency": 0, "max-session-latency": 0,
+	// 0 is the default (one replica per embedded server, up to 3).
+	"nats-replicas": 0,
+	// A lease must outlast a heartbeat (a third of it).
+	"lease": 0.3,
 	// A ticker of no interval cannot tick.
 	"progress-interval": 0.001,
 	// -1 is "no limit" (see their help); further below means nothing.

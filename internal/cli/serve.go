@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/app"
+	"github.com/agentworld/agentworld/internal/cluster"
 	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/judge"
@@ -85,7 +86,8 @@ func (f *simFlags) applySuccessJudge(cmd *cobra.Command) error {
 var configFlags = map[string]string{
 	"WorldsDir": "worlds", "Model": "model", "ModelName": "model-name", "Replicas": "replica",
 	"CacheDir": "cache", "CountTokens": "count-tokens", "DBPath": "db", "AllowExtraBody": "allow-extra-body",
-	"SuccessJudge": "success-judge-url",
+	"SuccessJudge": "success-judge-url", "Cluster.URL": "cluster", "Cluster.StoreDir": "nats-store",
+	"Cluster.Listen": "nats-listen", "Cluster.Node": "node", "Cluster.Addr": "advertise",
 }
 
 // configErr names the flag of the app.Config field err is about.
@@ -131,6 +133,9 @@ func (f *simFlags) serve(cmd *cobra.Command) (*simulator, error) {
 	}
 	o := f.srv
 	o.Registry, o.Metrics, o.MCP, o.Logger = reg, met, a.MCP, logger(cmd)
+	if a.Cluster != nil {
+		o.Sessions = cluster.New(a.Cluster, &cluster.Options{Evict: a.Manager.Evict, Logger: logger(cmd)})
+	}
 	o.Edge.Hints = settingHints("serve", serveSettingFlags)
 	return &simulator{App: a, Server: server.New(a.Manager, &o), Tracer: tr}, nil
 }
@@ -187,6 +192,7 @@ func newServeCmd() *cobra.Command {
 	var f simFlags
 	var addr string
 	var uc uiConfig
+	var cl clusterFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve simulated environments: native session API, OpenEnv HTTP/WebSocket, metrics",
@@ -202,6 +208,10 @@ simulation.`,
 			if f.srv.APIKey == "" {
 				f.srv.APIKey = envconfig.APIKey.Value()
 			}
+			var err error
+			if f.cfg.Cluster, err = cl.config(addr); err != nil {
+				return err
+			}
 			s, err := f.serve(cmd)
 			if err != nil {
 				return err
@@ -211,7 +221,7 @@ simulation.`,
 				return errors.Join(err, closeSim(s))
 			}
 			log := logger(cmd)
-			log.Info("agentworld serve", "addr", ln.Addr().String(), "worlds", len(s.Manager.Worlds()), "backend", s.Describe, "db", f.cfg.DBPath, "auth", f.srv.APIKey != "")
+			log.Info("agentworld serve", "addr", ln.Addr().String(), "worlds", len(s.Manager.Worlds()), "backend", s.Describe, "db", f.cfg.DBPath, "cluster", s.Cluster != nil, "auth", f.srv.APIKey != "")
 			fmt.Fprintf(cmd.ErrOrStderr(), "serving on http://%s (%s)\n", ln.Addr(), s.Describe)
 			if uc.addr == "" {
 				err = s.Server.Serve(cmd.Context(), ln)
@@ -256,6 +266,7 @@ simulation.`,
 	fl.StringVar(&uc.addr, "ui", "", "also serve the web UI (agentworld ui) on this address, over this serve's --db")
 	fl.StringSliceVar(&uc.runs, "ui-runs", nil, "with --ui: benchmark run directories to show (repeatable)")
 	fl.StringVar(&uc.labels, "ui-labels", "", "with --ui: label database; turns human labelling on")
+	cl.register(cmd)
 	return cmd
 }
 

@@ -21,7 +21,7 @@
 // Durability is the server's: JetStream acknowledges a write once it is
 // in memory on a quorum and flushes to disk every two minutes by default,
 // which lost acknowledged writes in Jepsen's analysis of 2.12. The
-// embedded server ([StartServer]) syncs every write (sync_interval:
+// embedded server (internal/natsserver) syncs every write (sync_interval:
 // always); a cluster joined by URL should be configured the same way.
 package jetstore
 

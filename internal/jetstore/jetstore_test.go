@@ -7,13 +7,14 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentworld/agentworld/internal/jetstore"
+	_ "github.com/agentworld/agentworld/internal/natsserver" // the embedded server
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/store/storetest"
 )
 
 // startServer runs an embedded single server for the test, in a fresh
 // directory.
-func startServer(t *testing.T, dir string) *jetstore.Server {
+func startServer(t *testing.T, dir string) jetstore.Embedded {
 	t.Helper()
 	srv, err := jetstore.StartServer(jetstore.ServerOptions{Name: "n1", StoreDir: dir})
 	if err != nil {
@@ -22,7 +23,7 @@ func startServer(t *testing.T, dir string) *jetstore.Server {
 	return srv
 }
 
-func connect(t *testing.T, srv *jetstore.Server) *nats.Conn {
+func connect(t *testing.T, srv jetstore.Embedded) *nats.Conn {
 	t.Helper()
 	nc, err := srv.Connect()
 	if err != nil {

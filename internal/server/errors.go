@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/api"
+	"github.com/agentworld/agentworld/internal/cluster"
 	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
@@ -81,6 +82,8 @@ var errorKinds = []struct {
 	{err: sim.ErrNotResumable, status: http.StatusConflict, code: "not_resumable"},
 	{err: sim.ErrMoved, status: http.StatusServiceUnavailable, code: "session_moved", retryAfter: time.Second,
 		public: "session moved to another node while this step ran; it was not recorded here, so retrying the same turn is safe"},
+	{err: cluster.ErrCannotMove, status: http.StatusConflict, code: "cannot_move"},
+	{err: cluster.ErrOwnerUnreachable, status: http.StatusServiceUnavailable, code: "owner_unreachable", retryAfter: time.Second},
 	{err: sim.ErrSessionClosed, status: http.StatusGone, code: "session_closed"},
 	{err: sim.ErrCapacity, status: http.StatusTooManyRequests, code: "capacity", retryAfter: 5 * time.Second},
 	{err: sim.ErrShuttingDown, status: http.StatusServiceUnavailable, code: "shutting_down", retryAfter: time.Second},

@@ -57,8 +57,19 @@ type Options struct {
 	// sessions are closed when Serve shuts down (their open streams would
 	// hold the drain). Nil serves no MCP.
 	MCP *mcpworld.Facade
+	// Sessions, when set, routes every request naming a session
+	// (/v1/sessions/{id}…) before this server serves it: a cluster's
+	// owner routing ([cluster.Router]). Nil serves every session here.
+	Sessions SessionRouter
 	// Logger receives request logs; nil discards them.
 	Logger *slog.Logger
+}
+
+// SessionRouter decides where a request for session id is served: it
+// answers the request itself (true), leaves it to this server (false), or
+// returns an error this server answers.
+type SessionRouter interface {
+	Route(w http.ResponseWriter, r *http.Request, id string) (bool, error)
 }
 
 // Server serves a Manager's sessions.
@@ -158,10 +169,10 @@ func (s *Server) routes() {
 	s.handleFunc("GET /v1/worlds", s.listWorlds)
 	s.handleFunc("GET /v1/worlds/{name}", s.getWorld)
 	s.handleFunc("POST /v1/sessions", s.createSession)
-	s.handleFunc("GET /v1/sessions/{id}", s.getSession)
-	s.handleFunc("DELETE /v1/sessions/{id}", s.deleteSession)
-	s.handleFunc("POST /v1/sessions/{id}/step", s.stepSession)
-	s.handleFunc("POST /v1/sessions/{id}/fork", s.forkSession)
+	s.handleFunc("GET /v1/sessions/{id}", s.routed(s.getSession))
+	s.handleFunc("DELETE /v1/sessions/{id}", s.routed(s.deleteSession))
+	s.handleFunc("POST /v1/sessions/{id}/step", s.routed(s.stepSession))
+	s.handleFunc("POST /v1/sessions/{id}/fork", s.routed(s.forkSession))
 
 	s.handleFunc("POST /reset", s.openEnvReset)
 	s.handleFunc("POST /step", s.openEnvStep)
@@ -171,6 +182,24 @@ func (s *Server) routes() {
 	s.handleFunc("GET /ws", s.openEnvWS)
 	s.handleFunc("/mcp", s.mcpRoot)
 	s.openEnvWorldRoutes()
+}
+
+// routed asks Options.Sessions where a session's request is served
+// before f serves it here.
+func (s *Server) routed(f http.HandlerFunc) http.HandlerFunc {
+	rt := s.opts.Sessions
+	if rt == nil {
+		return f
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		handled, err := rt.Route(w, r, r.PathValue("id"))
+		switch {
+		case err != nil:
+			s.writeError(w, r, err)
+		case !handled:
+			f(w, r)
+		}
+	}
 }
 
 func (s *Server) handleFunc(pattern string, f http.HandlerFunc) {

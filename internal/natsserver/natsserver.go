@@ -1,4 +1,10 @@
-package jetstore
+// Package natsserver runs a NATS server with JetStream inside the
+// agentworld process, so that agentworld nodes form a cluster with nothing
+// else installed. It costs the binary about 10 MB, over its size goal, so
+// the shipped binary links it only when built with -tags natsserver
+// (cmd/agentworld/embed_nats.go); importing it registers [Start] as
+// [jetstore.StartServer]'s server. Tests import it directly.
+package natsserver
 
 import (
 	"errors"
@@ -11,33 +17,12 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/agentworld/agentworld/internal/jetstore"
 )
 
-// DefaultClusterName is the NATS cluster name of embedded servers.
-const DefaultClusterName = "agentworld"
-
-// MaxPayload is the embedded server's largest message: a session's first
-// message holds its spec, system prompt and a fork's turns, bounded by
-// sim.DefaultMaxSessionBytes (64 MiB, also NATS's own ceiling).
-const MaxPayload = 64 << 20
-
-// ServerOptions configures an embedded NATS server.
-type ServerOptions struct {
-	// Name is the server's name, unique in its cluster; required.
-	Name string
-	// StoreDir is where JetStream keeps its files; required.
-	StoreDir string
-	// Listen is the HOST:PORT other servers' routes connect to; "" runs a
-	// single server that forms no cluster.
-	Listen string
-	// Routes are the nats://HOST:PORT route addresses of the other
-	// servers (listing this one's own is harmless); nil means none.
-	Routes []string
-	// ClusterName is the cluster's name; "" means DefaultClusterName.
-	ClusterName string
-	// Logger receives the server's log at warning level and above; nil
-	// discards it.
-	Logger *slog.Logger
+func init() {
+	jetstore.RegisterServer(func(o jetstore.ServerOptions) (jetstore.Embedded, error) { return Start(o) })
 }
 
 // Server is a NATS server with JetStream running in this process. It
@@ -47,11 +32,11 @@ type Server struct {
 	s *server.Server
 }
 
-// StartServer starts an embedded NATS server with JetStream, syncing
+// Start starts an embedded NATS server with JetStream, syncing
 // every write to disk (sync_interval: always) so that an acknowledged
 // step survives a machine's crash, and waits until it accepts
 // connections.
-func StartServer(o ServerOptions) (*Server, error) {
+func Start(o jetstore.ServerOptions) (*Server, error) {
 	if o.Name == "" {
 		return nil, errors.New("embedded NATS server: a name is required")
 	}
@@ -61,7 +46,7 @@ func StartServer(o ServerOptions) (*Server, error) {
 	opts := &server.Options{
 		ServerName: o.Name, DontListen: true, NoSigs: true,
 		JetStream: true, StoreDir: o.StoreDir, SyncAlways: true,
-		MaxPayload: MaxPayload,
+		MaxPayload: jetstore.MaxPayload,
 	}
 	if o.Listen != "" {
 		host, port, err := net.SplitHostPort(o.Listen)
@@ -74,9 +59,13 @@ func StartServer(o ServerOptions) (*Server, error) {
 		}
 		name := o.ClusterName
 		if name == "" {
-			name = DefaultClusterName
+			name = jetstore.DefaultClusterName
 		}
 		opts.Cluster = server.ClusterOpts{Name: name, Host: host, Port: p}
+		// Routing starts only once a client listener is up (the server's
+		// start-up waits for it), so a clustered server takes clients on
+		// a random loopback port, which only this process uses.
+		opts.DontListen, opts.Host, opts.Port = false, "127.0.0.1", server.RANDOM_PORT
 		for _, r := range o.Routes {
 			r = strings.TrimSpace(r)
 			if r == "" {

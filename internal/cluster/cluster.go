@@ -1,0 +1,166 @@
+// Package cluster lets any node of a cluster answer a request for any
+// session. Sessions live in JetStream ([jetstore]); each has an owner node,
+// the one that serves its steps, and a request reaching another node is
+// routed by [Router.Route]:
+//
+//   - a session this node owns is served here;
+//   - a session whose owner is alive (its node lease, a heartbeat key with
+//     a TTL, has not expired) is forwarded to the owner's HTTP address;
+//   - a session whose owner's lease expired is taken over: this node
+//     claims it with a compare-and-set on its owner record, forgets any
+//     copy it held, and serves it, loading the transcript from the stream.
+//     The world model is stateless given the transcript, so the recorded
+//     answers are replayed, never sampled again, and the next request to
+//     the model extends the previous one byte for byte;
+//   - a real-environment session (sandbox state lives on its node) cannot
+//     move: when its node is gone the request fails with [ErrCannotMove].
+//
+// Whatever the routing does, the store's expected-sequence appends keep
+// one writer per transcript: a node with a stale copy cannot append.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+
+	"github.com/agentworld/agentworld/internal/fielderr"
+	"github.com/agentworld/agentworld/internal/jetstore"
+)
+
+// ForwardedHeader marks a request one node forwarded to another, which
+// serves it or refuses it but never forwards it again.
+const ForwardedHeader = "X-Agentworld-Forwarded-By"
+
+// Errors of routing, matched with errors.Is.
+var (
+	// ErrCannotMove: the session's environment is real (a sandbox on its
+	// node) and its node is gone (409).
+	ErrCannotMove = errors.New("session cannot move to another node")
+	// ErrOwnerUnreachable: the owner's lease holds but it did not answer,
+	// or ownership is changing hands; retry after the lease (503).
+	ErrOwnerUnreachable = errors.New("the session's owner node is unreachable")
+)
+
+// Ownership is what routing needs of the store: *jetstore.Store.
+type Ownership interface {
+	Self() string
+	Owner(ctx context.Context, id string) (jetstore.Lease, error)
+	Claim(ctx context.Context, id string, prev jetstore.Lease) error
+}
+
+// Options configures a [Router]. Nil means every default.
+type Options struct {
+	// Evict forgets this node's copy of a session it takes over
+	// (sim.Manager.Evict); nil forgets nothing.
+	Evict func(id string) bool
+	// Movable reports whether a backend's sessions can move to another
+	// node; nil means every backend but the real environments ("real:…").
+	Movable func(backend string) bool
+	// Transport carries forwarded requests; nil means
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+	// Logger receives takeovers and forwarding failures; nil discards
+	// them.
+	Logger *slog.Logger
+}
+
+// Router routes session requests to their owner nodes.
+type Router struct {
+	own Ownership
+	o   Options
+	log *slog.Logger
+}
+
+// New makes a Router over own.
+func New(own Ownership, opts *Options) *Router {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Movable == nil {
+		o.Movable = func(b string) bool { return !strings.HasPrefix(b, "real") }
+	}
+	if o.Transport == nil {
+		o.Transport = http.DefaultTransport
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Router{own: own, o: o, log: log}
+}
+
+// claimTries bounds the claims of one request that other nodes win.
+const claimTries = 3
+
+// Route decides where a request for session id is served. It returns
+// true when it answered the request (forwarded it); false when this node
+// should serve it; or an error for the caller to answer.
+func (r *Router) Route(w http.ResponseWriter, req *http.Request, id string) (bool, error) {
+	ctx := req.Context()
+	self := r.own.Self()
+	for range claimTries {
+		l, err := r.own.Owner(ctx, id)
+		switch {
+		case err != nil:
+			return false, fielderr.Wrap(ErrOwnerUnreachable, "session_id", err)
+		case l.Revision == 0 || l.Node == self:
+			// no owner record (unknown, or created without one): served
+			// here, where the store says whether it exists
+			return false, nil
+		case l.Alive:
+			if by := req.Header.Get(ForwardedHeader); by != "" {
+				return false, fielderr.New(ErrOwnerUnreachable, "session_id",
+					"session %s is owned by node %s, not this one (%s forwarded it here); retry", id, l.Node, by)
+			}
+			return true, r.forward(w, req, id, l)
+		case !r.o.Movable(l.Backend):
+			return false, fielderr.New(ErrCannotMove, "session_id",
+				"session %s runs in a real environment (backend %s) on node %s, whose lease expired; its sandbox state cannot move to another node, so start a new session",
+				id, l.Backend, l.Node)
+		}
+		switch err := r.own.Claim(ctx, id, l); {
+		case errors.Is(err, jetstore.ErrClaimLost):
+			continue // another node took it first: route to that one
+		case err != nil:
+			return false, fielderr.Wrap(ErrOwnerUnreachable, "session_id", err)
+		}
+		if r.o.Evict != nil {
+			r.o.Evict(id)
+		}
+		r.log.Info("took over session", "session", id, "from", l.Node)
+		return false, nil
+	}
+	return false, fielderr.New(ErrOwnerUnreachable, "session_id", "session %s changed owners %d times during this request; retry", id, claimTries)
+}
+
+// forward proxies req to the owner. An owner that does not answer (it
+// just died; its lease has not yet run out) is ErrOwnerUnreachable.
+func (r *Router) forward(w http.ResponseWriter, req *http.Request, id string, l jetstore.Lease) error {
+	target, err := url.Parse(l.Addr)
+	if err != nil || target.Host == "" {
+		return fielderr.New(ErrOwnerUnreachable, "session_id", "session %s: owner node %s has no usable address %q", id, l.Node, l.Addr)
+	}
+	var failed error
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Header.Set(ForwardedHeader, r.own.Self())
+		},
+		Transport: r.o.Transport,
+		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
+			failed = err
+		},
+	}
+	p.ServeHTTP(w, req)
+	if failed != nil {
+		r.log.Warn("forward to owner failed", "session", id, "owner", l.Node, "err", failed)
+		return fielderr.New(ErrOwnerUnreachable, "session_id", "session %s: owner node %s did not answer; retry after its lease", id, l.Node)
+	}
+	return nil
+}

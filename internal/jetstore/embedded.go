@@ -1,0 +1,73 @@
+package jetstore
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+)
+
+// DefaultClusterName is the NATS cluster name of embedded servers.
+const DefaultClusterName = "agentworld"
+
+// MaxPayload is the embedded server's largest message: a session's first
+// message holds its spec, system prompt and a fork's turns, bounded by
+// sim.DefaultMaxSessionBytes (64 MiB, also NATS's own ceiling).
+const MaxPayload = 64 << 20
+
+// ServerOptions configures an embedded NATS server.
+type ServerOptions struct {
+	// Name is the server's name, unique in its cluster; required.
+	Name string
+	// StoreDir is where JetStream keeps its files; required.
+	StoreDir string
+	// Listen is the HOST:PORT other servers' routes connect to; "" runs a
+	// single server that forms no cluster.
+	Listen string
+	// Routes are the nats://HOST:PORT route addresses of the other
+	// servers (listing this one's own is harmless); nil means none.
+	Routes []string
+	// ClusterName is the cluster's name; "" means DefaultClusterName.
+	ClusterName string
+	// Logger receives the server's log at warning level and above; nil
+	// discards it.
+	Logger *slog.Logger
+}
+
+// Embedded is a NATS server running in this process.
+type Embedded interface {
+	// Connect opens an in-process connection.
+	Connect() (*nats.Conn, error)
+	// Shutdown stops the server and waits for it.
+	Shutdown()
+}
+
+// ErrNoEmbeddedServer: this binary was built without the embedded NATS
+// server (internal/natsserver, linked with -tags natsserver).
+var ErrNoEmbeddedServer = errors.New("this agentworld binary was built without the embedded NATS server (build it with -tags natsserver, about 10 MB more), so join an existing NATS cluster with --cluster nats://HOST:4222 instead")
+
+var (
+	serverMu sync.Mutex
+	starter  func(ServerOptions) (Embedded, error)
+)
+
+// RegisterServer makes start the embedded server StartServer runs;
+// internal/natsserver registers itself when imported.
+func RegisterServer(start func(ServerOptions) (Embedded, error)) {
+	serverMu.Lock()
+	starter = start
+	serverMu.Unlock()
+}
+
+// StartServer starts the registered embedded NATS server, or fails with
+// ErrNoEmbeddedServer when none is linked in.
+func StartServer(o ServerOptions) (Embedded, error) {
+	serverMu.Lock()
+	start := starter
+	serverMu.Unlock()
+	if start == nil {
+		return nil, ErrNoEmbeddedServer
+	}
+	return start(o)
+}
