@@ -1,0 +1,439 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	_ "github.com/agentworld/agentworld/internal/natsserver" // the nodes' embedded NATS servers
+	"github.com/agentworld/agentworld/internal/testkit"
+	"github.com/agentworld/agentworld/internal/testkit/fakellm"
+)
+
+// TestHelperClusterNode is one agentworld node of TestClusterSurvivesNodeKill
+// (serve with the arguments the parent gives, as JSON); it does nothing in
+// a normal run.
+func TestHelperClusterNode(t *testing.T) {
+	raw := testkit.ChildEnv(t, "AGENTWORLD_TEST_CLUSTER_NODE", "TestClusterSurvivesNodeKill")
+	var args []string
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	cmd := New()
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Sizes of TestClusterSurvivesNodeKill: sessions, each stepped through
+// clusterTurns turns, clusterWorkers at a time; the node dies once
+// clusterKillShare of all steps are acknowledged.
+const (
+	clusterSessions  = 1000
+	clusterTurns     = 4
+	clusterWorkers   = 24
+	clusterKillShare = 0.4
+	clusterLease     = 2 * time.Second
+)
+
+// TestClusterSurvivesNodeKill starts three agentworld nodes as processes,
+// each with an embedded NATS server, clustered on loopback; steps many
+// sessions through random nodes against a fake model server; kills one
+// node with SIGKILL mid-run; and checks that every session continued on
+// the others after the dead node's lease: every acknowledged turn is in
+// its transcript exactly once, no turn was sent to the model again after
+// it was acknowledged (a takeover replays the recorded answers), a turn
+// asked again (its step was lost with the node) was asked byte for byte
+// the same, and each turn's model request extends the previous turn's
+// byte for byte.
+func TestClusterSurvivesNodeKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster and steps thousands of turns")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+	defer cancel()
+
+	answer := regexp.MustCompile(`echo s(\d+) t(\d+)`)
+	var reqMu sync.Mutex
+	reqAt := map[int]time.Time{}
+	fake := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		reqMu.Lock()
+		reqAt[r.Seq] = time.Now()
+		reqMu.Unlock()
+		m := answer.FindAllStringSubmatch(r.Messages[len(r.Messages)-1].Content, -1)
+		if len(m) == 0 {
+			return fakellm.Reply{Status: 400}
+		}
+		last := m[len(m)-1]
+		return fakellm.Reply{Content: fmt.Sprintf("out s%s t%s\n", last[1], last[2]), PromptTokens: 10, CompletionTokens: 3}
+	})
+	t.Cleanup(fake.Close)
+
+	dir := t.TempDir()
+	httpPorts, routePorts := freePorts(t, 3), freePorts(t, 3)
+	var routes []string
+	for _, p := range routePorts {
+		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(p))
+	}
+	nodes := make([]*clusterNode, 3)
+	for i := range nodes {
+		n := &clusterNode{url: fmt.Sprintf("http://127.0.0.1:%d", httpPorts[i]), log: filepath.Join(dir, fmt.Sprintf("node%d.log", i))}
+		args, _ := json.Marshal([]string{"serve",
+			"--addr", fmt.Sprintf("127.0.0.1:%d", httpPorts[i]), "--node", fmt.Sprintf("n%d", i),
+			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]), "--nats-routes", strings.Join(routes, ","),
+			"--nats-store", filepath.Join(dir, fmt.Sprintf("nats%d", i)), "--lease", clusterLease.String(),
+			"--model", fake.URL, "--model-name", "m", "--max-sessions", "5000", "--log-level", "warn",
+		})
+		n.cmd = testkit.Child("TestHelperClusterNode", "AGENTWORLD_TEST_CLUSTER_NODE="+string(args))
+		f, err := os.Create(n.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		n.cmd.Stdout, n.cmd.Stderr = f, f
+		testkit.StartChild(t, n.cmd)
+		nodes[i] = n
+	}
+	defer func() {
+		if t.Failed() {
+			for i, n := range nodes {
+				b, _ := os.ReadFile(n.log)
+				t.Logf("node %d log (last 3000 bytes):\n%s", i, b[max(0, len(b)-3000):])
+			}
+		}
+	}()
+	c := &clusterClient{nodes: nodes, http: &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: clusterWorkers}}}
+	start := time.Now()
+	for i, n := range nodes {
+		if err := c.waitHealthy(ctx, n); err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+	}
+	t.Logf("three nodes healthy after %v", time.Since(start).Round(time.Millisecond))
+
+	// Create every session before the kill: a create whose reply a dying
+	// node took with it would leave a session the test cannot name.
+	start = time.Now()
+	ids := make([]string, clusterSessions)
+	if err := c.parallel(ctx, clusterSessions, func(i int) error {
+		id, err := c.create(ctx)
+		ids[i] = id
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d sessions created in %v", clusterSessions, time.Since(start).Round(time.Millisecond))
+
+	total := clusterSessions * clusterTurns
+	var acked atomic.Int64
+	var killOnce sync.Once
+	var killedAt time.Time
+	ackAt := make([][clusterTurns]time.Time, clusterSessions)
+	var stallMu sync.Mutex
+	var maxStall time.Duration
+	retried := 0
+	start = time.Now()
+	err := c.parallel(ctx, clusterSessions, func(i int) error {
+		for turn := 1; turn <= clusterTurns; turn++ {
+			stall, err := c.step(ctx, ids[i], i, turn)
+			if err != nil {
+				return err
+			}
+			ackAt[i][turn-1] = time.Now()
+			if stall > 0 {
+				stallMu.Lock()
+				maxStall, retried = max(maxStall, stall), retried+1
+				stallMu.Unlock()
+			}
+			if acked.Add(1) >= int64(float64(total)*clusterKillShare) {
+				killOnce.Do(func() {
+					c.dead.Store(1) // node 0
+					killedAt = time.Now()
+					_ = nodes[0].cmd.Process.Kill() // SIGKILL
+				})
+			}
+		}
+		return nil
+	})
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if killedAt.IsZero() {
+		t.Fatal("the run ended before the kill")
+	}
+	t.Logf("%d steps in %v (%.0f steps/s on this machine, node n0 killed after %d of them); %d steps waited for a takeover or a retry, the longest %v (lease %v)",
+		total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(), int(float64(total)*clusterKillShare), retried, maxStall.Round(time.Millisecond), clusterLease)
+
+	// Every acknowledged turn is in the transcript once, with the model's
+	// answer for it.
+	if err := c.parallel(ctx, clusterSessions, func(i int) error { return c.checkTranscript(ctx, ids[i], i) }); err != nil {
+		t.Fatal(err)
+	}
+
+	// The model's requests: per session and turn, every request the same
+	// bytes, none after the turn was acknowledged, each extending the
+	// previous turn's.
+	type key struct{ s, turn int }
+	byTurn := map[key][]*fakellm.Request{}
+	reqs := fake.Requests()
+	for _, r := range reqs {
+		m := answer.FindAllStringSubmatch(r.Messages[len(r.Messages)-1].Content, -1)
+		if len(m) == 0 {
+			t.Fatalf("model request %d names no session turn", r.Seq)
+		}
+		s, _ := strconv.Atoi(m[len(m)-1][1])
+		turn, _ := strconv.Atoi(m[len(m)-1][2])
+		k := key{s, turn}
+		byTurn[k] = append(byTurn[k], r)
+		reqMu.Lock()
+		at := reqAt[r.Seq]
+		reqMu.Unlock()
+		if s >= clusterSessions || turn < 1 || turn > clusterTurns {
+			t.Fatalf("model request %d names session %d turn %d", r.Seq, s, turn)
+		}
+		if at.After(ackAt[s][turn-1]) {
+			t.Errorf("session %d turn %d was sent to the model again after it was acknowledged (request %d): a recorded answer was re-sampled", s, turn, r.Seq)
+		}
+	}
+	again := len(reqs) - total
+	for s := range clusterSessions {
+		for turn := 1; turn <= clusterTurns; turn++ {
+			rs := byTurn[key{s, turn}]
+			if len(rs) == 0 {
+				t.Fatalf("session %d turn %d was acknowledged without a model request", s, turn)
+			}
+			for _, r := range rs[1:] {
+				if d := cmp.Diff(rs[0].Messages, r.Messages); d != "" {
+					t.Errorf("session %d turn %d asked again with other messages (-first +again):\n%s", s, turn, d)
+				}
+			}
+			if turn == 1 {
+				continue
+			}
+			// the previous request, then the assistant message standing
+			// for the recorded observation, then this turn's user message
+			prev, cur := byTurn[key{s, turn - 1}][0].Messages, rs[0].Messages
+			if len(cur) != len(prev)+2 || !cmp.Equal(cur[:len(prev)], prev) {
+				t.Errorf("session %d turn %d: the model request does not extend turn %d's byte for byte:\n%s", s, turn, turn-1, cmp.Diff(prev, cur[:min(len(cur), len(prev))]))
+			} else if a := cur[len(prev)]; a.Role != "assistant" || !strings.Contains(a.Content, fmt.Sprintf("out s%d t%d", s, turn-1)) {
+				t.Errorf("session %d turn %d: after turn %d's request comes %+v, not its recorded answer", s, turn, turn-1, a)
+			}
+		}
+	}
+	t.Logf("%d model requests for %d acknowledged turns: %d asked again after their step was lost with the node, each byte for byte the same", len(reqs), total, again)
+}
+
+// clusterNode is one node process.
+type clusterNode struct {
+	url string
+	cmd *exec.Cmd
+	log string
+}
+
+// freePorts returns n loopback ports free a moment ago.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	out := make([]int, n)
+	for i := range out {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+	}
+	return out
+}
+
+// clusterClient steps sessions through random live nodes.
+type clusterClient struct {
+	nodes []*clusterNode
+	http  *http.Client
+	dead  atomic.Int64 // index+1 of the killed node; 0 while none
+}
+
+func (c *clusterClient) node() *clusterNode {
+	for {
+		i := rand.IntN(len(c.nodes))
+		if d := c.dead.Load(); d == 0 || int(d)-1 != i {
+			return c.nodes[i]
+		}
+	}
+}
+
+func (c *clusterClient) waitHealthy(ctx context.Context, n *clusterNode) error {
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/health", nil)
+		resp, err := c.http.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy: %w (last: %v)", ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// parallel runs fn(0..n-1) on clusterWorkers goroutines; the first error
+// stops the others.
+func (c *clusterClient) parallel(ctx context.Context, n int, fn func(int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for range clusterWorkers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(i); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// post sends body to a random live node, retrying (for up to a minute)
+// while nodes are unreachable or answer 503: a node died, or a session's
+// owner lease has not yet expired. It returns the answer and how long it
+// waited beyond the first attempt (0 when that one answered).
+func (c *clusterClient) post(ctx context.Context, path string, body any) ([]byte, time.Duration, error) {
+	b, _ := json.Marshal(body)
+	first := time.Now()
+	deadline := first.Add(time.Minute)
+	for attempt := 0; ; attempt++ {
+		n := c.node()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, n.url+path, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.http.Do(req)
+		var out []byte
+		if err == nil {
+			out, err = io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if err == nil && resp.StatusCode/100 == 2 {
+				var waited time.Duration
+				if attempt > 0 {
+					waited = time.Since(first)
+				}
+				return out, waited, nil
+			}
+			// 503: a node or an owner lease is going; 504: a load or an
+			// append outran the request while the stream's leader moved
+			// (a naming the turn again is safe either way).
+			if err == nil && resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != http.StatusGatewayTimeout {
+				return nil, 0, fmt.Errorf("POST %s%s: %d %s", n.url, path, resp.StatusCode, out)
+			}
+			if err == nil {
+				err = fmt.Errorf("%d %s", resp.StatusCode, out)
+			}
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return nil, 0, fmt.Errorf("POST %s: still failing after %v: %w", path, time.Since(first), errors.Join(err, ctx.Err()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (c *clusterClient) create(ctx context.Context) (string, error) {
+	out, _, err := c.post(ctx, "/v1/sessions", map[string]string{"world_id": "python-terminal"})
+	if err != nil {
+		return "", err
+	}
+	var r struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil || r.SessionID == "" {
+		return "", fmt.Errorf("create answered %s (%v)", out, err)
+	}
+	return r.SessionID, nil
+}
+
+func clusterAction(s, turn int) string {
+	return fmt.Sprintf(`[{"keystrokes":"echo s%d t%d\n","duration":0.1}]`, s, turn)
+}
+
+// step takes turn of session s (id), naming the turn so that a retry of
+// a step the dead node had recorded answers from the transcript.
+func (c *clusterClient) step(ctx context.Context, id string, s, turn int) (time.Duration, error) {
+	out, waited, err := c.post(ctx, "/v1/sessions/"+id+"/step", map[string]any{"action": json.RawMessage(clusterAction(s, turn)), "turn": turn})
+	if err != nil {
+		return 0, fmt.Errorf("session %d (%s) turn %d: %w", s, id, turn, err)
+	}
+	var r struct {
+		Observation string `json:"observation"`
+		Info        struct {
+			Turn int `json:"turn"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return 0, err
+	}
+	if want := fmt.Sprintf("out s%d t%d", s, turn); r.Info.Turn != turn || !strings.Contains(r.Observation, want) {
+		return 0, fmt.Errorf("session %d turn %d answered turn %d %q, want %q", s, turn, r.Info.Turn, r.Observation, want)
+	}
+	return waited, nil
+}
+
+func (c *clusterClient) checkTranscript(ctx context.Context, id string, s int) error {
+	n := c.node()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/v1/sessions/"+id, nil)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var tr struct {
+		Turns []struct {
+			Action      string `json:"action"`
+			Observation string `json:"observation"`
+		} `json:"turns"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&tr); err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET session %d (%s) from %s: %d, %v", s, id, n.url, resp.StatusCode, err)
+	}
+	if len(tr.Turns) != clusterTurns {
+		return fmt.Errorf("session %d (%s) has %d turns, want %d (acknowledged): %+v", s, id, len(tr.Turns), clusterTurns, tr.Turns)
+	}
+	for i, turn := range tr.Turns {
+		if !strings.Contains(turn.Action, fmt.Sprintf("echo s%d t%d", s, i+1)) || !strings.Contains(turn.Observation, fmt.Sprintf("out s%d t%d", s, i+1)) {
+			return fmt.Errorf("session %d (%s) turn %d is %q -> %q", s, id, i+1, turn.Action, turn.Observation)
+		}
+	}
+	return nil
+}
