@@ -150,6 +150,10 @@ func (r *Router) forward(w http.ResponseWriter, req *http.Request, id string, l 
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
+			// The client's Host: the owner checks it as this node did
+			// (the nodes share their edge settings), where the owner's
+			// internal address might be no name it serves.
+			pr.Out.Host = pr.In.Host
 			pr.Out.Header.Set(ForwardedHeader, r.own.Self())
 		},
 		Transport: r.o.Transport,

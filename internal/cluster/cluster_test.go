@@ -49,7 +49,7 @@ func lease(node, addr, backend string, rev uint64, alive bool) jetstore.Lease {
 
 func TestRoute(t *testing.T) {
 	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "owner served "+r.URL.Path+" forwarded by "+r.Header.Get(ForwardedHeader))
+		_, _ = io.WriteString(w, "owner served "+r.Host+r.URL.Path+" forwarded by "+r.Header.Get(ForwardedHeader))
 	}))
 	t.Cleanup(owner.Close)
 	gone := httptest.NewServer(http.NotFoundHandler())
@@ -100,7 +100,7 @@ func TestRoute(t *testing.T) {
 			case tc.want == "here" && handled:
 				t.Fatalf("answered (%q), want it left to this node", w.Body.String())
 			case tc.want == "forward":
-				if want := "owner served /v1/sessions/s1/step forwarded by me"; !handled || w.Body.String() != want {
+				if want := "owner served example.com/v1/sessions/s1/step forwarded by me"; !handled || w.Body.String() != want {
 					t.Fatalf("handled %v, body %q; want %q", handled, w.Body.String(), want)
 				}
 			}
