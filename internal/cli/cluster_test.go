@@ -287,6 +287,10 @@ func (c *clusterClient) node() *clusterNode {
 }
 
 func (c *clusterClient) waitHealthy(ctx context.Context, n *clusterNode) error {
+	// A node that could not start (its port taken meanwhile) never
+	// answers: two minutes is far more than forming the cluster takes.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/health", nil)
 		resp, err := c.http.Do(req)
