@@ -277,6 +277,29 @@ func (s *Store) forget(id string) {
 	s.mu.Unlock()
 }
 
+// unavailable marks err as [sim.ErrStoreUnavailable] when it says the
+// cluster did not answer (a stream without a leader while RAFT elects one
+// after a node died, a timeout, a connection being re-established) rather
+// than refusing the request: clients are told to retry instead of getting
+// a 500. A write's cached last sequence is kept, so if the write did land
+// the retry's expected-sequence check finds it ([sim.ErrMoved]) and the
+// session is reloaded, never appended twice.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, sim.ErrStoreUnavailable) {
+		return err
+	}
+	var api *jetstream.APIError
+	transient := errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionClosed) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		(errors.As(err, &api) && api.Code == 503)
+	if !transient {
+		return err
+	}
+	return fmt.Errorf("%w: %w", sim.ErrStoreUnavailable, err)
+}
+
 // isWrongLastSequence reports a failed expected-sequence check.
 func isWrongLastSequence(err error) bool {
 	var api *jetstream.APIError
@@ -298,7 +321,7 @@ func (s *Store) CreateSession(ctx context.Context, rec sim.SessionRecord, turns 
 		return fmt.Errorf("%w: %s is in the store", sim.ErrSessionExists, rec.ID)
 	}
 	if err != nil {
-		return fmt.Errorf("store session %s: %w", rec.ID, err)
+		return unavailable(fmt.Errorf("store session %s: %w", rec.ID, err))
 	}
 	s.remember(rec.ID, ack.Sequence)
 	if s.o.Node != "" {
@@ -346,7 +369,7 @@ func (s *Store) append(ctx context.Context, id string, e entry) error {
 		return fmt.Errorf("session %s: another writer appended after sequence %d: %w", id, seq, sim.ErrMoved)
 	}
 	if err != nil {
-		return fmt.Errorf("store session %s %s: %w", id, e.Kind, err)
+		return unavailable(fmt.Errorf("store session %s %s: %w", id, e.Kind, err))
 	}
 	if e.Status != "" && e.Status != sim.StatusActive {
 		s.forget(id) // ended: no more steps are expected
@@ -364,7 +387,7 @@ func (s *Store) LoadSession(ctx context.Context, id string) (sim.SessionRecord, 
 		return sim.SessionRecord{}, nil, fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
 	}
 	if err != nil {
-		return sim.SessionRecord{}, nil, fmt.Errorf("load session %s: %w", id, err)
+		return sim.SessionRecord{}, nil, unavailable(fmt.Errorf("load session %s: %w", id, err))
 	}
 	var rec sim.SessionRecord
 	var turns []sim.TurnRecord
@@ -373,7 +396,7 @@ func (s *Store) LoadSession(ctx context.Context, id string) (sim.SessionRecord, 
 		m := last
 		if seq < last.Sequence {
 			if m, err = s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj)); err != nil {
-				return sim.SessionRecord{}, nil, fmt.Errorf("load session %s from sequence %d: %w", id, seq, err)
+				return sim.SessionRecord{}, nil, unavailable(fmt.Errorf("load session %s from sequence %d: %w", id, seq, err))
 			}
 		}
 		var e entry

@@ -82,6 +82,8 @@ var errorKinds = []struct {
 	{err: sim.ErrNotResumable, status: http.StatusConflict, code: "not_resumable"},
 	{err: sim.ErrMoved, status: http.StatusServiceUnavailable, code: "session_moved", retryAfter: time.Second,
 		public: "session moved to another node while this step ran; it was not recorded here, so retrying the same turn is safe"},
+	{err: sim.ErrStoreUnavailable, status: http.StatusServiceUnavailable, code: "store_unavailable", retryAfter: time.Second,
+		public: "the session store did not answer; retrying the same turn is safe"},
 	{err: cluster.ErrCannotMove, status: http.StatusConflict, code: "cannot_move"},
 	{err: cluster.ErrOwnerUnreachable, status: http.StatusServiceUnavailable, code: "owner_unreachable", retryAfter: time.Second},
 	{err: sim.ErrSessionClosed, status: http.StatusGone, code: "session_closed"},

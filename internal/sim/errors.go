@@ -42,6 +42,11 @@ var (
 	// loaded it (a shared store's append found a later turn); the session
 	// is dropped from memory, and a retry loads it again (503, retryable).
 	ErrMoved = errors.New("session moved to another node")
+	// ErrStoreUnavailable: a shared store did not answer (no stream leader
+	// during an election, a timeout); whether a write took effect is
+	// unknown, and the store's expected-sequence check settles it on the
+	// retry, so retrying the same turn is safe (503, retryable).
+	ErrStoreUnavailable = errors.New("session store unavailable")
 	// ErrShuttingDown: the manager is draining (503).
 	ErrShuttingDown = errors.New("shutting down")
 )
