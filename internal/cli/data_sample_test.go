@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/rejection"
 	"github.com/agentworld/agentworld/internal/testkit"
@@ -59,7 +61,14 @@ type sampleBackend struct {
 	judge  string
 	mu     sync.Mutex
 	counts map[string]int
+	// killed counts the teacher requests that carry [killedRunKey]: those
+	// of a run a test killed, which the server may read after the kill.
+	killed map[string]int
 }
+
+// killedRunKey is the API key a kill -9 test gives the run it kills, so
+// that the backend can tell that run's requests from the resumed run's.
+const killedRunKey = "killed-run"
 
 func (sb *sampleBackend) handle(r *fakellm.Request) fakellm.Reply {
 	if r.Model == sb.judge || (sb.judge == "" && r.Model == "judge") {
@@ -77,7 +86,11 @@ func (sb *sampleBackend) handle(r *fakellm.Request) fakellm.Reply {
 	seed, _ := r.Body["seed"].(float64)
 	beam := int(seed)
 	sb.mu.Lock()
-	sb.counts[teacherKey(last, beam)]++
+	if r.Header.Get("Authorization") == "Bearer "+killedRunKey {
+		sb.killed[teacherKey(last, beam)]++
+	} else {
+		sb.counts[teacherKey(last, beam)]++
+	}
 	sb.mu.Unlock()
 	grades := badGrades
 	if designedKeep(last) {
@@ -103,7 +116,7 @@ func (sb *sampleBackend) teacherRequests() map[string]int {
 }
 
 func newSampleBackend(delay time.Duration) (*sampleBackend, *fakellm.Server) {
-	sb := &sampleBackend{delay: delay, counts: map[string]int{}}
+	sb := &sampleBackend{delay: delay, counts: map[string]int{}, killed: map[string]int{}}
 	return sb, fakellm.New(sb.handle)
 }
 
@@ -373,7 +386,7 @@ func TestDataSampleSurvivesKill9(t *testing.T) {
 
 	out := filepath.Join(dir, "killed")
 	argv, _ := json.Marshal(args(out))
-	cmd := testkit.Child("TestDataSampleChild", "AGENTWORLD_SAMPLE_CHILD="+string(argv))
+	cmd := testkit.Child("TestDataSampleChild", "AGENTWORLD_SAMPLE_CHILD="+string(argv), envconfig.ModelAPIKey.Name+"="+killedRunKey)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +418,6 @@ func TestDataSampleSurvivesKill9(t *testing.T) {
 	if len(finished) == 0 || len(finished) >= 4*len(samples) {
 		t.Fatalf("%d beams finished at the kill; the test needs some but not all", len(finished))
 	}
-	killedReqs := sb.teacherRequests()
 	sb.mu.Lock()
 	sb.counts = map[string]int{}
 	sb.mu.Unlock()
@@ -414,6 +426,9 @@ func TestDataSampleSurvivesKill9(t *testing.T) {
 		t.Fatalf("resumed run: %v\n%s", err, stderr)
 	}
 	resumed := sb.teacherRequests()
+	sb.mu.Lock()
+	killedReqs := maps.Clone(sb.killed)
+	sb.mu.Unlock()
 	for k := range resumed {
 		if finished[k] {
 			t.Errorf("beam %q was answered before the kill and was requested again", k)

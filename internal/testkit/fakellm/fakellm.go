@@ -31,6 +31,11 @@ type Request struct {
 	// Body is the whole request body, for checking the parameters a client
 	// sent (max_tokens, temperature, extra fields, …).
 	Body map[string]any
+	// Header is the request's HTTP header. Kill tests give the run they
+	// kill its own bearer token, so that a request the killed process sent
+	// but the server read only after the kill is not counted as the
+	// resumed run's.
+	Header http.Header
 	// Seq numbers requests from 1 in arrival order.
 	Seq int
 }
@@ -104,6 +109,20 @@ func (s *Server) Count() int {
 	return len(s.reqs)
 }
 
+// CountFunc is the number of requests received so far for which keep
+// returns true.
+func (s *Server) CountFunc(keep func(*Request) bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.reqs {
+		if keep(r) {
+			n++
+		}
+	}
+	return n
+}
+
 // Reset forgets the requests received so far.
 func (s *Server) Reset() {
 	s.mu.Lock()
@@ -127,7 +146,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		Messages []Message `json:"messages"`
 	}
 	_ = json.Unmarshal(raw, &typed)
-	req := &Request{Model: typed.Model, Messages: typed.Messages, Body: body}
+	req := &Request{Model: typed.Model, Messages: typed.Messages, Body: body, Header: r.Header.Clone()}
 	s.mu.Lock()
 	s.seq++
 	req.Seq = s.seq
