@@ -103,6 +103,13 @@ func (c CI) String() string {
 	return "[" + c[0].String() + ", " + c[1].String() + "]"
 }
 
+// MarshalJSON writes [low, high], or null when a bound is unknown (see
+// [score.Interval]).
+func (c CI) MarshalJSON() ([]byte, error) { return score.Interval[Num](c).MarshalJSON() }
+
+// UnmarshalJSON reads [low, high] or null.
+func (c *CI) UnmarshalJSON(b []byte) error { return (*score.Interval[Num])(c).UnmarshalJSON(b) }
+
 func toCI(v [2]float64) CI { return CI{Num(v[0]), Num(v[1])} }
 
 // ModelScore is one model's place in one judge's ranking.

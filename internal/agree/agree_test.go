@@ -2,6 +2,7 @@ package agree
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -221,5 +222,23 @@ func TestTuringAgreementWithJudge(t *testing.T) {
 		if strings.Contains(g, "no Turing picks") {
 			t.Errorf("gap named although the judge picked: %q", g)
 		}
+	}
+}
+
+// TestUnknownIntervalIsNull: an interval that cannot be computed (no
+// bootstrap resamples) is written as null, as the benchmark writes one,
+// and a known one as [low, high].
+func TestUnknownIntervalIsNull(t *testing.T) {
+	r := Analyze(fixture(), nil, &Options{Resamples: -1})
+	b, err := json.Marshal(r.Pairs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"spearman_ci95":null`) || strings.Contains(string(b), "[null") {
+		t.Errorf("unknown interval: %s", b)
+	}
+	b, _ = json.Marshal(CI{0.25, 0.5})
+	if string(b) != "[0.25,0.5]" {
+		t.Errorf("known interval: %s", b)
 	}
 }

@@ -55,37 +55,9 @@ func (n Num) MarshalJSON() ([]byte, error) {
 	return strconv.AppendFloat(nil, f, 'g', -1, 64), nil
 }
 
-// Interval is a 95% confidence interval. Its JSON is [low, high], or
-// null when it is not known (a domain with a single trajectory), as a
-// mean with no sample behind it is null: never [null, null].
-type Interval [2]Num
-
-// Known reports whether both bounds are numbers.
-func (iv Interval) Known() bool {
-	return !math.IsNaN(float64(iv[0])) && !math.IsNaN(float64(iv[1]))
-}
-
-// MarshalJSON writes [low, high], or null when not known.
-func (iv Interval) MarshalJSON() ([]byte, error) {
-	if !iv.Known() {
-		return []byte("null"), nil
-	}
-	return json.Marshal([2]Num(iv))
-}
-
-// UnmarshalJSON reads [low, high] or null (both NaN).
-func (iv *Interval) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*iv = Interval{Num(math.NaN()), Num(math.NaN())}
-		return nil
-	}
-	var v [2]Num
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*iv = Interval(v)
-	return nil
-}
+// Interval is a 95% confidence interval of scores; its JSON is
+// [low, high] or null (see [score.Interval]).
+type Interval = score.Interval[Num]
 
 // UnmarshalJSON reads a number or null (NaN).
 func (n *Num) UnmarshalJSON(b []byte) error {

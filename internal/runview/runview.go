@@ -60,8 +60,8 @@ type RunInfo struct {
 	Valid  int    `json:"valid"`
 	Failed int    `json:"failed"`
 	// Overall is the headline (mean of domain scores) with its 95% CI.
-	Overall Num    `json:"overall"`
-	CI      [2]Num `json:"ci95"`
+	Overall Num                 `json:"overall"`
+	CI      score.Interval[Num] `json:"ci95"`
 	// Err says why the run cannot be read (a truncated judged file, no
 	// judged file yet); the figures are then unknown.
 	Err string `json:"error,omitempty"`
@@ -71,10 +71,10 @@ type RunInfo struct {
 type Domain struct {
 	Name             string `json:"name"`
 	N, Valid, Failed int
-	Dims             [5]Num `json:"dims"`
-	Total            Num    `json:"total"`
-	CI               [2]Num `json:"ci95"`
-	Failures         string `json:"failures"`
+	Dims             [5]Num              `json:"dims"`
+	Total            Num                 `json:"total"`
+	CI               score.Interval[Num] `json:"ci95"`
+	Failures         string              `json:"failures"`
 }
 
 // Run is a run's page: its figures, trust report and error taxonomy.
