@@ -12,6 +12,14 @@
 // a failed request marks the replica down for Cooldown and the key is
 // reassigned (failover) and the request retried there. Each replica has a
 // bound on requests in flight.
+//
+// The assignments and loads are this router's own, so in a cluster two
+// nodes could place one session differently. A request that names the
+// replica its session's previous request went to (worldmodel.WithReplica,
+// which the simulator reads from the session's transcript) goes back there
+// while it is healthy, whatever the local loads: every node reads the same
+// transcript, so the node that takes a session over places it where its
+// prefix is cached. Only a session's first request is placed by the ring.
 package route
 
 import (
@@ -72,8 +80,10 @@ var ErrNoReplica = fmt.Errorf("%w: no healthy replica", worldmodel.ErrUnavailabl
 type Router struct {
 	reps []*replica
 	ring []point
-	opts Options
-	log  *slog.Logger
+	// byName finds a replica by the name a request's preference names.
+	byName map[string]int
+	opts   Options
+	log    *slog.Logger
 
 	mu         sync.Mutex
 	assigned   map[string]*assignment
@@ -136,8 +146,9 @@ func New(replicas []Replica, opts *Options) *Router {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Router{opts: o, log: log, assigned: map[string]*assignment{}}
+	r := &Router{opts: o, log: log, assigned: map[string]*assignment{}, byName: map[string]int{}}
 	for i, rp := range replicas {
+		r.byName[rp.Name] = i
 		r.reps = append(r.reps, &replica{Replica: rp, sem: make(chan struct{}, o.MaxInFlight)})
 		for v := 0; v < o.VNodes; v++ {
 			r.ring = append(r.ring, point{hash: hash64(fmt.Sprintf("%s#%d", rp.Name, v)), rep: i})
@@ -175,16 +186,35 @@ func (r *Router) healthy(i int, now time.Time) bool {
 // Pick returns the replica index for key, assigning it if needed. It is
 // the routing decision of Complete, exposed for simulations.
 func (r *Router) Pick(key string) (int, error) {
-	return r.pick(key, -1)
+	return r.pick(key, "", -1)
 }
 
 // pick assigns key, avoiding replica avoid (a replica that just failed).
-func (r *Router) pick(key string, avoid int) (int, error) {
+// A healthy preferred replica (by name) wins over the key's assignment
+// and the ring: the key is assigned to it.
+func (r *Router) pick(key, prefer string, avoid int) (int, error) {
 	now := r.opts.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expireLocked(now)
-	if a, ok := r.assigned[key]; ok {
+	a, ok := r.assigned[key]
+	if p, named := r.byName[prefer]; named && p != avoid && r.healthy(p, now) {
+		switch {
+		case ok && a.rep == p:
+			a.last = now
+			return p, nil
+		case ok:
+			r.unassignLocked(key, a)
+		}
+		rp := r.reps[p]
+		rp.mu.Lock()
+		rp.keys++
+		rp.mu.Unlock()
+		r.assigned[key] = &assignment{rep: p, last: now}
+		r.total++
+		return p, nil
+	}
+	if ok {
 		if a.rep != avoid && r.healthy(a.rep, now) {
 			a.last = now
 			return a.rep, nil
@@ -276,11 +306,11 @@ func keyOf(ctx context.Context, req worldmodel.Request) string {
 // key's replica and fails over to another replica when that one is
 // unavailable.
 func (r *Router) Complete(ctx context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
-	key := keyOf(ctx, req)
+	key, prefer := keyOf(ctx, req), worldmodel.Replica(ctx)
 	avoid := -1
 	var lastErr error
 	for attempt := 0; attempt < len(r.reps); attempt++ {
-		i, err := r.pick(key, avoid)
+		i, err := r.pick(key, prefer, avoid)
 		if err != nil {
 			if lastErr != nil {
 				return nil, fmt.Errorf("%w (last failure: %w)", err, lastErr)

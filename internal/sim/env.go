@@ -87,6 +87,11 @@ type SessionInfo struct {
 	// History is the recorded turns when the environment is created for a
 	// fork or a resumed session; empty for a new session.
 	History []HistoryTurn
+	// Replica is the model replica that served the latest recorded turn
+	// that went to a routed model ("" if none): a resumed session (a
+	// takeover on another node) asks it again, so every node places the
+	// session where its prefix is cached (see worldmodel.WithReplica).
+	Replica string
 }
 
 // HistoryTurn is one recorded turn as the next prompt will show it.

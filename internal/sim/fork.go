@@ -104,7 +104,7 @@ func (m *Manager) fork(ctx context.Context, id string, req ForkRequest, private 
 	if len(turns) > 0 {
 		f, err := m.backend(child.Backend)
 		if err == nil {
-			ns.env, err = f(ctx, ns.infoLocked())
+			ns.env, err = f(ctx, ns.envInfoLocked())
 		}
 		if err != nil {
 			m.unreserve()

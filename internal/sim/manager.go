@@ -423,7 +423,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Reply, error)
 	}
 	s := newSession(rec, spec, nil, now)
 	s.compiled = compiled
-	env, err := factory(ctx, s.infoLocked())
+	env, err := factory(ctx, s.envInfoLocked())
 	if err != nil {
 		m.unreserve()
 		return nil, fmt.Errorf("start %s environment for world %s: %w", backend, spec.Name, err)
@@ -595,6 +595,26 @@ func (s *session) infoLocked() SessionInfo {
 		Backend: s.rec.Backend, Model: s.rec.Model, Seed: s.rec.Seed, Params: s.rec.Params, Labels: s.rec.Labels,
 		InitialObservation: s.rec.InitialObservation, History: hist,
 	}
+}
+
+// envInfoLocked is infoLocked for making the session's environment, with
+// the replica of its latest routed turn (a scan of the results a step's
+// infoLocked does not need). The caller holds s.mu.
+func (s *session) envInfoLocked() SessionInfo {
+	info := s.infoLocked()
+	info.Replica = s.lastReplicaLocked()
+	return info
+}
+
+// lastReplicaLocked is the replica that served the latest turn recorded
+// with one. The caller holds s.mu.
+func (s *session) lastReplicaLocked() string {
+	for i := len(s.hist) - 1; i >= 0; i-- {
+		if r := s.result(i).Info.Replica; r != "" {
+			return r
+		}
+	}
+	return ""
 }
 
 // resultChunk is how many turns' results one chunk of session.results

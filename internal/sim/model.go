@@ -71,7 +71,7 @@ func NewModelBackend(c worldmodel.Completer, o *ModelOptions) BackendFactory {
 			limit = opts.ContextBudget / 2
 		}
 		b := Budget{Limit: limit, LowWater: int(float64(limit) * opts.LowWater), Count: opts.Count}
-		e := &modelEnv{c: c, opts: opts, s: s, budget: newBudgetState(b, s.SystemPrompt)}
+		e := &modelEnv{c: c, opts: opts, s: s, budget: newBudgetState(b, s.SystemPrompt), replica: s.Replica}
 		e.budget.replay(s.History)
 		return e, nil
 	}
@@ -98,6 +98,10 @@ type modelEnv struct {
 	// truncationNote), kept while the cut stays where it is.
 	note    string
 	noteCut int
+	// replica served the previous request (from the transcript when the
+	// environment was made for a resumed session); the next request asks
+	// for it again.
+	replica string
 }
 
 func (e *modelEnv) Reset(ctx context.Context) (Observation, error) {
@@ -140,7 +144,7 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 		seed := *e.s.Seed*1_000_003 + int64(in.Turn)
 		req.Seed = &seed
 	}
-	ctx = worldmodel.WithAffinity(ctx, e.s.Root)
+	ctx = worldmodel.WithReplica(worldmodel.WithAffinity(ctx, e.s.Root), e.replica)
 	start := time.Now()
 	resp, err := e.c.Complete(ctx, req)
 	if err != nil {
@@ -180,6 +184,7 @@ func (e *modelEnv) Step(ctx context.Context, in StepInput) (Observation, error) 
 	}
 	if r, ok := replicaOf(resp); ok {
 		info.Replica = r
+		e.replica = r
 	}
 	return Observation{Text: pred, Message: msg, Info: info}, nil
 }

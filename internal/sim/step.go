@@ -378,7 +378,11 @@ func (m *Manager) resume(ctx context.Context, s *session, info *SessionInfo) (En
 	if err != nil {
 		return nil, err
 	}
-	env, err := f(ctx, *info)
+	ri := *info
+	s.mu.Lock()
+	ri.Replica = s.lastReplicaLocked()
+	s.mu.Unlock()
+	env, err := f(ctx, ri)
 	if err != nil {
 		if errors.Is(err, ErrNotResumable) {
 			_ = m.store.SetStatus(context.WithoutCancel(ctx), info.ID, StatusBroken)
