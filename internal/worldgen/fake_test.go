@@ -97,6 +97,21 @@ func fakeGenerator(delay time.Duration) fakellm.Handler {
 			t["check"] = map[string]any{"state": []any{map[string]any{"entity": "WS-7", "attribute": "status", "value": "closed"}}}
 			t["reference"] = []any{map[string]any{"name": "close_issue", "arguments": map[string]any{"key": "WS-7"}}, "done"}
 			out = mustJSON(map[string]any{"world": w, "tasks": []any{t}})
+		case "LAX":
+			// a check any closed issue meets: a random agent's call of
+			// close_issue meets it too
+			w := trackerWorld("lax", "Issue WS-9 is open (lax).")
+			t := closeTask("Close WS-9 (lax check).")
+			t["check"] = map[string]any{"final_observation": `"status": "closed"`}
+			t["reference"] = []any{map[string]any{"name": "close_issue", "arguments": map[string]any{"key": "WS-9"}}, "done"}
+			out = mustJSON(map[string]any{"world": w, "tasks": []any{t}})
+		case "BAD-ARGS":
+			// a reference that breaks close_issue's schema (no "key"),
+			// which the lenient fake world model would still close
+			w := trackerWorld("badargs", "Issue WS-9 is open (badargs).")
+			t := closeTask("Close WS-9 (bad arguments).")
+			t["reference"] = []any{map[string]any{"name": "close_issue", "arguments": map[string]any{"issue": "WS-9"}}, "done"}
+			out = mustJSON(map[string]any{"world": w, "tasks": []any{t}})
 		case "HUGE":
 			return fakellm.Reply{ContentBytes: 50 << 20}
 		case "FICTION":
@@ -126,11 +141,12 @@ func fictionGraph(n string) map[string]any {
 	}
 }
 
-// fakeWorldModel closes the issue a close_issue call names (WS-7 only
-// every other call: a flaky world), and answers anything else with an
-// error. Delay is waited on every step.
+// fakeWorldModel closes the issue a close_issue call names by its first
+// argument, whatever the argument's name, as a lenient language model
+// would (WS-7 only every other call: a flaky world), and answers anything
+// else with an error. Delay is waited on every step.
 func fakeWorldModel(delay time.Duration) fakellm.Handler {
-	keyRE := regexp.MustCompile(`"key":"(WS-\d+)"`)
+	keyRE := regexp.MustCompile(`"arguments":\{"[^"]*":"([^"]*)"`)
 	var flaky atomic.Int64
 	return func(r *fakellm.Request) fakellm.Reply {
 		user := r.Messages[len(r.Messages)-1].Content

@@ -13,6 +13,7 @@ import (
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/domain"
 	"github.com/agentworld/agentworld/internal/library"
+	"github.com/agentworld/agentworld/internal/mcpworld"
 	"github.com/agentworld/agentworld/internal/searchindex"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
@@ -41,9 +42,12 @@ func (r *run) prove(ctx context.Context, c *candidate, t *library.TaskEntry, ix 
 	spec.Name = c.spec.Name
 	m := sim.New(&sim.Options{
 		SuccessJudge: r.o.SuccessJudge,
-		Hooks:        []sim.StepHook{r.ledger, r.retrieval},
-		Worlds:       map[string]*world.Spec{spec.Name: spec},
-		Backends:     map[string]sim.BackendFactory{sim.BackendModel: sim.NewModelBackend(r.o.WorldModel, &sim.ModelOptions{MaxTokens: 4096})},
+		// The tool-call check first, as serve installs it: a call that
+		// breaks its tool's schema is refused there before any model
+		// sees it, so it must not pass here on a lenient world model.
+		Hooks:    []sim.StepHook{mcpworld.NewToolCalls(), r.ledger, r.retrieval},
+		Worlds:   map[string]*world.Spec{spec.Name: spec},
+		Backends: map[string]sim.BackendFactory{sim.BackendModel: sim.NewModelBackend(r.o.WorldModel, &sim.ModelOptions{MaxTokens: 4096})},
 	})
 	defer m.Close(context.WithoutCancel(ctx))
 	n := r.o.Replays
@@ -139,15 +143,16 @@ func (r *run) episode(ctx context.Context, m *sim.Manager, spec *world.Spec, act
 }
 
 // randomAgent makes two random actions and a wrong final answer: tool
-// calls of random tools with empty arguments in tool domains, the world's
-// demonstrated actions elsewhere.
+// calls of random tools with random arguments their schemas accept
+// ([randomArguments]) in tool domains, the world's demonstrated actions
+// elsewhere.
 func randomAgent(s *world.Spec, rng *rand.Rand) []json.RawMessage {
 	var out []json.RawMessage
 	for range 2 {
 		switch {
 		case len(s.ActionSpace.Tools) > 0 && (s.Domain == domain.MCP || s.Domain == domain.Search || s.Domain == domain.SWE):
 			t := s.ActionSpace.Tools[rng.IntN(len(s.ActionSpace.Tools))]
-			b, _ := json.Marshal(map[string]any{"name": t.Name, "arguments": map[string]any{}})
+			b, _ := json.Marshal(map[string]any{"name": t.Name, "arguments": randomArguments(t.InputSchema, rng)})
 			out = append(out, b)
 		case len(s.Demonstrations) > 0:
 			b, _ := json.Marshal(s.Demonstrations[rng.IntN(len(s.Demonstrations))].Action)

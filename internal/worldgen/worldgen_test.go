@@ -45,7 +45,7 @@ func TestLadder(t *testing.T) {
 	defer gen.Close()
 	defer wm.Close()
 	o := newOpts(t, gen, wm)
-	o.Seeds = seeds("GOOD-1", "GOOD-2", "DUP", "BROKEN-JSON", "BAD-DOMAIN", "BAD-TOOL-SCHEMA", "BAD-ACTION", "NOOP-SOLVED", "INITIAL-SOLVED", "FLAKY", "HUGE", "GOOD-0")
+	o.Seeds = seeds("GOOD-1", "GOOD-2", "DUP", "BROKEN-JSON", "BAD-DOMAIN", "BAD-TOOL-SCHEMA", "BAD-ACTION", "NOOP-SOLVED", "INITIAL-SOLVED", "FLAKY", "HUGE", "LAX", "BAD-ARGS", "GOOD-0")
 	o.Count = len(o.Seeds)
 	dir := filepath.Join(t.TempDir(), "lib")
 	st, err := Run(context.Background(), dir, o)
@@ -61,6 +61,8 @@ func TestLadder(t *testing.T) {
 		"INITIAL-SOLVED":  "initial: no task survived (last: the initial state already meets the check",
 		"FLAKY":           "reference: no task survived (last: the reference solution passed in 3 of 5",
 		"HUGE":            "generate: generator answer over the response cap",
+		"LAX":             "trivial-agents: no task survived (last: a random agent passed",
+		"BAD-ARGS":        "reference: no task survived (last: the reference solution passed in 0 of 5",
 	}
 	got := map[string]string{}
 	verdicts, _ := os.ReadFile(filepath.Join(dir, JournalDir, VerdictsFile))
@@ -232,7 +234,7 @@ func TestJudgedChecks(t *testing.T) {
 	}
 	judgeSrv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
 		for _, m := range r.Messages {
-			if strings.Contains(m.Content, `"status": "closed"`) {
+			if strings.Contains(m.Content, `"id": "WS-9", "status": "closed"`) {
 				return fakellm.Reply{Content: `{"success": true, "reason": "closed"}`}
 			}
 		}
