@@ -1,0 +1,345 @@
+package workqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Options configure a [Coordinator]. Nil means every default.
+type Options struct {
+	// JobsBucket names the bucket of job descriptions; "" means
+	// DefaultJobsBucket.
+	JobsBucket string
+	// Replicas is how many servers keep the job's stream and buckets;
+	// 0 means 1. A job that must survive a server's loss needs 3.
+	Replicas int
+	// AckWait is how long an item may go without an ack or a heartbeat
+	// before another worker gets it; 0 means DefaultAckWait. It is fixed
+	// when the job is first opened.
+	AckWait time.Duration
+	// PollInterval is how often a waiting Do reads its result directly,
+	// in case a watch update was missed (a reconnect); 0 means
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	// SetupTimeout bounds Open's wait for JetStream; 0 means
+	// DefaultSetupTimeout.
+	SetupTimeout time.Duration
+	// Logger receives what the coordinator does; nil discards it.
+	Logger *slog.Logger
+}
+
+// Coordinator is the side of a job that puts items in and takes results
+// out. Its methods may be called concurrently.
+type Coordinator struct {
+	o       Options
+	log     *slog.Logger
+	job     Job
+	js      jetstream.JetStream
+	jobs    jetstream.KeyValue
+	results jetstream.KeyValue
+	watch   jetstream.KeyWatcher
+
+	mu      sync.Mutex
+	waiters map[string][]chan Result // item key → the Do calls waiting for it
+
+	closed chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+// Open opens job on nc (which the caller closes after the coordinator):
+// it creates the job's stream, consumer and results bucket when missing,
+// writes the job's description for workers and starts watching results.
+// Opening a job that exists (a restarted coordinator) keeps its items and
+// results.
+func Open(ctx context.Context, nc *nats.Conn, job Job, opts *Options) (*Coordinator, error) {
+	if err := checkJob(job); err != nil {
+		return nil, err
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.JobsBucket == "" {
+		o.JobsBucket = DefaultJobsBucket
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.AckWait == 0 {
+		o.AckWait = DefaultAckWait
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.SetupTimeout == 0 {
+		o.SetupTimeout = DefaultSetupTimeout
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	c := &Coordinator{o: o, log: log.With("job", job.ID), job: job, js: js,
+		waiters: map[string][]chan Result{}, closed: make(chan struct{}), done: make(chan struct{})}
+	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
+	defer cancel()
+	if err := retry(setup, c.setup); err != nil {
+		return nil, fmt.Errorf("work queue: set up job %s (stream %s, bucket %s): %w", job.ID, JobStream(job.ID), ResultsBucket(job.ID), err)
+	}
+	// Watching starts before any Do reads a result, so that a result
+	// stored after that read is seen by the watch.
+	w, err := c.results.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("work queue: watch the results of job %s: %w", job.ID, err)
+	}
+	c.watch = w
+	go c.dispatch()
+	return c, nil
+}
+
+func (c *Coordinator) setup(ctx context.Context) error {
+	id := c.job.ID
+	if _, err := c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        JobStream(id),
+		Description: "agentworld work queue of job " + id + ", one subject per item",
+		Subjects:    []string{subjectPrefix(id) + ">"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.o.Replicas,
+		Retention:   jetstream.WorkQueuePolicy,
+		// One message per item at a time: an item enqueued again while
+		// it waits or is worked on is refused.
+		MaxMsgsPerSubject:    1,
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
+	}); err != nil {
+		return err
+	}
+	if _, err := c.js.CreateOrUpdateConsumer(ctx, JobStream(id), jetstream.ConsumerConfig{
+		Durable:       consumerName,
+		Description:   "the workers of job " + id,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.o.AckWait,
+		MaxDeliver:    -1, // workers store a failed result after MaxAttempts
+		MaxAckPending: -1,
+	}); err != nil {
+		return err
+	}
+	results, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      ResultsBucket(id),
+		Description: "agentworld results of job " + id + ", one key per item, created once",
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.o.Replicas,
+	})
+	if err != nil {
+		return err
+	}
+	c.results = results
+	jobs, err := openJobs(ctx, c.js, c.o.JobsBucket, c.o.Replicas)
+	if err != nil {
+		return err
+	}
+	c.jobs = jobs
+	desc, err := json.Marshal(c.job)
+	if err != nil {
+		return err
+	}
+	// The description goes last: a worker that sees it finds the stream,
+	// consumer and bucket in place.
+	_, err = jobs.Put(ctx, id, desc)
+	return err
+}
+
+// openJobs opens (creating when missing) the bucket of job descriptions.
+func openJobs(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, err
+	}
+	return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: "agentworld work-queue jobs: kind and spec of each open job",
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	})
+}
+
+// Job is the job the coordinator runs.
+func (c *Coordinator) Job() Job { return c.job }
+
+// dispatch hands every stored result to the Do calls waiting for it.
+func (c *Coordinator) dispatch() {
+	defer close(c.done)
+	for e := range c.watch.Updates() {
+		if e == nil || e.Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		r, err := decodeResult(e.Value())
+		if err != nil {
+			c.log.Warn("unreadable result", "key", e.Key(), "error", err)
+			continue
+		}
+		c.deliver(e.Key(), r)
+	}
+}
+
+func (c *Coordinator) deliver(key string, r Result) {
+	c.mu.Lock()
+	ws := c.waiters[key]
+	delete(c.waiters, key)
+	c.mu.Unlock()
+	for _, w := range ws {
+		w <- r // buffered, one send each
+	}
+}
+
+// Do runs one item: it returns the item's stored result when there is
+// one; otherwise it enqueues the item (unless it is already waiting or
+// being worked on, from an earlier coordinator) and waits until a worker
+// stores its result or ctx ends. A result whose Err is set (the item
+// failed on every attempt) is returned with an error wrapping
+// ErrItemFailed.
+func (c *Coordinator) Do(ctx context.Context, it Item) (Result, error) {
+	if it.ID == "" {
+		return Result{}, errors.New("work queue: an item needs an id")
+	}
+	key := itemKey(it.ID)
+	w := make(chan Result, 1)
+	c.mu.Lock()
+	c.waiters[key] = append(c.waiters[key], w)
+	c.mu.Unlock()
+	defer c.unwait(key, w)
+
+	r, ok, err := c.stored(ctx, key)
+	if err != nil {
+		return Result{}, err
+	}
+	if ok {
+		return r, r.failed()
+	}
+	if err := c.enqueue(ctx, key, it.Payload); err != nil {
+		return Result{}, err
+	}
+	poll := time.NewTicker(c.o.PollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case r := <-w:
+			return r, r.failed()
+		case <-poll.C:
+			if r, ok, err := c.stored(ctx, key); err == nil && ok {
+				return r, r.failed()
+			}
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		case <-c.closed:
+			return Result{}, ErrClosed
+		}
+	}
+}
+
+// stored reads an item's result, if one is stored.
+func (c *Coordinator) stored(ctx context.Context, key string) (Result, bool, error) {
+	e, err := c.results.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Result{}, false, nil
+	}
+	if err != nil {
+		return Result{}, false, fmt.Errorf("work queue: read the result of job %s item %s: %w", c.job.ID, key, err)
+	}
+	r, err := decodeResult(e.Value())
+	return r, err == nil, err
+}
+
+// enqueue publishes an item; the stream refuses a second message on the
+// item's subject while the first is there, which is not an error here.
+func (c *Coordinator) enqueue(ctx context.Context, key string, payload []byte) error {
+	_, err := c.js.Publish(ctx, subjectPrefix(c.job.ID)+key, payload)
+	if err == nil {
+		c.log.Debug("enqueued", "item", key)
+		return nil
+	}
+	if alreadyQueued(err) {
+		c.log.Debug("already queued", "item", key)
+		return nil
+	}
+	return fmt.Errorf("work queue: enqueue job %s item %s: %w", c.job.ID, key, err)
+}
+
+// errCodeStoreFailed is the server's JSStreamStoreFailedF.
+const errCodeStoreFailed jetstream.ErrorCode = 10077
+
+// alreadyQueued reports the stream's refusal of a second message on an
+// item's subject (MaxMsgsPerSubject 1 with DiscardNewPerSubject): the
+// server's error 10077 (a message not stored) with its reason.
+func alreadyQueued(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == errCodeStoreFailed &&
+		strings.Contains(api.Description, "maximum messages per subject exceeded")
+}
+
+func (c *Coordinator) unwait(key string, w chan Result) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws := c.waiters[key]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(c.waiters, key)
+	} else {
+		c.waiters[key] = ws
+	}
+}
+
+// Close stops watching results and fails the Do calls still waiting with
+// ErrClosed. The job stays, for a coordinator opened later to resume.
+func (c *Coordinator) Close() error {
+	var err error
+	c.once.Do(func() {
+		close(c.closed)
+		err = c.watch.Stop()
+		<-c.done
+	})
+	return err
+}
+
+// Finish closes the coordinator and removes the job: its description
+// (so workers stop serving it), its stream and its results. Call it once
+// every result is kept elsewhere.
+func (c *Coordinator) Finish(ctx context.Context) error {
+	cerr := c.Close()
+	id := c.job.ID
+	var errs []error
+	if err := c.jobs.Delete(ctx, id); err != nil {
+		errs = append(errs, fmt.Errorf("delete job %s's description: %w", id, err))
+	}
+	if err := c.js.DeleteStream(ctx, JobStream(id)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		errs = append(errs, fmt.Errorf("delete stream %s: %w", JobStream(id), err))
+	}
+	if err := c.js.DeleteKeyValue(ctx, ResultsBucket(id)); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		errs = append(errs, fmt.Errorf("delete bucket %s: %w", ResultsBucket(id), err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("work queue: finish: %w", err)
+	}
+	return cerr
+}
