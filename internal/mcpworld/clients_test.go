@@ -102,7 +102,7 @@ func checkReport(t *testing.T, r clientReport) {
 // runNodeClient runs testdata/mcp-client.mjs with the pinned npm SDK.
 func runNodeClient(t *testing.T, env []string, transport ...string) clientReport {
 	t.Helper()
-	sdk := filepath.Join(npmDir(t), "node_modules", "@modelcontextprotocol", "sdk")
+	sdk := filepath.Join(testkit.NPMDir(t), "node_modules", "@modelcontextprotocol", "sdk")
 	calls, _ := json.Marshal(clientCalls)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
