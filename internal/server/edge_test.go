@@ -177,7 +177,7 @@ func TestEdgeRefusesForeignHostAndCrossOriginOnEveryRoute(t *testing.T) {
 // from a foreign origin is not.
 func TestEdgeWebSocketAndMCPClientsPass(t *testing.T) {
 	base := serveApp(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard)
 	defer cancel()
 	ws := "ws" + strings.TrimPrefix(base, "http") + "/ws"
 	c, _, err := websocket.Dial(ctx, ws, nil)
@@ -220,6 +220,11 @@ func rawConn(t *testing.T, base string) (net.Conn, *bufio.Reader) {
 	return c, bufio.NewReader(c)
 }
 
+// edgeHangGuard bounds the waits of the edge tests for something the
+// server must do by itself (answer, close a connection): far above what
+// it takes on a loaded machine, it only turns a hang into a failure.
+const edgeHangGuard = time.Minute
+
 // closedWithin reports whether the server closes c (after whatever it
 // answers) within d.
 func closedWithin(c net.Conn, br *bufio.Reader, d time.Duration) bool {
@@ -241,7 +246,9 @@ func TestEdgeTimeoutsCloseSlowAndIdleClients(t *testing.T) {
 	t.Run("slow body", func(t *testing.T) {
 		c, br := rawConn(t, base)
 		fmt.Fprintf(c, "POST /v1/sessions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer k3y\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"wor", host)
-		start := time.Now()
+		// Only the read timeout can end the wait: the body never comes,
+		// and the other deadlines are minutes away.
+		_ = c.SetReadDeadline(time.Now().Add(edgeHangGuard))
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatalf("no answer to a slow body: %v", err)
@@ -250,17 +257,15 @@ func TestEdgeTimeoutsCloseSlowAndIdleClients(t *testing.T) {
 		if resp.StatusCode != http.StatusRequestTimeout {
 			t.Errorf("slow body: status %d, want 408", resp.StatusCode)
 		}
-		if !closedWithin(c, br, 2*time.Second) {
+		if !closedWithin(c, br, edgeHangGuard) {
 			t.Error("slow-body connection left open")
-		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("slow body held %v", d)
 		}
 	})
 	t.Run("unauthenticated body is not read", func(t *testing.T) {
 		c, br := rawConn(t, base)
 		start := time.Now()
 		fmt.Fprintf(c, "POST /v1/sessions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{", host)
+		_ = c.SetReadDeadline(time.Now().Add(edgeHangGuard))
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -271,7 +276,7 @@ func TestEdgeTimeoutsCloseSlowAndIdleClients(t *testing.T) {
 		if resp.StatusCode != 401 {
 			t.Errorf("unauthenticated slow body: %d after %v, want 401 without reading it", resp.StatusCode, time.Since(start))
 		}
-		if !closedWithin(c, br, time.Second) {
+		if !closedWithin(c, br, edgeHangGuard) {
 			t.Error("connection left open after refusing an unread body")
 		}
 	})
@@ -296,13 +301,13 @@ func TestEdgeTimeoutsCloseSlowAndIdleClients(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		if !closedWithin(c, br, 2*time.Second) {
+		if !closedWithin(c, br, edgeHangGuard) {
 			t.Error("idle connection not closed by the idle timeout")
 		}
 	})
 	t.Run("silent connection", func(t *testing.T) {
 		c, br := rawConn(t, base)
-		if !closedWithin(c, br, 2*time.Second) {
+		if !closedWithin(c, br, edgeHangGuard) {
 			t.Error("a connection that never sends a request stays open")
 		}
 	})
@@ -327,7 +332,7 @@ func TestEdgeLongStepOutlivesTheTimeouts(t *testing.T) {
 		t.Fatalf("long HTTP step: %d %+v", st, res)
 	}
 
-	wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	wctx, cancel := context.WithTimeout(context.Background(), edgeHangGuard)
 	defer cancel()
 	c, _, err := websocket.Dial(wctx, "ws"+strings.TrimPrefix(h.base, "http")+"/ws", nil)
 	if err != nil {
@@ -350,7 +355,9 @@ func TestEdgeLongStepOutlivesTheTimeouts(t *testing.T) {
 // connection is closed to make room for a new client; connections busy
 // with a request are not, and a client beyond them waits until one ends.
 func TestEdgeConnectionLimit(t *testing.T) {
-	base := serveApp(t, &Options{Edge: Edge{MaxConns: 2}})
+	// The busy connections must stay busy however slowly the test runs:
+	// a read timeout far above the hang guards.
+	base := serveApp(t, &Options{Edge: Edge{MaxConns: 2, ReadTimeout: 10 * time.Minute}})
 	host := strings.TrimPrefix(base, "http://")
 	get := func(c net.Conn, br *bufio.Reader, wait time.Duration) error {
 		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: %s\r\n\r\n", host)
@@ -369,19 +376,19 @@ func TestEdgeConnectionLimit(t *testing.T) {
 		return c
 	}
 	idle, bi := rawConn(t, base)
-	if err := get(idle, bi, 5*time.Second); err != nil {
+	if err := get(idle, bi, edgeHangGuard); err != nil {
 		t.Fatalf("within the limit: %v", err)
 	}
 	b1 := busy()
 	c, bc := rawConn(t, base)
-	if err := get(c, bc, 5*time.Second); err != nil {
+	if err := get(c, bc, edgeHangGuard); err != nil {
 		t.Fatalf("a client beside an idle and a busy connection: %v", err)
 	}
-	if !closedWithin(idle, bi, 5*time.Second) {
+	if !closedWithin(idle, bi, edgeHangGuard) {
 		t.Fatal("the idle connection was not closed to make room")
 	}
 	busy() // takes c's place: c is idle now
-	if !closedWithin(c, bc, 5*time.Second) {
+	if !closedWithin(c, bc, edgeHangGuard) {
 		t.Fatal("the idle connection was not closed to make room")
 	}
 	w, bw := rawConn(t, base)
@@ -389,7 +396,7 @@ func TestEdgeConnectionLimit(t *testing.T) {
 		t.Fatal("a client was served beside two busy connections")
 	}
 	b1.Close()
-	_ = w.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = w.SetReadDeadline(time.Now().Add(edgeHangGuard))
 	resp, err := http.ReadResponse(bw, nil)
 	if err != nil {
 		t.Fatalf("the waiting client was not served once a busy connection ended: %v", err)

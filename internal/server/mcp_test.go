@@ -28,7 +28,7 @@ func TestServeMountsMCPWorlds(t *testing.T) {
 	go func() { served <- s.Serve(ctx, ln) }()
 	base := "http://" + ln.Addr().String()
 
-	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "serve-test", Version: "1"}, nil)
 	if _, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp/perturbed-tracker", DisableStandaloneSSE: true}, nil); err == nil {
@@ -56,18 +56,17 @@ func TestServeMountsMCPWorlds(t *testing.T) {
 		t.Errorf("terminal world over MCP: %v", err)
 	}
 
-	start := time.Now()
+	// A shutdown held up by the stream waits out the drain timeout (30 s)
+	// and Serve then returns its deadline error; the select only bounds a
+	// hang.
 	stop()
 	select {
 	case err := <-served:
 		if err != nil {
-			t.Errorf("serve: %v", err)
+			t.Errorf("serve: %v (shutdown held up by the open MCP session?)", err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(5 * time.Minute):
 		t.Fatal("shutdown held up by the open MCP session")
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("shutdown took %v", d)
 	}
 	_ = cs.Close()
 }
