@@ -18,10 +18,12 @@ import (
 
 // TestHelperServeOwner is the first serve of TestSecondServeOnOneDBIsRefused,
 // run in a process of its own: `agentworld serve --db $AGENTWORLD_TEST_OWNER_DB`
-// with its log on stderr, until killed (or, as a safety net, a minute).
+// with its log on stderr, until killed (or, as a safety net for an orphan,
+// ten minutes: a shorter one could end the owner before a slow parent's
+// checks, which need it alive).
 func TestHelperServeOwner(t *testing.T) {
 	db := testkit.ChildEnv(t, "AGENTWORLD_TEST_OWNER_DB", "TestSecondServeOnOneDBIsRefused")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	root := New()
 	root.SetErr(os.Stderr)
@@ -63,7 +65,7 @@ func TestSecondServeOnOneDBIsRefused(t *testing.T) {
 		if !ok {
 			t.Fatal("the first serve exited before serving")
 		}
-	case <-time.After(60 * time.Second):
+	case <-time.After(3 * time.Minute):
 		t.Fatal("the first serve did not start")
 	}
 
@@ -91,7 +93,7 @@ func TestSecondServeOnOneDBIsRefused(t *testing.T) {
 	}()
 	// The new owner writes its pid into the lock file once it holds it.
 	lock := db + store.LockSuffix
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if b, _ := os.ReadFile(lock); strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
 			break
