@@ -177,10 +177,11 @@ while True:
     c, _ = srv.accept()
     threading.Thread(target=lambda c: [c.recv(65536), c.sendall(struct.pack("=IHHII", 209, 16 + 8, 0, 8, 0) + b"/bin/sh\0")], args=(c,), daemon=True).start()`
 
-// waitExec polls a check until it succeeds (10 s).
+// waitExec polls a check until it succeeds (two minutes at most: a hang
+// guard).
 func waitExec(t *testing.T, term *Terminal, script string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if _, code, err := term.Exec(context.Background(), script); err == nil && code == 0 {
 			return

@@ -67,13 +67,13 @@ func startMemory(t *testing.T, rec *RecordOptions) (*MCPEnv, *Recorded) {
 	env, err := NewMCP(&MCPOptions{
 		Command:     memoryServer(t),
 		Env:         []string{"MEMORY_FILE_PATH=" + filepath.Join(t.TempDir(), "memory.jsonl")},
-		CallTimeout: 20 * time.Second,
+		CallTimeout: time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := NewRecorded(env, rec)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	first, err := r.Start(ctx)
 	if err != nil {
@@ -87,7 +87,7 @@ func startMemory(t *testing.T, rec *RecordOptions) (*MCPEnv, *Recorded) {
 
 func mstep(t *testing.T, r *Recorded, action string) StepResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res, err := r.Step(ctx, action)
 	if err != nil {

@@ -35,7 +35,7 @@ func startTerminal(t *testing.T, opts *TerminalOptions) (*Terminal, string) {
 		opts.TempDir = t.TempDir()
 	}
 	term := NewTerminal(opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	first, err := term.Start(ctx)
 	if err != nil {
@@ -47,7 +47,7 @@ func startTerminal(t *testing.T, opts *TerminalOptions) (*Terminal, string) {
 
 func step(t *testing.T, term *Terminal, action string) StepResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res, err := term.Step(ctx, action)
 	if err != nil {
@@ -154,11 +154,11 @@ root@sandbox:/app/proj#`},
 	}
 }
 
-// settle polls the screen for up to 10 seconds until it equals want, and
-// returns the last screen seen.
+// settle polls the screen until it equals want (for two minutes at most:
+// a hang guard), and returns the last screen seen.
 func settle(t *testing.T, term *Terminal, want string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		got, err := term.Screen(context.Background())
 		if err != nil {
