@@ -115,7 +115,7 @@ func TestCompactSurvivesKill9(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(2 * time.Millisecond) {
 				if _, err := os.Stat(marker); err == nil {
 					break
 				}

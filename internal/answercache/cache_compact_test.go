@@ -378,6 +378,10 @@ func TestCacheCompactChild(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
+		// The parent stops the child once it has seen enough runs.
+		if err := os.WriteFile(filepath.Join(filepath.Dir(dir), "runs"), []byte(strconv.Itoa(runs+1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	fmt.Printf("runs %d\n", runs)
 }
@@ -411,7 +415,16 @@ func TestCompactWhileInUse(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	compactions, held := 0, 0
-	deadline := time.After(3 * time.Second)
+	// Both processes go on for at least 3 s and until the child has made
+	// two runs and this process has compacted twice, however slow a loaded
+	// machine makes them (three minutes at most: a hang guard).
+	start := time.Now()
+	enough := func() bool {
+		b, _ := os.ReadFile(filepath.Join(filepath.Dir(dir), "runs"))
+		done, _ := strconv.Atoi(string(b))
+		el := time.Since(start)
+		return el > 3*time.Minute || (el > 3*time.Second && done >= 2 && compactions >= 2)
+	}
 	stopped := false
 	var werr error
 loop:
@@ -419,14 +432,13 @@ loop:
 		select {
 		case werr = <-exited:
 			break loop
-		case <-deadline:
-			if !stopped {
-				if err := os.WriteFile(filepath.Join(filepath.Dir(dir), "stop"), nil, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				stopped = true
-			}
 		default:
+		}
+		if !stopped && enough() {
+			if err := os.WriteFile(filepath.Join(filepath.Dir(dir), "stop"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			stopped = true
 		}
 		st, err := answercache.CompactCache(context.Background(), dir, nil)
 		switch {
