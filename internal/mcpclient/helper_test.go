@@ -38,8 +38,8 @@ func helper(t *testing.T, mode string) ([]string, *Options) {
 	}
 	return []string{exe}, &Options{
 		Env:               []string{helperEnv + "=" + mode},
-		StartTimeout:      20 * time.Second,
-		CallTimeout:       20 * time.Second,
+		StartTimeout:      2 * time.Minute,
+		CallTimeout:       2 * time.Minute,
 		TerminateDuration: 200 * time.Millisecond,
 		ClientName:        "mcpclient-test",
 	}
