@@ -64,11 +64,29 @@ func readOut(t *testing.T, path string) map[int]int {
 	return seen
 }
 
+// stallingJudge answers like slowJudge for its first limit calls, then
+// never again: the run it judges cannot finish, however long the process
+// that kills it is kept from running by a loaded machine.
+type stallingJudge struct {
+	slowJudge
+	limit int64
+	calls *atomic.Int64
+}
+
+func (j stallingJudge) Complete(ctx context.Context, req worldmodel.Request) (*worldmodel.Response, error) {
+	if j.calls.Add(1) > j.limit {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return j.slowJudge.Complete(ctx, req)
+}
+
 // TestScoreFileChild is the process TestScoreFileKill kills; it only runs
-// when that test starts it.
+// when that test starts it. It judges at most 150 of the 300 items.
 func TestScoreFileChild(t *testing.T) {
 	dir := testkit.ChildEnv(t, "AGENTWORLD_REWARD_CHILD", "TestScoreFileKill")
-	s, _ := New(&Options{Judge: slowJudge{20 * time.Millisecond}, JudgeModel: "j", MaxConcurrency: 4})
+	judge := stallingJudge{slowJudge: slowJudge{20 * time.Millisecond}, limit: 150, calls: &atomic.Int64{}}
+	s, _ := New(&Options{Judge: judge, JudgeModel: "j", MaxConcurrency: 4})
 	_, _ = ScoreFile(context.Background(), s, filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl"), &FileOptions{Workers: 4})
 }
 
@@ -87,7 +105,7 @@ func TestScoreFileKill(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		b, _ := os.ReadFile(out)
 		if strings.Count(string(b), "\n") >= 40 {
@@ -95,7 +113,7 @@ func TestScoreFileKill(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
-			t.Fatal("the child wrote nothing in a minute")
+			t.Fatal("the child wrote too little in two minutes")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

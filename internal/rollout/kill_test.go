@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,12 +34,18 @@ func issueTasks(n int) []Task {
 type fakeCalls struct{ policy, worldModel int }
 
 // runKillTasks rolls out killTasks × G=8 into dir with fresh fakes; delay
-// slows each policy answer. Each episode costs two policy requests (a tool
-// call, then the answer) and one world-model request (the tool call's
-// result).
-func runKillTasks(t testing.TB, dir string, delay time.Duration) (*Result, fakeCalls, error) {
+// slows each policy answer, and the policy never answers past its first
+// stallAfter requests when that is positive (the run cannot finish before
+// the test kills it, however a loaded machine schedules the two
+// processes). Each episode costs two policy requests (a tool call, then
+// the answer) and one world-model request (the tool call's result).
+func runKillTasks(t testing.TB, dir string, delay time.Duration, stallAfter int) (*Result, fakeCalls, error) {
 	m, model := fakeWorld(t)
+	var asked atomic.Int64
 	pol := newFakePolicy(t, func(msgs []Message) string {
+		if stallAfter > 0 && asked.Add(1) > int64(stallAfter) {
+			select {} // killed here
+		}
 		time.Sleep(delay)
 		return byInstruction(msgs)
 	})
@@ -49,10 +56,10 @@ func runKillTasks(t testing.TB, dir string, delay time.Duration) (*Result, fakeC
 }
 
 // TestKillChild is the process TestKillNineResume kills; it does nothing
-// in a normal test run.
+// in a normal test run. It finishes at most 300 of its 512 episodes.
 func TestKillChild(t *testing.T) {
 	dir := testkit.ChildEnv(t, killDirEnv, "TestKillNineResume")
-	if _, _, err := runKillTasks(t, dir, 3*time.Millisecond); err != nil {
+	if _, _, err := runKillTasks(t, dir, 3*time.Millisecond, 600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -73,6 +80,7 @@ func TestKillNineResume(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // it stalls instead of ending
 	path := filepath.Join(dir, EpisodesFile)
 	deadline := time.After(2 * time.Minute)
 	for killed := false; !killed; {
@@ -100,7 +108,7 @@ func TestKillNineResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, calls, err := runKillTasks(t, dir, 0)
+	res, calls, err := runKillTasks(t, dir, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +131,7 @@ func TestKillNineResume(t *testing.T) {
 		seen[k] = true
 	}
 	ref := t.TempDir()
-	if _, _, err := runKillTasks(t, ref, 0); err != nil {
+	if _, _, err := runKillTasks(t, ref, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	want, err := readRows(filepath.Join(ref, EpisodesFile))

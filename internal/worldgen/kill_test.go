@@ -44,7 +44,7 @@ func TestGenerateKilledResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	answers := filepath.Join(dir, JournalDir, AnswersFile)
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		b, _ := os.ReadFile(answers)
 		if bytes.Count(b, []byte("\n")) >= 6 {
@@ -52,7 +52,8 @@ func TestGenerateKilledResumes(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			t.Fatalf("the child journaled too little in a minute:\n%s", out.String())
+			cmd.Wait() // out is written until then
+			t.Fatalf("the child journaled too little in two minutes:\n%s", out.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
