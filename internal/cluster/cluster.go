@@ -51,7 +51,16 @@ type Ownership interface {
 	Self() string
 	Owner(ctx context.Context, id string) (jetstore.Lease, error)
 	Claim(ctx context.Context, id string, prev jetstore.Lease) error
+	// Forget drops what Owner remembers of session id's owner, after a
+	// forward to it failed or was refused.
+	Forget(id string)
 }
+
+// DefaultMaxIdleConnsPerNode is how many idle connections the default
+// transport keeps to each other node: forwarding is most of a cluster's
+// traffic between nodes, and net/http's default of 2 would make nearly
+// every concurrent forward dial a new connection.
+const DefaultMaxIdleConnsPerNode = 256
 
 // Options configures a [Router]. Nil means every default.
 type Options struct {
@@ -61,8 +70,9 @@ type Options struct {
 	// Movable reports whether a backend's sessions can move to another
 	// node; nil means every backend but the real environments ("real:…").
 	Movable func(backend string) bool
-	// Transport carries forwarded requests; nil means
-	// http.DefaultTransport.
+	// Transport carries forwarded requests; nil means a copy of
+	// http.DefaultTransport keeping DefaultMaxIdleConnsPerNode idle
+	// connections to each node.
 	Transport http.RoundTripper
 	// Logger receives takeovers and forwarding failures; nil discards
 	// them.
@@ -86,7 +96,9 @@ func New(own Ownership, opts *Options) *Router {
 		o.Movable = func(b string) bool { return !strings.HasPrefix(b, "real") }
 	}
 	if o.Transport == nil {
-		o.Transport = http.DefaultTransport
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, DefaultMaxIdleConnsPerNode
+		o.Transport = t
 	}
 	log := o.Logger
 	if log == nil {
@@ -157,12 +169,21 @@ func (r *Router) forward(w http.ResponseWriter, req *http.Request, id string, l 
 			pr.Out.Header.Set(ForwardedHeader, r.own.Self())
 		},
 		Transport: r.o.Transport,
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusServiceUnavailable {
+				// the owner refused (no longer the owner, or its store
+				// did not answer): the next request looks it up again
+				r.own.Forget(id)
+			}
+			return nil
+		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
 			failed = err
 		},
 	}
 	p.ServeHTTP(w, req)
 	if failed != nil {
+		r.own.Forget(id)
 		r.log.Warn("forward to owner failed", "session", id, "owner", l.Node, "err", failed)
 		return fielderr.New(ErrOwnerUnreachable, "session_id", "session %s: owner node %s did not answer; retry after its lease", id, l.Node)
 	}

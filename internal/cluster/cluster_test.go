@@ -20,6 +20,8 @@ type owners struct {
 	// steal, when set, makes the next claim lose to node steal.
 	steal  string
 	claims int
+	// forgot lists the sessions Forget was called for.
+	forgot []string
 }
 
 func (o *owners) Self() string { return o.self }
@@ -27,6 +29,8 @@ func (o *owners) Self() string { return o.self }
 func (o *owners) Owner(_ context.Context, id string) (jetstore.Lease, error) {
 	return o.leases[id], nil
 }
+
+func (o *owners) Forget(id string) { o.forgot = append(o.forgot, id) }
 
 func (o *owners) Claim(_ context.Context, id string, prev jetstore.Lease) error {
 	o.claims++
@@ -54,6 +58,10 @@ func TestRoute(t *testing.T) {
 	t.Cleanup(owner.Close)
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close() // an address nobody answers at
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `{"error":{"code":"owner_unreachable"}}`, http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(refusing.Close)
 
 	cases := []struct {
 		name      string
@@ -66,12 +74,16 @@ func TestRoute(t *testing.T) {
 		wantErr   error
 		wantOwner string
 		evicted   bool
+		// forgot: the router told the store to forget the owner it
+		// remembers (the forward failed or was refused)
+		forgot bool
 	}{
 		{name: "OwnedHere", lease: lease("me", "", "model", 3, true), want: "here", wantOwner: "me"},
 		{name: "NoOwnerRecord", want: "here"},
 		{name: "LiveOwnerForwarded", lease: lease("a", owner.URL, "model", 3, true), want: "forward", wantOwner: "a"},
 		{name: "NeverForwardedTwice", lease: lease("a", owner.URL, "model", 3, true), forwarded: "b", wantErr: ErrOwnerUnreachable, wantOwner: "a"},
-		{name: "LiveOwnerNotAnswering", lease: lease("a", gone.URL, "model", 3, true), wantErr: ErrOwnerUnreachable, wantOwner: "a"},
+		{name: "LiveOwnerNotAnswering", lease: lease("a", gone.URL, "model", 3, true), wantErr: ErrOwnerUnreachable, wantOwner: "a", forgot: true},
+		{name: "LiveOwnerRefusing", lease: lease("a", refusing.URL, "model", 3, true), want: "refused", wantOwner: "a", forgot: true},
 		{name: "DeadOwnerTakenOver", lease: lease("a", owner.URL, "model", 3, false), want: "here", wantOwner: "me", evicted: true},
 		{name: "RealEnvironmentCannotMove", lease: lease("a", owner.URL, "real:terminal", 3, false), wantErr: ErrCannotMove, wantOwner: "a"},
 		{name: "ClaimLostGoesToWinner", lease: lease("a", owner.URL, "model", 3, false), steal: "c", want: "forward", wantOwner: "c"},
@@ -99,6 +111,10 @@ func TestRoute(t *testing.T) {
 				t.Fatal(err)
 			case tc.want == "here" && handled:
 				t.Fatalf("answered (%q), want it left to this node", w.Body.String())
+			case tc.want == "refused":
+				if !handled || w.Code != http.StatusServiceUnavailable {
+					t.Fatalf("handled %v, status %d; want the owner's 503 passed on", handled, w.Code)
+				}
 			case tc.want == "forward":
 				if want := "owner served example.com/v1/sessions/s1/step forwarded by me"; !handled || w.Body.String() != want {
 					t.Fatalf("handled %v, body %q; want %q", handled, w.Body.String(), want)
@@ -106,6 +122,9 @@ func TestRoute(t *testing.T) {
 			}
 			if got := own.leases["s1"].Node; got != tc.wantOwner {
 				t.Errorf("owner after the request = %q, want %q", got, tc.wantOwner)
+			}
+			if tc.forgot != (len(own.forgot) == 1) {
+				t.Errorf("forgot %v, want forgot=%v", own.forgot, tc.forgot)
 			}
 			if tc.evicted != (len(evicted) == 1) {
 				t.Errorf("evicted %v, want evicted=%v", evicted, tc.evicted)

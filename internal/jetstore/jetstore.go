@@ -95,10 +95,13 @@ type Store struct {
 
 	mu   sync.Mutex
 	last map[string]uint64 // session id → its subject's last sequence this store saw
+	own  ownership         // what this node knows of who owns what (owners.go)
 
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	stop    chan struct{}
+	done    chan struct{}
+	watcher jetstream.KeyWatcher // of the nodes bucket; nil when it could not start
+	watched chan struct{}        // closed when watchNodes returns
+	once    sync.Once
 }
 
 // entry is one message of a session's subject.
@@ -149,7 +152,7 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	s := &Store{o: o, log: log, nc: nc, js: js, last: map[string]uint64{}}
+	s := &Store{o: o, log: log, nc: nc, js: js, last: map[string]uint64{}, own: newOwnership()}
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
 	defer cancel()
 	if err := retry(setup, s.setup); err != nil {
@@ -161,6 +164,7 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		}
 		s.stop, s.done = make(chan struct{}), make(chan struct{})
 		go s.beat()
+		s.watchNodes()
 	}
 	return s, nil
 }
@@ -215,30 +219,6 @@ func (s *Store) setup(ctx context.Context) error {
 	return nil
 }
 
-func (s *Store) heartbeat(ctx context.Context) error {
-	_, err := s.nodes.PutString(ctx, s.o.Node, s.o.Addr)
-	return err
-}
-
-// beat renews this node's lease every third of it until Close.
-func (s *Store) beat() {
-	defer close(s.done)
-	t := time.NewTicker(s.o.Lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), s.o.Lease/3)
-			if err := s.heartbeat(ctx); err != nil {
-				s.log.Warn("renew node lease", "node", s.o.Node, "err", err)
-			}
-			cancel()
-		}
-	}
-}
-
 // Close stops the heartbeat and deletes this node's key, so other nodes
 // take its sessions over at once instead of after the lease. It does not
 // close the connection.
@@ -250,6 +230,10 @@ func (s *Store) Close() error {
 		}
 		close(s.stop)
 		<-s.done
+		if s.watcher != nil {
+			_ = s.watcher.Stop()
+			<-s.watched
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if derr := s.nodes.Delete(ctx, s.o.Node); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
@@ -271,9 +255,14 @@ func (s *Store) remember(id string, seq uint64) {
 	s.mu.Unlock()
 }
 
+// forget drops what this store knows of session id: its last sequence
+// and that this node owns it. After an append another writer beat
+// (sim.ErrMoved) this node is no longer the one serving it; after a
+// session ends no more steps are expected.
 func (s *Store) forget(id string) {
 	s.mu.Lock()
 	delete(s.last, id)
+	delete(s.own.mine, id)
 	s.mu.Unlock()
 }
 
@@ -421,91 +410,4 @@ func (s *Store) LoadSession(ctx context.Context, id string) (sim.SessionRecord, 
 	}
 	s.remember(id, last.Sequence)
 	return rec, turns, nil
-}
-
-// Owner is a session's owner record.
-type Owner struct {
-	Node string `json:"node"`
-	// Addr is the node's HTTP base URL.
-	Addr string `json:"addr,omitempty"`
-	// Backend is the session's backend: a real environment's sessions
-	// cannot move to another node.
-	Backend string `json:"backend,omitempty"`
-}
-
-// Lease is a session's owner as [Store.Owner] found it.
-type Lease struct {
-	Owner
-	// Revision is the owner record's, for [Store.Claim]; 0 when the
-	// session has none.
-	Revision uint64
-	// Alive reports that the owner's node lease has not expired; then
-	// Addr is the address its heartbeat gives.
-	Alive bool
-}
-
-// ErrClaimLost: another node claimed the session first.
-var ErrClaimLost = errors.New("another node claimed the session first")
-
-// Self is this node's name.
-func (s *Store) Self() string { return s.o.Node }
-
-func (s *Store) putOwner(ctx context.Context, id, backend string) error {
-	b, _ := json.Marshal(Owner{Node: s.o.Node, Addr: s.o.Addr, Backend: backend})
-	if _, err := s.owners.Put(ctx, key(id), b); err != nil {
-		return fmt.Errorf("record node %s as owner of session %s: %w", s.o.Node, id, err)
-	}
-	return nil
-}
-
-// Owner looks up session id's owner and whether it is alive. A session
-// without an owner record has a zero Lease.
-func (s *Store) Owner(ctx context.Context, id string) (Lease, error) {
-	e, err := s.owners.Get(ctx, key(id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Lease{}, nil
-	}
-	if err != nil {
-		return Lease{}, fmt.Errorf("owner of session %s: %w", id, err)
-	}
-	var l Lease
-	if err := json.Unmarshal(e.Value(), &l.Owner); err != nil {
-		return Lease{}, fmt.Errorf("owner of session %s: %w", id, err)
-	}
-	l.Revision = e.Revision()
-	if l.Node == s.o.Node {
-		l.Alive = true
-		return l, nil
-	}
-	n, err := s.nodes.Get(ctx, l.Node)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case err != nil:
-		return Lease{}, fmt.Errorf("lease of node %s: %w", l.Node, err)
-	default:
-		l.Alive = true
-		if a := string(n.Value()); a != "" {
-			l.Addr = a
-		}
-	}
-	return l, nil
-}
-
-// Claim makes this node the owner of session id if its owner record is
-// still prev's revision (a compare-and-set; ErrClaimLost otherwise).
-func (s *Store) Claim(ctx context.Context, id string, prev Lease) error {
-	b, _ := json.Marshal(Owner{Node: s.o.Node, Addr: s.o.Addr, Backend: prev.Backend})
-	var err error
-	if prev.Revision == 0 {
-		_, err = s.owners.Create(ctx, key(id), b)
-	} else {
-		_, err = s.owners.Update(ctx, key(id), b, prev.Revision)
-	}
-	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
-		return fmt.Errorf("session %s: %w", id, ErrClaimLost)
-	}
-	if err != nil {
-		return fmt.Errorf("claim session %s: %w", id, err)
-	}
-	return nil
 }

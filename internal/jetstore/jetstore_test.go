@@ -1,10 +1,13 @@
 package jetstore_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentworld/agentworld/internal/jetstore"
 	_ "github.com/agentworld/agentworld/internal/natsserver" // the embedded server
@@ -97,7 +100,8 @@ func TestStaleWriterRefused(t *testing.T) {
 }
 
 // TestOwnership: the creating node owns a session; another node sees it
-// alive until the owner's lease goes (Close deletes it at once), then
+// alive until the owner's lease goes (Close deletes it at once; a node
+// that remembers the owner alive forgets it when a forward fails), then
 // claims it with a compare-and-set that a second claimer loses.
 func TestOwnership(t *testing.T) {
 	srv := startServer(t, t.TempDir())
@@ -119,6 +123,7 @@ func TestOwnership(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
+	b.Forget("s_own") // as the router does when its forward to a fails
 	if l, err = b.Owner(ctx, "s_own"); err != nil || l.Alive {
 		t.Fatalf("owner after a closed = %+v, %v; want not alive", l, err)
 	}
@@ -134,5 +139,89 @@ func TestOwnership(t *testing.T) {
 	}
 	if l, err = c.Owner(ctx, "s_none"); err != nil || l.Revision != 0 {
 		t.Fatalf("owner of an unknown session = %+v, %v; want none", l, err)
+	}
+}
+
+// TestOwnerWatchSeesShutdown: a node that remembers another node's
+// session with its owner alive sees the owner gone, without being told
+// to forget, once the owner's clean shutdown reaches its watch of the
+// node leases.
+func TestOwnerWatchSeesShutdown(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	t.Cleanup(srv.Shutdown)
+	nc := connect(t, srv)
+	t.Cleanup(nc.Close)
+	ctx := t.Context()
+	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a"})
+	b := open(t, nc, &jetstore.Options{Node: "b", Addr: "http://b"})
+	t.Cleanup(func() { _ = b.Close() })
+	if err := a.CreateSession(ctx, storetest.Session("s_w"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := b.Owner(ctx, "s_w"); err != nil || !l.Alive {
+		t.Fatalf("owner seen by b = %+v, %v; want a, alive", l, err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// the delete reaches b's watch asynchronously; the deadline only
+	// bounds a hang
+	deadline := time.Now().Add(time.Minute)
+	for {
+		l, err := b.Owner(ctx, "s_w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !l.Alive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b still sees a alive a minute after a shut down")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestOwnSessionsFromMemory: a node answers who owns its own sessions
+// without reading the owners bucket (a record removed behind its back
+// does not change its answer), and forgets that it owns one once another
+// writer appended to it (sim.ErrMoved): then it reads the bucket again.
+func TestOwnSessionsFromMemory(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	t.Cleanup(srv.Shutdown)
+	nc := connect(t, srv)
+	t.Cleanup(nc.Close)
+	ctx := t.Context()
+	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a"})
+	t.Cleanup(func() { _ = a.Close() })
+	other := open(t, nc, nil) // a writer taking part in no ownership
+	if err := a.CreateSession(ctx, storetest.Session("s_m"), nil); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, jetstore.DefaultOwnersBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, base64.RawURLEncoding.EncodeToString([]byte("s_m"))); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := a.Owner(ctx, "s_m"); err != nil || l.Node != "a" || !l.Alive || l.Revision == 0 {
+		t.Fatalf("a's own session = %+v, %v; want a, alive, from memory", l, err)
+	}
+	if _, _, err := other.LoadSession(ctx, "s_m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AppendTurn(ctx, "s_m", storetest.Turn(1), sim.StatusActive); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AppendTurn(ctx, "s_m", storetest.Turn(1), sim.StatusActive); !errors.Is(err, sim.ErrMoved) {
+		t.Fatalf("stale append = %v, want sim.ErrMoved", err)
+	}
+	if l, err := a.Owner(ctx, "s_m"); err != nil || l.Revision != 0 {
+		t.Fatalf("after another writer: %+v, %v; want the bucket's answer (no record)", l, err)
 	}
 }

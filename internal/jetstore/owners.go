@@ -1,0 +1,312 @@
+package jetstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Owner is a session's owner record.
+type Owner struct {
+	Node string `json:"node"`
+	// Addr is the node's HTTP base URL.
+	Addr string `json:"addr,omitempty"`
+	// Backend is the session's backend: a real environment's sessions
+	// cannot move to another node.
+	Backend string `json:"backend,omitempty"`
+}
+
+// Lease is a session's owner as [Store.Owner] found it.
+type Lease struct {
+	Owner
+	// Revision is the owner record's, for [Store.Claim]; 0 when the
+	// session has none.
+	Revision uint64
+	// Alive reports that the owner's node lease has not expired; then
+	// Addr is the address its heartbeat gives.
+	Alive bool
+}
+
+// ErrClaimLost: another node claimed the session first.
+var ErrClaimLost = errors.New("another node claimed the session first")
+
+// maxOthers bounds the owner records of other nodes' sessions a store
+// keeps; past it, an arbitrary one is dropped for each one added (a
+// dropped one costs a key-value read when next routed).
+const maxOthers = 1 << 16
+
+// ownership is what a store knows of who owns what, so that routing a
+// step needs no key-value read (guarded by Store.mu):
+//
+//   - mine: the sessions this node created or claimed. No other node can
+//     claim one while this node's lease lives, and it lives at least
+//     Lease after the start of the last heartbeat that succeeded; mine is
+//     trusted for two thirds of that (the rest is margin for the other
+//     servers' clocks) and emptied when a heartbeat finds that time
+//     passed, since the lease may have lapsed and the sessions may have
+//     been taken over.
+//   - others: owner records naming other nodes. A record changes only
+//     when its node's lease has expired (a claim), so it is used while
+//     its node is seen alive; a forward that fails or is refused drops it
+//     ([Store.Forget]).
+//   - nodes: each node's address and lease end (its last heartbeat's
+//     server time + Lease), from a watch of the nodes bucket; a clean
+//     shutdown's delete removes it. A node not known alive here is read
+//     from the bucket before anyone calls it dead.
+type ownership struct {
+	beatAt time.Time // local start of the last heartbeat that succeeded
+	epoch  uint64    // bumped whenever mine is emptied
+	mine   map[string]mine
+	others map[string]Lease
+	nodes  map[string]nodeLease
+}
+
+type mine struct {
+	revision uint64
+	backend  string
+}
+
+type nodeLease struct {
+	addr  string
+	until time.Time
+}
+
+func newOwnership() ownership {
+	return ownership{mine: map[string]mine{}, others: map[string]Lease{}, nodes: map[string]nodeLease{}}
+}
+
+// trusted is how long after a heartbeat's start this node trusts that
+// its lease lives.
+func (s *Store) trusted() time.Duration { return s.o.Lease * 2 / 3 }
+
+// Self is this node's name.
+func (s *Store) Self() string { return s.o.Node }
+
+func (s *Store) heartbeat(ctx context.Context) error {
+	start := time.Now()
+	if _, err := s.nodes.PutString(ctx, s.o.Node, s.o.Addr); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if !s.own.beatAt.IsZero() && start.Sub(s.own.beatAt) >= s.trusted() {
+		// mine was not trusted for a while: the lease may have lapsed
+		// and other nodes taken sessions over
+		s.own.mine = map[string]mine{}
+		s.own.epoch++
+	}
+	s.own.beatAt = start
+	s.mu.Unlock()
+	return nil
+}
+
+// beat renews this node's lease every third of it until Close.
+func (s *Store) beat() {
+	defer close(s.done)
+	t := time.NewTicker(s.o.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), s.o.Lease/3)
+			if err := s.heartbeat(ctx); err != nil {
+				s.log.Warn("renew node lease", "node", s.o.Node, "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// watchNodes starts following the nodes bucket's heartbeats. Without
+// the watch (it could not start) every route reads the bucket instead.
+func (s *Store) watchNodes() {
+	w, err := s.nodes.WatchAll(context.Background())
+	if err != nil {
+		s.log.Warn("watch node leases; routing reads them from the bucket instead", "node", s.o.Node, "err", err)
+		return
+	}
+	s.watcher, s.watched = w, make(chan struct{})
+	go func() {
+		defer close(s.watched)
+		for e := range w.Updates() {
+			if e == nil {
+				continue // the end of the initial values
+			}
+			s.mu.Lock()
+			if e.Operation() == jetstream.KeyValuePut {
+				s.own.nodes[e.Key()] = nodeLease{addr: string(e.Value()), until: e.Created().Add(s.o.Lease)}
+			} else {
+				delete(s.own.nodes, e.Key())
+			}
+			s.mu.Unlock()
+		}
+	}()
+}
+
+// ownedHere is session id's lease when this node owns it and trusts its
+// own lease.
+func (s *Store) ownedHere(id string) (Lease, bool) {
+	m, ok := s.own.mine[id]
+	if !ok || time.Since(s.own.beatAt) >= s.trusted() {
+		return Lease{}, false
+	}
+	return Lease{Owner: Owner{Node: s.o.Node, Addr: s.o.Addr, Backend: m.backend}, Revision: m.revision, Alive: true}, true
+}
+
+// alive reports node's address when its lease is known to live.
+func (s *Store) alive(node string) (string, bool) {
+	n, ok := s.own.nodes[node]
+	if !ok || !time.Now().Before(n.until) {
+		return "", false
+	}
+	return n.addr, true
+}
+
+// mark records that this node owns session id at revision, unless mine
+// was emptied since epoch (read before the write that made it the owner).
+func (s *Store) mark(id string, revision uint64, backend string, epoch uint64) {
+	s.mu.Lock()
+	if s.own.epoch == epoch {
+		s.own.mine[id] = mine{revision: revision, backend: backend}
+	}
+	s.mu.Unlock()
+}
+
+func (s *Store) currentEpoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.own.epoch
+}
+
+func (s *Store) putOwner(ctx context.Context, id, backend string) error {
+	epoch := s.currentEpoch()
+	b, _ := json.Marshal(Owner{Node: s.o.Node, Addr: s.o.Addr, Backend: backend})
+	rev, err := s.owners.Put(ctx, key(id), b)
+	if err != nil {
+		return fmt.Errorf("record node %s as owner of session %s: %w", s.o.Node, id, err)
+	}
+	s.mark(id, rev, backend, epoch)
+	return nil
+}
+
+// Owner looks up session id's owner and whether it is alive. A session
+// without an owner record has a zero Lease. It answers from what the
+// store knows (see ownership) when it can: a session of this node's, or
+// another live node's; an owner it reports dead was read from the
+// buckets.
+func (s *Store) Owner(ctx context.Context, id string) (Lease, error) {
+	s.mu.Lock()
+	if l, ok := s.ownedHere(id); ok {
+		s.mu.Unlock()
+		return l, nil
+	}
+	if l, ok := s.own.others[id]; ok {
+		if addr, ok := s.alive(l.Node); ok {
+			s.mu.Unlock()
+			l.Alive, l.Addr = true, addr
+			return l, nil
+		}
+	}
+	epoch := s.own.epoch
+	s.mu.Unlock()
+
+	e, err := s.owners.Get(ctx, key(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Lease{}, nil
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("owner of session %s: %w", id, err)
+	}
+	var l Lease
+	if err := json.Unmarshal(e.Value(), &l.Owner); err != nil {
+		return Lease{}, fmt.Errorf("owner of session %s: %w", id, err)
+	}
+	l.Revision = e.Revision()
+	if l.Node == s.o.Node {
+		// the record names this node, so while its lease lives nobody
+		// else can claim the session
+		s.mark(id, l.Revision, l.Backend, epoch)
+		l.Alive = true
+		return l, nil
+	}
+	s.mu.Lock()
+	s.keepOwner(id, l)
+	addr, ok := s.alive(l.Node)
+	s.mu.Unlock()
+	if ok {
+		l.Alive, l.Addr = true, addr
+		return l, nil
+	}
+	// not known alive here: the bucket says
+	n, err := s.nodes.Get(ctx, l.Node)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return Lease{}, fmt.Errorf("lease of node %s: %w", l.Node, err)
+	default:
+		l.Alive = true
+		if a := string(n.Value()); a != "" {
+			l.Addr = a
+		}
+		s.mu.Lock()
+		s.own.nodes[l.Node] = nodeLease{addr: l.Addr, until: n.Created().Add(s.o.Lease)}
+		s.mu.Unlock()
+	}
+	return l, nil
+}
+
+// keepOwner keeps l, another node's owner record of session id, with s.mu
+// held.
+func (s *Store) keepOwner(id string, l Lease) {
+	if _, ok := s.own.others[id]; !ok && len(s.own.others) >= maxOthers {
+		for k := range s.own.others {
+			delete(s.own.others, k)
+			break
+		}
+	}
+	l.Alive = false
+	s.own.others[id] = l
+}
+
+// Forget drops what this store knows of session id's owner: its owner
+// record and that its node lives. A router calls it when a request it
+// forwarded to the owner failed or was refused, so the next one reads
+// both from the buckets.
+func (s *Store) Forget(id string) {
+	s.mu.Lock()
+	if l, ok := s.own.others[id]; ok {
+		delete(s.own.nodes, l.Node)
+		delete(s.own.others, id)
+	}
+	s.mu.Unlock()
+}
+
+// Claim makes this node the owner of session id if its owner record is
+// still prev's revision (a compare-and-set; ErrClaimLost otherwise).
+func (s *Store) Claim(ctx context.Context, id string, prev Lease) error {
+	epoch := s.currentEpoch()
+	b, _ := json.Marshal(Owner{Node: s.o.Node, Addr: s.o.Addr, Backend: prev.Backend})
+	var rev uint64
+	var err error
+	if prev.Revision == 0 {
+		rev, err = s.owners.Create(ctx, key(id), b)
+	} else {
+		rev, err = s.owners.Update(ctx, key(id), b, prev.Revision)
+	}
+	s.mu.Lock()
+	delete(s.own.others, id) // taken here, or by someone else: read it again
+	s.mu.Unlock()
+	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
+		return fmt.Errorf("session %s: %w", id, ErrClaimLost)
+	}
+	if err != nil {
+		return fmt.Errorf("claim session %s: %w", id, err)
+	}
+	s.mark(id, rev, prev.Backend, epoch)
+	return nil
+}
