@@ -299,7 +299,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := step(ctx, "manager"); err != nil {
 		return nil, err
 	}
-	a.MCP, err = newFacade(a.Manager, worlds, log)
+	a.MCP, err = newFacade(a.Manager, worlds, cfg.Cluster != nil, log)
 	if err != nil {
 		return nil, err
 	}
@@ -504,15 +504,17 @@ func worldControlHooks(l *fiction.Ledger, lim perturb.Limits, log *slog.Logger) 
 }
 
 // newFacade serves every world that has an MCP form (mounted by the
-// server at /mcp/{world}, where it checks Host headers itself).
-func newFacade(m *sim.Manager, worlds map[string]*world.Spec, log *slog.Logger) (*mcpworld.Facade, error) {
+// server at /mcp/{world}, where it checks Host headers itself). In a
+// cluster an MCP session's id is its simulator session's, so any node
+// routes its requests to the session's owner.
+func newFacade(m *sim.Manager, worlds map[string]*world.Spec, cluster bool, log *slog.Logger) (*mcpworld.Facade, error) {
 	var servable []*world.Spec
 	for _, n := range slices.Sorted(maps.Keys(worlds)) {
 		if mcpworld.Servable(worlds[n]) == nil {
 			servable = append(servable, worlds[n])
 		}
 	}
-	return mcpworld.NewFacade(mcpworld.Sessions{M: m}, servable, &mcpworld.Options{HostChecked: true, Logger: log})
+	return mcpworld.NewFacade(mcpworld.Sessions{M: m}, servable, &mcpworld.Options{HostChecked: true, SessionIDs: cluster, Logger: log})
 }
 
 // DefaultDBPath is where sessions are kept when no path is given: the

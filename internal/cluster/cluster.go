@@ -62,6 +62,13 @@ type Ownership interface {
 // every concurrent forward dial a new connection.
 const DefaultMaxIdleConnsPerNode = 256
 
+// leaderReader is an Ownership whose Owner may answer from a replica
+// behind the leader (*jetstore.Store): a session found without an owner
+// is looked up again on the leader before this node serves it itself.
+type leaderReader interface {
+	OwnerFromLeader(ctx context.Context, id string) (jetstore.Lease, error)
+}
+
 // Options configures a [Router]. Nil means every default.
 type Options struct {
 	// Evict forgets this node's copy of a session it takes over
@@ -114,25 +121,53 @@ const claimTries = 3
 // true when it answered the request (forwarded it); false when this node
 // should serve it; or an error for the caller to answer.
 func (r *Router) Route(w http.ResponseWriter, req *http.Request, id string) (bool, error) {
-	ctx := req.Context()
+	owner, err := r.locate(req.Context(), id, req.Header.Get(ForwardedHeader))
+	if err != nil || owner == nil {
+		return false, err
+	}
+	return true, r.forward(w, req, id, *owner)
+}
+
+// Locate decides where a request for session id is served, as Route does,
+// without answering it: nil means here (taking the session over if its
+// owner is gone); otherwise the base URL of the live owner, to which the
+// caller carries the request itself (a WebSocket it proxies), marked with
+// [Router.Mark]. forwardedBy is the request's [ForwardedHeader].
+func (r *Router) Locate(ctx context.Context, id, forwardedBy string) (*url.URL, error) {
+	owner, err := r.locate(ctx, id, forwardedBy)
+	if err != nil || owner == nil {
+		return nil, err
+	}
+	return ownerURL(id, *owner)
+}
+
+// Mark sets the header that tells the owner a request was forwarded.
+func (r *Router) Mark(h http.Header) { h.Set(ForwardedHeader, r.own.Self()) }
+
+// locate is Route's decision: nil (serve here) or the live owner's lease.
+func (r *Router) locate(ctx context.Context, id, forwardedBy string) (*jetstore.Lease, error) {
 	self := r.own.Self()
 	for range claimTries {
 		l, err := r.own.Owner(ctx, id)
+		if lr, ok := r.own.(leaderReader); ok && err == nil && l.Revision == 0 {
+			// perhaps created elsewhere a moment ago: ask the leader
+			l, err = lr.OwnerFromLeader(ctx, id)
+		}
 		switch {
 		case err != nil:
-			return false, fielderr.Wrap(ErrOwnerUnreachable, "session_id", err)
+			return nil, fielderr.Wrap(ErrOwnerUnreachable, "session_id", err)
 		case l.Revision == 0 || l.Node == self:
 			// no owner record (unknown, or created without one): served
 			// here, where the store says whether it exists
-			return false, nil
+			return nil, nil
 		case l.Alive:
-			if by := req.Header.Get(ForwardedHeader); by != "" {
-				return false, fielderr.New(ErrOwnerUnreachable, "session_id",
-					"session %s is owned by node %s, not this one (%s forwarded it here); retry", id, l.Node, by)
+			if forwardedBy != "" {
+				return nil, fielderr.New(ErrOwnerUnreachable, "session_id",
+					"session %s is owned by node %s, not this one (%s forwarded it here); retry", id, l.Node, forwardedBy)
 			}
-			return true, r.forward(w, req, id, l)
+			return &l, nil
 		case !r.o.Movable(l.Backend):
-			return false, fielderr.New(ErrCannotMove, "session_id",
+			return nil, fielderr.New(ErrCannotMove, "session_id",
 				"session %s runs in a real environment (backend %s) on node %s, whose lease expired; its sandbox state cannot move to another node, so start a new session",
 				id, l.Backend, l.Node)
 		}
@@ -140,23 +175,32 @@ func (r *Router) Route(w http.ResponseWriter, req *http.Request, id string) (boo
 		case errors.Is(err, jetstore.ErrClaimLost):
 			continue // another node took it first: route to that one
 		case err != nil:
-			return false, fielderr.Wrap(ErrOwnerUnreachable, "session_id", err)
+			return nil, fielderr.Wrap(ErrOwnerUnreachable, "session_id", err)
 		}
 		if r.o.Evict != nil {
 			r.o.Evict(id)
 		}
 		r.log.Info("took over session", "session", id, "from", l.Node)
-		return false, nil
+		return nil, nil
 	}
-	return false, fielderr.New(ErrOwnerUnreachable, "session_id", "session %s changed owners %d times during this request; retry", id, claimTries)
+	return nil, fielderr.New(ErrOwnerUnreachable, "session_id", "session %s changed owners %d times during this request; retry", id, claimTries)
+}
+
+// ownerURL is the owner's base URL from its lease.
+func ownerURL(id string, l jetstore.Lease) (*url.URL, error) {
+	target, err := url.Parse(l.Addr)
+	if err != nil || target.Host == "" {
+		return nil, fielderr.New(ErrOwnerUnreachable, "session_id", "session %s: owner node %s has no usable address %q", id, l.Node, l.Addr)
+	}
+	return target, nil
 }
 
 // forward proxies req to the owner. An owner that does not answer (it
 // just died; its lease has not yet run out) is ErrOwnerUnreachable.
 func (r *Router) forward(w http.ResponseWriter, req *http.Request, id string, l jetstore.Lease) error {
-	target, err := url.Parse(l.Addr)
-	if err != nil || target.Host == "" {
-		return fielderr.New(ErrOwnerUnreachable, "session_id", "session %s: owner node %s has no usable address %q", id, l.Node, l.Addr)
+	target, err := ownerURL(id, l)
+	if err != nil {
+		return err
 	}
 	var failed error
 	p := &httputil.ReverseProxy{
@@ -166,7 +210,7 @@ func (r *Router) forward(w http.ResponseWriter, req *http.Request, id string, l 
 			// (the nodes share their edge settings), where the owner's
 			// internal address might be no name it serves.
 			pr.Out.Host = pr.In.Host
-			pr.Out.Header.Set(ForwardedHeader, r.own.Self())
+			r.Mark(pr.Out.Header)
 		},
 		Transport: r.o.Transport,
 		ModifyResponse: func(resp *http.Response) error {

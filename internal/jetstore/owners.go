@@ -222,11 +222,17 @@ func (s *Store) Owner(ctx context.Context, id string) (Lease, error) {
 	if err != nil {
 		return Lease{}, fmt.Errorf("owner of session %s: %w", id, err)
 	}
+	return s.leaseOf(ctx, id, e.Value(), e.Revision(), epoch)
+}
+
+// leaseOf is the Lease of session id's owner record value at revision
+// rev, read when this store's epoch was epoch.
+func (s *Store) leaseOf(ctx context.Context, id string, value []byte, rev, epoch uint64) (Lease, error) {
 	var l Lease
-	if err := json.Unmarshal(e.Value(), &l.Owner); err != nil {
+	if err := json.Unmarshal(value, &l.Owner); err != nil {
 		return Lease{}, fmt.Errorf("owner of session %s: %w", id, err)
 	}
-	l.Revision = e.Revision()
+	l.Revision = rev
 	if l.Node == s.o.Node {
 		// the record names this node, so while its lease lives nobody
 		// else can claim the session

@@ -43,6 +43,8 @@ type SessionOptions struct {
 	Params map[string]json.RawMessage
 	// Labels are recorded with the session.
 	Labels map[string]string
+	// ID names the simulator session; "" lets the simulator pick one.
+	ID string
 }
 
 // StepOutcome is what the facade needs of a step's result.
@@ -84,6 +86,12 @@ type Options struct {
 	// connection must name a loopback Host) is left off and an operator's
 	// allowed names reach /mcp too. false keeps the SDK's check.
 	HostChecked bool
+	// SessionIDs makes an MCP session's Mcp-Session-Id the id of its
+	// simulator session, opened during initialize (not at the initialized
+	// notification), so that a cluster's nodes find the session's owner
+	// from the header of any request and forward it there. false opens
+	// the simulator session at initialized under an id of its own.
+	SessionIDs bool
 	// Logger receives facade logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -263,6 +271,20 @@ func (f *Facade) Server(worldName string, so SessionOptions) (*mcp.Server, error
 			}
 		},
 	})
+	if f.opts.SessionIDs {
+		// The session exists before initialize answers with its id, so
+		// any node a client's next request reaches can find its owner.
+		srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" && ss.ID() != "" {
+					if _, err := b.session(ctx, ss); err != nil {
+						return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "cannot open a simulator session: " + err.Error()}
+					}
+				}
+				return next(ctx, method, req)
+			}
+		})
+	}
 	for _, t := range sv.tools {
 		srv.AddTool(ToolToMCP(t), b.call(t))
 	}
@@ -298,6 +320,9 @@ func (b *binding) session(ctx context.Context, ss *mcp.ServerSession) (string, e
 	f.mu.Unlock()
 	so := b.so
 	so.Labels = withLabel(so.Labels, "transport", "mcp")
+	if f.opts.SessionIDs {
+		so.ID = ss.ID()
+	}
 	id, err := f.sim.Open(ctx, b.world.spec.Name, so)
 	if err != nil {
 		f.wg.Done()

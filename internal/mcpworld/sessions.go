@@ -20,7 +20,7 @@ var _ Simulator = Sessions{}
 
 // Open implements Simulator.
 func (s Sessions) Open(ctx context.Context, world string, o SessionOptions) (string, error) {
-	rep, err := s.M.Create(ctx, sim.CreateRequest{WorldID: world, Seed: o.Seed, Params: o.Params, Labels: o.Labels})
+	rep, err := s.M.Create(ctx, sim.CreateRequest{ID: o.ID, WorldID: world, Seed: o.Seed, Params: o.Params, Labels: o.Labels})
 	if err != nil {
 		return "", err
 	}

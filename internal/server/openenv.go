@@ -13,6 +13,8 @@ import (
 	"github.com/coder/websocket/wsjson"
 
 	"github.com/agentworld/agentworld/internal/api"
+	"github.com/agentworld/agentworld/internal/cluster"
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/sim"
 )
 
@@ -128,6 +130,9 @@ func (s *Server) openEnvStep(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if s.routeID(w, r, id, body) {
+		return
+	}
 	if req.RequestID != "" {
 		if extra == nil {
 			extra = map[string]string{}
@@ -152,6 +157,9 @@ func (s *Server) openEnvState(w http.ResponseWriter, r *http.Request) {
 	id, err := s.openEnvSession(r, r.URL.Query().Get("session_id"), r.URL.Query().Get("episode_id"))
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if s.routeID(w, r, id, nil) {
 		return
 	}
 	st, err := s.m.State(r.Context(), id)
@@ -360,6 +368,21 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 			}
 			mountWorld(r, &req)
 			if req.SessionID != "" { // attach to an existing session
+				owner, lerr := s.wsOwner(stepCtx, r, req.SessionID)
+				if lerr != nil {
+					err = sendErr(lerr)
+					break
+				}
+				if owner != nil { // a live node holds it: it serves the connection
+					up, derr := s.dialOwner(stepCtx, r, owner)
+					if derr != nil {
+						s.log.Warn("open websocket on the session's owner", "session", req.SessionID, "owner", owner.Host, "err", derr)
+						err = sendErr(fielderr.New(cluster.ErrOwnerUnreachable, "session_id", "session %s: its owner node did not answer; retry", req.SessionID))
+						break
+					}
+					s.wsProxy(stepCtx, c, up, msg, in)
+					return
+				}
 				st, serr := s.m.State(stepCtx, req.SessionID)
 				if serr != nil {
 					err = sendErr(serr)

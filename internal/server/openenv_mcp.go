@@ -371,7 +371,7 @@ func (s *Server) openEnvRPC(ctx context.Context, raw []byte, conn *rpcConn) rpcR
 func (s *Server) mcpRoot(w http.ResponseWriter, r *http.Request) {
 	if name := r.URL.Query().Get("world"); name != "" && s.opts.MCP != nil {
 		r.SetPathValue("world", name)
-		s.opts.MCP.Handler().ServeHTTP(w, r)
+		s.mcpRouted(s.opts.MCP.Handler()).ServeHTTP(w, r)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -404,6 +404,9 @@ func (s *Server) openEnvMCP(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r)
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if s.routeID(w, r, rpcSession(body), body) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.openEnvRPC(r.Context(), body, nil))

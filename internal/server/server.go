@@ -16,6 +16,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -57,9 +58,11 @@ type Options struct {
 	// sessions are closed when Serve shuts down (their open streams would
 	// hold the drain). Nil serves no MCP.
 	MCP *mcpworld.Facade
-	// Sessions, when set, routes every request naming a session
-	// (/v1/sessions/{id}…) before this server serves it: a cluster's
-	// owner routing ([cluster.Router]). Nil serves every session here.
+	// Sessions, when set, routes every request naming a session (the
+	// session API, OpenEnv's HTTP, WebSocket and JSON-RPC surfaces, MCP
+	// sessions; see routing.go) before this server serves it: a
+	// cluster's owner routing ([cluster.Router]). Nil serves every
+	// session here.
 	Sessions SessionRouter
 	// Logger receives request logs; nil discards them.
 	Logger *slog.Logger
@@ -70,6 +73,13 @@ type Options struct {
 // returns an error this server answers.
 type SessionRouter interface {
 	Route(w http.ResponseWriter, r *http.Request, id string) (bool, error)
+	// Locate decides as Route does without answering: nil means here,
+	// else the live owner's base URL, to which the caller carries the
+	// request (a WebSocket) itself, with the headers Mark sets.
+	// forwardedBy is the request's cluster.ForwardedHeader.
+	Locate(ctx context.Context, id, forwardedBy string) (*url.URL, error)
+	// Mark sets the headers of a request forwarded to an owner.
+	Mark(h http.Header)
 }
 
 // Server serves a Manager's sessions.
@@ -130,7 +140,7 @@ func New(m *sim.Manager, opts *Options) *Server {
 	s.routes()
 	if o.MCP != nil {
 		f := o.MCP
-		s.Handle("/mcp/{world}", f.Handler())
+		s.Handle("/mcp/{world}", s.mcpRouted(f.Handler()))
 		s.OnShutdown(func(ctx context.Context) {
 			if err := f.Close(ctx); err != nil {
 				log.Warn("close MCP sessions", "err", err)
