@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/envconfig"
 	_ "github.com/agentworld/agentworld/internal/natsserver" // the nodes' embedded NATS servers
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
@@ -93,7 +95,8 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 	t.Cleanup(fake.Close)
 
 	dir := t.TempDir()
-	httpPorts, routePorts := freePorts(t, 3), freePorts(t, 3)
+	ports := freePorts(t, 6)
+	httpPorts, routePorts := ports[:3], ports[3:]
 	var routes []string
 	for _, p := range routePorts {
 		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(p))
@@ -107,7 +110,10 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 			"--nats-store", filepath.Join(dir, fmt.Sprintf("nats%d", i)), "--lease", clusterLease.String(),
 			"--model", fake.URL, "--model-name", "m", "--max-sessions", "5000", "--log-level", "warn",
 		})
-		n.cmd = testkit.Child("TestHelperClusterNode", "AGENTWORLD_TEST_CLUSTER_NODE="+string(args))
+		// Each node sends its own API key, so that a request node 0 sent
+		// just before its kill, which the fake may read only after it, is
+		// known to be node 0's.
+		n.cmd = testkit.Child("TestHelperClusterNode", "AGENTWORLD_TEST_CLUSTER_NODE="+string(args), envconfig.ModelAPIKey.Name+"="+clusterNodeKey(i))
 		f, err := os.Create(n.log)
 		if err != nil {
 			t.Fatal(err)
@@ -171,9 +177,9 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 			}
 			if acked.Add(1) >= int64(float64(total)*clusterKillShare) {
 				killOnce.Do(func() {
-					c.dead.Store(1) // node 0
-					killedAt = time.Now()
+					c.dead.Store(1)                 // node 0
 					_ = nodes[0].cmd.Process.Kill() // SIGKILL
+					killedAt = time.Now()
 				})
 			}
 		}
@@ -216,6 +222,11 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 		if s >= clusterSessions || turn < 1 || turn > clusterTurns {
 			t.Fatalf("model request %d names session %d turn %d", r.Seq, s, turn)
 		}
+		// The killed node sent its requests before the kill, however late
+		// the fake read them.
+		if r.Header.Get("Authorization") == "Bearer "+clusterNodeKey(0) && at.After(killedAt) {
+			at = killedAt
+		}
 		if at.After(ackAt[s][turn-1]) {
 			t.Errorf("session %d turn %d was sent to the model again after it was acknowledged (request %d): a recorded answer was re-sampled", s, turn, r.Seq)
 		}
@@ -255,17 +266,30 @@ type clusterNode struct {
 	log string
 }
 
-// freePorts returns n loopback ports free a moment ago.
+// clusterNodeKey is the model API key of node i.
+func clusterNodeKey(i int) string { return fmt.Sprintf("node-%d", i) }
+
+// freePorts returns n loopback ports free a moment ago, chosen below the
+// kernel's ephemeral range (32768 and up on Linux): the ports that other
+// tests' listeners on port 0 and every outgoing connection take are drawn
+// from that range, and could take one of these between this check and the
+// node's listen.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	out := make([]int, n)
-	for i := range out {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	out := make([]int, 0, n)
+	for tries := 0; len(out) < n; tries++ {
+		if tries == 1000 {
+			t.Fatal("no free loopback port in 20000-32767")
 		}
-		out[i] = ln.Addr().(*net.TCPAddr).Port
+		p := 20000 + rand.IntN(12768)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
 		_ = ln.Close()
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
 	}
 	return out
 }
