@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,8 +141,42 @@ func TestBenchRunSurvivesKill9(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	bin := buildBinary(t)
-	srv := fakellm.New(benchBackend(15 * time.Millisecond))
+	// While stall is set, requests past the 60th judge request wait for it
+	// to close: the killed run cannot finish before the kill, however a
+	// loaded machine schedules the two processes.
+	var (
+		stallMu sync.Mutex
+		stall   chan struct{}
+		judges  int
+	)
+	backend := benchBackend(15 * time.Millisecond)
+	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		var hold chan struct{}
+		stallMu.Lock()
+		if stall != nil {
+			if r.Model == "judge" {
+				judges++
+			}
+			if judges > 60 {
+				hold = stall
+			}
+		}
+		stallMu.Unlock()
+		if hold != nil {
+			<-hold
+		}
+		return backend(r)
+	})
 	defer srv.Close()
+	release := func() {
+		stallMu.Lock()
+		defer stallMu.Unlock()
+		if stall != nil {
+			close(stall)
+			stall = nil
+		}
+	}
+	defer release() // before srv.Close, which waits for held requests
 	data := t.TempDir()
 	const samples = 120
 	writeBenchData(t, data, samples)
@@ -150,7 +185,7 @@ func TestBenchRunSurvivesKill9(t *testing.T) {
 			"--judge-url", srv.URL, "--judge-model", "judge", "--out", out, "--concurrency", "4", "--retries", "0", "--judge-retries", "0"}
 	}
 	run := func(out string) ([]byte, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, args(out)...)
 		var stdout bytes.Buffer
@@ -167,13 +202,16 @@ func TestBenchRunSurvivesKill9(t *testing.T) {
 	srv.Reset()
 
 	// Start, wait until some samples are judged, kill -9.
+	stallMu.Lock()
+	stall, judges = make(chan struct{}), 0
+	stallMu.Unlock()
 	out := t.TempDir()
 	cmd := exec.Command(bin, args(out)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		judged := 0
 		for _, r := range srv.Requests() {
@@ -195,6 +233,7 @@ func TestBenchRunSurvivesKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
+	release()
 	predicted := rowSamples(t, filepath.Join(out, bench.PredictionsFile))
 	judged := rowSamples(t, filepath.Join(out, bench.JudgedFile))
 	if len(judged) == 0 || len(judged) >= samples {

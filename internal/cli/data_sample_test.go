@@ -64,6 +64,12 @@ type sampleBackend struct {
 	// killed counts the teacher requests that carry [killedRunKey]: those
 	// of a run a test killed, which the server may read after the kill.
 	killed map[string]int
+	// stall, when set, holds the killed run's teacher requests past its
+	// first stallAfter until it is closed: that run cannot finish before
+	// the test kills it, however a loaded machine schedules the processes.
+	stall      chan struct{}
+	stallAfter int
+	killedN    int
 }
 
 // killedRunKey is the API key a kill -9 test gives the run it kills, so
@@ -85,13 +91,20 @@ func (sb *sampleBackend) handle(r *fakellm.Request) fakellm.Reply {
 	last := r.Messages[len(r.Messages)-1].Content
 	seed, _ := r.Body["seed"].(float64)
 	beam := int(seed)
+	var hold chan struct{}
 	sb.mu.Lock()
 	if r.Header.Get("Authorization") == "Bearer "+killedRunKey {
 		sb.killed[teacherKey(last, beam)]++
+		if sb.killedN++; sb.stall != nil && sb.killedN > sb.stallAfter {
+			hold = sb.stall
+		}
 	} else {
 		sb.counts[teacherKey(last, beam)]++
 	}
 	sb.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	grades := badGrades
 	if designedKeep(last) {
 		grades = goodGrades
@@ -384,6 +397,16 @@ func TestDataSampleSurvivesKill9(t *testing.T) {
 	sb.counts = map[string]int{}
 	sb.mu.Unlock()
 
+	// The killed run gets answers for half its 600 beams (120 journal
+	// lines come before that), then none until it is dead.
+	stall := make(chan struct{})
+	sb.mu.Lock()
+	sb.stall, sb.stallAfter = stall, 300
+	sb.mu.Unlock()
+	var unstall sync.Once
+	release := func() { unstall.Do(func() { close(stall) }) }
+	defer release() // before srv.Close, which waits for held requests
+
 	out := filepath.Join(dir, "killed")
 	argv, _ := json.Marshal(args(out))
 	cmd := testkit.Child("TestDataSampleChild", "AGENTWORLD_SAMPLE_CHILD="+string(argv), envconfig.ModelAPIKey.Name+"="+killedRunKey)
@@ -391,7 +414,7 @@ func TestDataSampleSurvivesKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	journal := filepath.Join(out, rejection.JournalFile)
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		b, _ := os.ReadFile(journal)
 		if bytes.Count(b, []byte("\n")) >= 120 {
@@ -400,7 +423,7 @@ func TestDataSampleSurvivesKill9(t *testing.T) {
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			t.Fatal("the child journaled too little in a minute")
+			t.Fatal("the child journaled too little in two minutes")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -408,6 +431,7 @@ func TestDataSampleSurvivesKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	release()
 	if _, err := os.Stat(filepath.Join(out, rejection.SummaryFile)); err == nil {
 		t.Fatal("the child finished before the kill")
 	}
