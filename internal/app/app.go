@@ -38,6 +38,7 @@ import (
 	"github.com/agentworld/agentworld/internal/route"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/store"
+	"github.com/agentworld/agentworld/internal/tokencount"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldhooks"
@@ -124,7 +125,7 @@ type Config struct {
 	// else sim's default.
 	ContextBudget int
 	// CountTokens is how prompts are measured against the budget:
-	// "estimate" (or "") uses sim.EstimateTokens; "server" asks the model
+	// "estimate" (or "") uses tokencount.Estimate; "server" asks the model
 	// server's tokenizer (vLLM's /tokenize, SGLang's /v1/tokenize) once per
 	// message.
 	CountTokens string
@@ -458,7 +459,7 @@ func countTokens(ctx context.Context, cfg Config, clients tokenizers, mo *sim.Mo
 	default:
 		return "", fielderr.New(ErrConfig, "CountTokens", "%q: want estimate or server", cfg.CountTokens)
 	}
-	mo.Count = sim.ServerCounter(clients, &sim.CounterOptions{Logger: log})
+	mo.Count = tokencount.Server(clients, &tokencount.Options{Logger: log})
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	tc, err := clients.Tokenize(qctx, "hello")

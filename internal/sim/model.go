@@ -35,7 +35,7 @@ type ModelOptions struct {
 	// LowWater is the prompt size a truncation cut brings the prompt down
 	// to, as a fraction of the prompt budget; 0 means 0.75.
 	LowWater float64
-	// Count counts tokens for the budget; nil means EstimateTokens.
+	// Count counts tokens for the budget; nil means tokencount.Estimate.
 	Count TokenCounter
 }
 

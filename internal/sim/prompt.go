@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/bits"
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/conversation"
+	"github.com/agentworld/agentworld/internal/tokencount"
 	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/world"
 	"github.com/agentworld/agentworld/internal/worldmodel"
@@ -82,37 +82,6 @@ func SystemPrompt(s *world.Spec) (string, error) {
 // TokenCounter estimates the tokens of a text.
 type TokenCounter func(string) int
 
-// EstimateTokens is the default counter: one token per four ASCII bytes,
-// rounded up, plus one per non-ASCII character. Byte-pair tokenizers give
-// English prose and code about four and three bytes a token, so the ASCII
-// part is close to slightly low; a CJK character is one token or less, where
-// a bytes/4 rule would count three bytes as under one token and let a
-// Chinese history overflow the context. Exact counts come from the model
-// server (ServerCounter).
-func EstimateTokens(s string) int {
-	ascii, other := 0, 0
-	// Eight bytes at a time: a byte is ASCII when its top bit is clear and
-	// starts a multi-byte character when its top two bits are set.
-	const tops = 0x8080808080808080
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		b := s[i : i+8]
-		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-		ascii += 8 - bits.OnesCount64(w&tops)
-		other += bits.OnesCount64(w & (w << 1) & tops)
-	}
-	for ; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x80:
-			ascii++
-		case c >= 0xC0: // a multi-byte character's first byte
-			other++
-		}
-	}
-	return (ascii+3)/4 + other
-}
-
 // messageOverhead is the per-message token cost of chat templates (role
 // markers, separators).
 const messageOverhead = 4
@@ -135,7 +104,7 @@ type Budget struct {
 	// LowWater is where a cut brings the prompt down to; 0 means 3/4 of
 	// Limit.
 	LowWater int
-	// Count counts tokens; nil means EstimateTokens.
+	// Count counts tokens; nil means tokencount.Estimate.
 	Count TokenCounter
 }
 
@@ -150,7 +119,7 @@ type budgetState struct {
 
 func newBudgetState(b Budget, system string) *budgetState {
 	if b.Count == nil {
-		b.Count = EstimateTokens
+		b.Count = tokencount.Estimate
 	}
 	if b.LowWater <= 0 || b.LowWater > b.Limit {
 		b.LowWater = b.Limit * 3 / 4

@@ -10,12 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/masking"
+	"github.com/agentworld/agentworld/internal/tokencount"
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
@@ -62,7 +62,7 @@ type CPTLine struct {
 	// TemplateID pins its text.
 	Template   string `json:"template,omitempty"`
 	TemplateID string `json:"template_id,omitempty"`
-	// Tokens is EstimateTokens(Text).
+	// Tokens is tokencount.Estimate(Text).
 	Tokens int `json:"tokens"`
 }
 
@@ -98,26 +98,6 @@ type CPTManifest struct {
 }
 
 const tokenEstimateRule = "ceil(ASCII bytes / 4) + one token per non-ASCII character"
-
-// EstimateTokens is a tokenizer-free estimate of a text's token count: a
-// quarter token per ASCII byte (English and code run at about four bytes a
-// token in BPE vocabularies) and one token per other character (CJK and
-// most other scripts take about one or more). It is for sizing a corpus
-// and setting mix ratios, not for packing sequences.
-func EstimateTokens(s string) int {
-	ascii, other := 0, 0
-	for i := 0; i < len(s); {
-		if s[i] < utf8.RuneSelf {
-			ascii++
-			i++
-			continue
-		}
-		_, n := utf8.DecodeRuneInString(s[i:])
-		i += n
-		other++
-	}
-	return (ascii+3)/4 + other
-}
 
 // CPTDocument renders a trajectory as one pretraining document: the system
 // prompt, then every turn as the action prompt AgentWorldBench records show
@@ -230,7 +210,7 @@ func ExportCPT(ctx context.Context, files []string, dir string, xo *expand.Expan
 				corpus = nil
 				return nil
 			}
-			l := CPTLine{Text: text, Source: "corpus", ID: id, Tokens: EstimateTokens(text)}
+			l := CPTLine{Text: text, Source: "corpus", ID: id, Tokens: tokencount.Estimate(text)}
 			if err := write(l, sha256Of(text)); err != nil {
 				return err
 			}
@@ -253,7 +233,7 @@ func ExportCPT(ctx context.Context, files []string, dir string, xo *expand.Expan
 			}
 			text := CPTDocument(system, t.Turns)
 			items = append(items, cptItem{hash: sha256Of(text), line: CPTLine{
-				Text: text, Source: "trajectory", ID: t.ID, Domain: t.Domain, Template: tmpl, TemplateID: tmplID, Tokens: EstimateTokens(text),
+				Text: text, Source: "trajectory", ID: t.ID, Domain: t.Domain, Template: tmpl, TemplateID: tmplID, Tokens: tokencount.Estimate(text),
 			}})
 			return nil
 		})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/expand"
+	"github.com/agentworld/agentworld/internal/tokencount"
 )
 
 // readShards reads every shard the manifest lists, checking each file's
@@ -98,7 +99,7 @@ func TestCPTDocumentsReconstructTurns(t *testing.T) {
 		if d.ID != tr.ID || d.Domain != tr.Domain || d.Source != "trajectory" {
 			t.Fatalf("document %d: %s/%s/%s, want %s/%s", i, d.ID, d.Domain, d.Source, tr.ID, tr.Domain)
 		}
-		if d.Tokens != EstimateTokens(d.Text) {
+		if d.Tokens != tokencount.Estimate(d.Text) {
 			t.Fatalf("%s: tokens %d", d.ID, d.Tokens)
 		}
 		tokens += int64(d.Tokens)
@@ -228,8 +229,8 @@ func TestCPTBadInput(t *testing.T) {
 
 func TestEstimateTokens(t *testing.T) {
 	for s, want := range map[string]int{"": 0, "abcd": 1, "abcde": 2, "東京": 2, "ab東": 2, "naïve": 2} {
-		if got := EstimateTokens(s); got != want {
-			t.Errorf("EstimateTokens(%q) = %d, want %d", s, got, want)
+		if got := tokencount.Estimate(s); got != want {
+			t.Errorf("tokencount.Estimate(%q) = %d, want %d", s, got, want)
 		}
 	}
 }

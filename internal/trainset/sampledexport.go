@@ -9,6 +9,7 @@ import (
 	"github.com/agentworld/agentworld/internal/conversation"
 	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/expand"
+	"github.com/agentworld/agentworld/internal/tokencount"
 )
 
 // sampledRNG is the seeded draw of a sampled-set line for the formats that
@@ -99,7 +100,7 @@ func sampledCPTItems(batch []datapipe.InLine) ([]cptItem, []*datapipe.RecordErro
 	errs, ok, err := expand.EachSampled(batch, func(_ *datapipe.InLine, s *expand.Sample) error {
 		text := SampledCPTDocument(s)
 		items = append(items, cptItem{hash: sha256Of(text), line: CPTLine{
-			Text: text, Source: "trajectory", ID: s.Teacher.Beam, Domain: s.Domain, Template: s.Template, TemplateID: s.TemplateID, Tokens: EstimateTokens(text),
+			Text: text, Source: "trajectory", ID: s.Teacher.Beam, Domain: s.Domain, Template: s.Template, TemplateID: s.TemplateID, Tokens: tokencount.Estimate(text),
 		}})
 		return nil
 	})
