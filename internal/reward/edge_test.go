@@ -51,7 +51,7 @@ func rawRequest(t *testing.T, addr, req string) (*http.Response, map[string]stri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(time.Minute)) // a hang guard
 	start := time.Now()
 	if _, err := io.WriteString(c, req); err != nil {
 		t.Fatal(err)
@@ -80,8 +80,9 @@ func TestRewardServeEdge(t *testing.T) {
 	addr := serveEdge(t, &HandlerOptions{APIKey: "k3y", MaxBodyBytes: 1 << 20, Edge: httpedge.Edge{
 		AllowedHosts: []string{"rm.internal"},
 		// A body still unread after this long gets 408: a 413 or 401
-		// answered sooner says the body was not read.
-		ReadTimeout: time.Second,
+		// says the body was not read. Three seconds: long beside the pause
+		// a loaded machine may put between a dial and the first write.
+		ReadTimeout: 3 * time.Second,
 		Hints:       map[string]string{httpedge.SettingAllowedHosts: hint},
 	}})
 	body := `{"items": [{"id": "a", "response": "x", "ground_truth": "x"}]}`
@@ -120,7 +121,8 @@ func TestRewardServeEdge(t *testing.T) {
 				if hdr == "" {
 					want = 401
 				}
-				if resp.StatusCode != want || took >= time.Second {
+				// Reading the body would end in the read timeout's 408.
+				if resp.StatusCode != want {
 					t.Errorf("declared 64 MiB body (auth %q): %d %v after %v, want %d before the read timeout", hdr, resp.StatusCode, e, took, want)
 				}
 			}
@@ -136,7 +138,7 @@ func TestRewardServeEdge(t *testing.T) {
 	}
 	t.Run("slow body", func(t *testing.T) {
 		req := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer k3y\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", BatchPath, addr)
-		if resp, e, took := rawRequest(t, addr, req); resp.StatusCode != http.StatusRequestTimeout || took > 5*time.Second {
+		if resp, e, took := rawRequest(t, addr, req); resp.StatusCode != http.StatusRequestTimeout {
 			t.Errorf("slow body: %d %v after %v, want 408 at the read timeout", resp.StatusCode, e, took)
 		}
 	})
@@ -173,13 +175,13 @@ func TestRewardServeConnectionLimit(t *testing.T) {
 		return c
 	}
 	c1 := dial()
-	if err := get(c1, 5*time.Second); err != nil {
+	if err := get(c1, time.Minute); err != nil {
 		t.Fatalf("within the limit: %v", err)
 	}
 	// A request whose body never ends keeps its connection busy.
 	busy := dial()
 	fmt.Fprintf(busy, "POST "+BatchPath+" HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", addr)
-	_ = c1.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = c1.SetReadDeadline(time.Now().Add(time.Minute))
 	if _, err := c1.Read(make([]byte, 1)); err == nil {
 		t.Fatal("the idle connection was not closed to make room")
 	}
@@ -189,7 +191,7 @@ func TestRewardServeConnectionLimit(t *testing.T) {
 		t.Fatalf("a client was served beside a busy one: %v", err)
 	}
 	busy.Close()
-	_ = c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = c2.SetReadDeadline(time.Now().Add(time.Minute))
 	if _, err := http.ReadResponse(bufio.NewReader(c2), nil); err != nil {
 		t.Fatalf("the waiting client was not served once the busy one ended: %v", err)
 	}

@@ -239,7 +239,9 @@ func closedWithin(c net.Conn, br *bufio.Reader, d time.Duration) bool {
 // timeout, an idle keep-alive connection by the idle timeout, and an
 // unauthenticated body is answered 401 at once, without being read.
 func TestEdgeTimeoutsCloseSlowAndIdleClients(t *testing.T) {
-	edge := Edge{ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
+	// A second: short beside the hang guards, long beside the pause a
+	// loaded machine may put between a dial and the test's first write.
+	edge := Edge{ReadHeaderTimeout: time.Second, ReadTimeout: time.Second, IdleTimeout: time.Second}
 	base := serveApp(t, &Options{APIKey: "k3y", Edge: edge})
 	host := strings.TrimPrefix(base, "http://")
 
@@ -317,7 +319,9 @@ func TestEdgeTimeoutsCloseSlowAndIdleClients(t *testing.T) {
 // the read and write timeouts is answered, on HTTP and on a WebSocket.
 func TestEdgeLongStepOutlivesTheTimeouts(t *testing.T) {
 	h := newHarness(t, "", nil)
-	h.serve(Edge{ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond})
+	// Timeouts of a second (a loaded machine may pause the client that
+	// long between dialling and writing), steps of three.
+	h.serve(Edge{ReadTimeout: time.Second, WriteTimeout: time.Second, IdleTimeout: time.Second})
 
 	var created struct {
 		SessionID string `json:"session_id"`
@@ -326,7 +330,7 @@ func TestEdgeLongStepOutlivesTheTimeouts(t *testing.T) {
 		t.Fatalf("create: %d", st)
 	}
 	arrived, release := h.model.Hold()
-	go func() { <-arrived; time.Sleep(time.Second); release() }()
+	go func() { <-arrived; time.Sleep(3 * time.Second); release() }()
 	var res sim.StepResult
 	if st := h.do("POST", "/v1/sessions/"+created.SessionID+"/step", `{"action":[{"keystrokes":"ls\n"}],"turn":1}`, &res); st != 200 || res.Info.Turn != 1 {
 		t.Fatalf("long HTTP step: %d %+v", st, res)
@@ -344,7 +348,7 @@ func TestEdgeLongStepOutlivesTheTimeouts(t *testing.T) {
 		t.Fatalf("reset answered %s", typ)
 	}
 	arrived, release = h.model.Hold()
-	go func() { <-arrived; time.Sleep(time.Second); release() }()
+	go func() { <-arrived; time.Sleep(3 * time.Second); release() }()
 	wsSend(t, wctx, c, "step", `{"action":[{"keystrokes":"ls\n"}]}`)
 	if typ, data := wsRecv(t, wctx, c); typ != "observation" {
 		t.Fatalf("long WebSocket step answered %s %s", typ, data)
