@@ -55,7 +55,7 @@ func TestServeUI(t *testing.T) {
 	case a = <-addrs:
 	case err := <-done:
 		t.Fatalf("serve stopped: %v", err)
-	case <-time.After(time.Minute):
+	case <-time.After(3 * time.Minute):
 		t.Fatal("serve --ui did not start")
 	}
 	resp, err := http.Post(a[0]+"/v1/sessions", "application/json", strings.NewReader(`{"world_id": "quillfern-search"}`))
@@ -67,7 +67,9 @@ func TestServeUI(t *testing.T) {
 		t.Fatalf("create session: %d", resp.StatusCode)
 	}
 	var body string
-	for range 50 { // the session's row is committed by serve's writer
+	// The session's row is committed by serve's writer, when a loaded
+	// machine lets it: poll (a minute at most, a hang guard).
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		resp, err := http.Get(a[1] + "/sessions")
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +101,7 @@ func TestServeUI(t *testing.T) {
 		if err != nil {
 			t.Errorf("serve: %v", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("serve --ui did not stop")
 	}
 }

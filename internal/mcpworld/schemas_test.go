@@ -73,7 +73,7 @@ func TestSchemasGoWithTheirSpec(t *testing.T) {
 			t.Fatalf("%d compiled entries for one tool", len(sc.compiled))
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second) // a hang guard: collections run the cleanups
+	deadline := time.Now().Add(time.Minute) // a hang guard: collections run the cleanups
 	for count() > base {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d spec entries left after their specs were collected", count()-base)
@@ -101,7 +101,7 @@ func TestToolCallValidatorsGoWithTheirSpec(t *testing.T) {
 		defer h.mu.Unlock()
 		return len(h.worlds)
 	}
-	deadline := time.Now().Add(10 * time.Second) // a hang guard: collections run the cleanups
+	deadline := time.Now().Add(time.Minute) // a hang guard: collections run the cleanups
 	for held() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d specs' validators left after the specs were collected", held())

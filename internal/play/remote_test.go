@@ -54,7 +54,9 @@ func stallingServer(t *testing.T) *httptest.Server {
 func TestRemoteGivesUpOnAStalledStep(t *testing.T) {
 	srv := stallingServer(t)
 	c := &api.Client{BaseURL: srv.URL}
-	p := Remote(c, &RemoteOptions{StepTimeout: 300 * time.Millisecond})
+	// The create and the second step must beat the timeout too: 5 s is
+	// far more than a loopback answer takes on a loaded machine.
+	p := Remote(c, &RemoteOptions{StepTimeout: 5 * time.Second})
 	if c.HTTP != nil {
 		t.Fatal("Remote changed the client it was given")
 	}
@@ -66,8 +68,8 @@ func TestRemoteGivesUpOnAStalledStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("play still waits on the stalled step after 30s")
+	case <-time.After(2 * time.Minute): // a hang guard
+		t.Fatal("play still waits on the stalled step after two minutes")
 	}
 	for _, want := range []string{"error: ", "Client.Timeout exceeded", "turn 1 (replay)\nfile.txt", "episode over: task_done"} {
 		if !strings.Contains(out.String(), want) {

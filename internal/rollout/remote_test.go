@@ -42,8 +42,8 @@ func TestRemoteGivesUpOnAStalledServer(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "Client.Timeout exceeded") {
 			t.Fatalf("step on a stalled server: %v, want the client's timeout", err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the step still waits on the stalled server after 30s")
+	case <-time.After(2 * time.Minute): // a hang guard
+		t.Fatal("the step still waits on the stalled server after two minutes")
 	}
 }
 

@@ -41,7 +41,7 @@ func TestBrowser(t *testing.T) {
 	defer cancelA()
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
+	ctx, cancelT := context.WithTimeout(ctx, 6*time.Minute)
 	defer cancelT()
 
 	shot := func(name string) chromedp.Action[chromedp.Void] {

@@ -516,7 +516,7 @@ func TestEnginesAreBoundedAndGoWithTheirSpec(t *testing.T) {
 	}
 	runtime.KeepAlive(alive)
 	alive = nil
-	deadline := time.Now().Add(10 * time.Second) // a hang guard: collections run the cleanups
+	deadline := time.Now().Add(time.Minute) // a hang guard: collections run the cleanups
 	for {
 		runtime.GC()
 		if n, b := h.cached(); n == 0 && b == 0 {
