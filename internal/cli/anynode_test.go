@@ -37,8 +37,8 @@ const anyNodeSessions = 24
 // attaching to one (proxied to node 0), OpenEnv's JSON-RPC POST /mcp
 // (forwarded: the same answer as node 0's own) and an MCP facade session
 // (its Mcp-Session-Id routes to node 0). Then node 0 is killed while idle,
-// and every session is stepped again on the others, over HTTP and over a
-// WebSocket attach, once its lease runs out: each takes the next turn
+// and every session is stepped again on the others, over HTTP, over a
+// WebSocket attach and with MCP tool calls, once its lease runs out: each takes the next turn
 // with its recorded answers (every transcript whole) and every model
 // request of a session, before and after the takeover, reached the same
 // replica.
@@ -115,13 +115,15 @@ func TestAnyNodeServesEverySurface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, n := range nodes[1:] {
-		out, err := mcpPost(ctx, h, n, mcpID, map[string]any{"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
-			"params": map[string]any{"name": "list_issues", "arguments": map[string]any{}}})
-		if err != nil || !strings.Contains(out, `"result"`) {
-			t.Fatalf("MCP tools/call through node %d: %s, %v", i+1, out, err)
+	mcpCalls := func(rpcID int) {
+		t.Helper()
+		for i, n := range nodes[1:] {
+			if err := mcpCall(ctx, h, n, mcpID, rpcID+i); err != nil {
+				t.Fatalf("through node %d: %v", i+1, err)
+			}
 		}
 	}
+	mcpCalls(10)
 
 	// Node 0 dies with no request in flight: every session it owns
 	// continues on the others after its lease.
@@ -136,6 +138,7 @@ func TestAnyNodeServesEverySurface(t *testing.T) {
 	if err := wsAttachStep(ctx, nodes[2], id(0), 0, 4); err != nil {
 		t.Fatal(err)
 	}
+	mcpCalls(20) // the MCP session, resumed by the node that took it over
 	t.Logf("every session stepped on after node 0's death within %v", time.Since(start).Round(time.Millisecond))
 	for s := range anyNodeSessions {
 		out, err := anyNodeDo(ctx, h, nodes[1], "GET", "/v1/sessions/"+id(s), nil)
@@ -359,4 +362,26 @@ func mcpInitialize(ctx context.Context, h *http.Client, n *clusterNode) (string,
 	}
 	_, err = mcpPost(ctx, h, n, sid, map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 	return sid, err
+}
+
+// mcpCall calls a tool in MCP session sid through node n, retrying (for up
+// to a minute) while n answers 503 or 504, as anyNodeDo does.
+func mcpCall(ctx context.Context, h *http.Client, n *clusterNode, sid string, rpcID int) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := mcpPost(ctx, h, n, sid, map[string]any{"jsonrpc": "2.0", "id": rpcID, "method": "tools/call",
+			"params": map[string]any{"name": "list_issues", "arguments": map[string]any{}}})
+		if err != nil && (strings.Contains(err.Error(), ": 503 ") || strings.Contains(err.Error(), ": 504 ")) && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond): // a retry's pause
+			}
+			continue
+		}
+		if err != nil || !strings.Contains(out, `"result"`) || strings.Contains(out, `"error"`) {
+			return fmt.Errorf("MCP tools/call in session %s: %s, %v", sid, out, err)
+		}
+		return nil
+	}
 }

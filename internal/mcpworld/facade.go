@@ -103,11 +103,17 @@ type Facade struct {
 	log    *slog.Logger
 	worlds map[string]*served
 
-	mu      sync.Mutex
-	closed  bool
-	live    map[*mcp.ServerSession]struct{}
-	wg      sync.WaitGroup
-	handler *mcp.StreamableHTTPHandler
+	mu     sync.Mutex
+	closed bool
+	live   map[*mcp.ServerSession]struct{}
+	// byID are the live sessions bound to a simulator session, by MCP
+	// session id; resumed are those this node took over (see resume.go).
+	byID    map[string]*mcp.ServerSession
+	resumed map[string]*resumedSession
+	// resumeMu makes one resumption of a session at a time.
+	resumeMu sync.Mutex
+	wg       sync.WaitGroup
+	handler  *mcp.StreamableHTTPHandler
 }
 
 type served struct {
@@ -135,7 +141,8 @@ func legacyVersions() []string {
 // domains. Search and SWE worlds without tool definitions get the
 // domain's standard tools (see DefaultTools).
 func NewFacade(sim Simulator, specs []*world.Spec, opts *Options) (*Facade, error) {
-	f := &Facade{sim: sim, worlds: map[string]*served{}, live: map[*mcp.ServerSession]struct{}{}}
+	f := &Facade{sim: sim, worlds: map[string]*served{}, live: map[*mcp.ServerSession]struct{}{},
+		byID: map[string]*mcp.ServerSession{}, resumed: map[string]*resumedSession{}}
 	if opts != nil {
 		f.opts = *opts
 	}
@@ -251,9 +258,15 @@ type binding struct {
 // answers the world's tools and every tools/call is a step of the
 // simulator session opened at initialization.
 func (f *Facade) Server(worldName string, so SessionOptions) (*mcp.Server, error) {
+	srv, _, err := f.server(worldName, so)
+	return srv, err
+}
+
+// server is Server with the session's binding.
+func (f *Facade) server(worldName string, so SessionOptions) (*mcp.Server, *binding, error) {
 	sv, ok := f.worlds[worldName]
 	if !ok {
-		return nil, fmt.Errorf("unknown MCP world %q", worldName)
+		return nil, nil, fmt.Errorf("unknown MCP world %q", worldName)
 	}
 	b := &binding{f: f, world: sv, so: so}
 	instr := sv.spec.Description
@@ -288,7 +301,7 @@ func (f *Facade) Server(worldName string, so SessionOptions) (*mcp.Server, error
 	for _, t := range sv.tools {
 		srv.AddTool(ToolToMCP(t), b.call(t))
 	}
-	return srv, nil
+	return srv, b, nil
 }
 
 func firstLine(s string) string {
@@ -337,19 +350,36 @@ func (b *binding) session(ctx context.Context, ss *mcp.ServerSession) (string, e
 		f.wg.Done()
 		return "", errFacadeClosed
 	}
-	f.live[ss] = struct{}{}
+	f.bindLocked(b, ss, id, nil)
 	f.mu.Unlock()
-	b.sim = id
 	f.log.Info("MCP session bound", "world", b.world.spec.Name, "session", id, "mcp_session", ss.ID())
+	return id, nil
+}
+
+// bindLocked makes id the simulator session of b's MCP session ss, which
+// closes it when it ends (then closes done, when not nil); the caller
+// holds f.mu and has counted the session in f.wg.
+func (f *Facade) bindLocked(b *binding, ss *mcp.ServerSession, id string, done chan struct{}) {
+	f.live[ss] = struct{}{}
+	if ss.ID() != "" {
+		f.byID[ss.ID()] = ss
+	}
+	b.sim = id
 	go func() {
 		defer f.wg.Done()
 		_ = ss.Wait()
 		f.closeSim(id)
 		f.mu.Lock()
 		delete(f.live, ss)
+		if f.byID[ss.ID()] == ss {
+			delete(f.byID, ss.ID())
+		}
+		delete(f.resumed, ss.ID())
 		f.mu.Unlock()
+		if done != nil {
+			close(done)
+		}
 	}()
-	return id, nil
 }
 
 // errFacadeClosed refuses sessions once Close has begun.
@@ -438,11 +468,7 @@ func faultReply(f *perturb.Fault) (*mcp.CallToolResult, error) {
 // serverForRequest picks the world from the URL path /mcp/{world} (the
 // last path element) and session options from the query (?seed=N).
 func (f *Facade) serverForRequest(r *http.Request) *mcp.Server {
-	name := r.PathValue("world")
-	if name == "" {
-		p := strings.TrimSuffix(r.URL.Path, "/")
-		name = p[strings.LastIndexByte(p, '/')+1:]
-	}
+	name := worldOf(r)
 	var so SessionOptions
 	if s := r.URL.Query().Get("seed"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -460,10 +486,26 @@ func (f *Facade) serverForRequest(r *http.Request) *mcp.Server {
 	return srv
 }
 
+// worldOf is the world a request's path names (/mcp/{world}, or its last
+// element).
+func worldOf(r *http.Request) string {
+	name := r.PathValue("world")
+	if name == "" {
+		p := strings.TrimSuffix(r.URL.Path, "/")
+		name = p[strings.LastIndexByte(p, '/')+1:]
+	}
+	return name
+}
+
 // Handler serves streamable HTTP MCP sessions. Mount it at "/mcp/{world}"
 // (the world name is also read from the last path element when the
 // pattern has no {world} wildcard).
-func (f *Facade) Handler() http.Handler { return f.handler }
+func (f *Facade) Handler() http.Handler {
+	if !f.opts.SessionIDs {
+		return f.handler
+	}
+	return http.HandlerFunc(f.serveResumable)
+}
 
 // ServeStdio serves one MCP session of a world over r/w (stdin/stdout)
 // until the client disconnects or ctx ends.

@@ -47,3 +47,18 @@ func (s Sessions) Step(ctx context.Context, id, action string) (*StepOutcome, er
 
 // Close implements Simulator.
 func (s Sessions) Close(ctx context.Context, id string) error { return s.M.Delete(ctx, id) }
+
+var _ Resumer = Sessions{}
+
+// Resume implements Resumer: the world of an open session (one this
+// node's manager holds or loads from the store).
+func (s Sessions) Resume(ctx context.Context, id string) (string, error) {
+	st, err := s.M.State(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if st.Status != sim.StatusActive {
+		return "", fmt.Errorf("session %s is %s", id, st.Status)
+	}
+	return st.World, nil
+}
