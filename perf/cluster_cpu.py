@@ -1,22 +1,39 @@
 #!/usr/bin/env python3
-"""CPU per step and steps per second: one node (SQLite), one node
-(embedded JetStream) and three nodes (embedded JetStream, R3), run by hand:
+"""What a cluster costs: CPU per step and steps per second of one node
+(SQLite), one node (embedded JetStream), three nodes (embedded JetStream,
+streams replicated on all three: R3) stepped through random nodes, the
+same with each session stepped through the node that created it
+(sticky: nothing is forwarded), and three nodes with unreplicated
+streams (R1); and how long a dead node's sessions wait for another node.
+Run by hand:
 
     go build -tags natsserver -o /tmp/aw ./cmd/agentworld
     python3 perf/cluster_cpu.py /tmp/aw [SESSIONS] [TURNS] [CLIENTS]
 
 Every setup answers with the embedded replay (no model server), so the
-CPU measured is the nodes' own: HTTP, routing, forwarding, storage. It
+CPU measured is the nodes' own: HTTP, routing, forwarding, storage. Each
+client steps its sessions through a random node (but sticky), over one
+kept-alive connection per node (as an RL trainer's HTTP client does). The script
 reads each node process's user+system time from /proc before and after
-the stepping, and prints CPU per step, steps per second and the ratios to
-one SQLite node, measured in this one run. Loopback only; the nodes are
-stopped at the end. Linux only (/proc).
+the stepping and prints CPU per step, steps per second and their ratios,
+all measured in this one run. Three nodes with R3 then lose one node to
+SIGKILL: the script steps every session the dead node owned through the
+other two until each is served again, and prints the time from the kill
+to the first and to the last of them, and that time less the lease (the
+dead node's lease ran out between two thirds of a lease and a whole lease
+after the kill, as a node renews it every third). Loopback only; the
+nodes are stopped at the end. Linux only (/proc).
+
+With CLUSTER_CPU_PERF=DIR set, `perf record -g` samples every node during
+the stepping into DIR/SETUP-NODE.data (for `perf report`); CLUSTER_CPU_SETUPS
+names the setups to run, comma-separated (default all).
 """
 import http.client
 import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -25,10 +42,14 @@ import threading
 import time
 
 BIN = sys.argv[1]
-SESSIONS = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+SESSIONS = int(sys.argv[2]) if len(sys.argv) > 2 else 500
 TURNS = int(sys.argv[3]) if len(sys.argv) > 3 else 4
 CLIENTS = int(sys.argv[4]) if len(sys.argv) > 4 else 16
+LEASE = 2.0  # seconds; --lease of every JetStream node
+TAKEOVER_SESSIONS = 50
 TICK = os.sysconf("SC_CLK_TCK")
+SETUPS = tuple(os.environ.get("CLUSTER_CPU_SETUPS", "sqlite x1,jetstream x1,jetstream x3 R3,jetstream x3 R3 sticky,jetstream x3 R1").split(","))
+PERF = os.environ.get("CLUSTER_CPU_PERF")
 
 
 def free_port():
@@ -45,71 +66,146 @@ def cpu(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def request(port, method, path, body=None):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    data = json.dumps(body).encode() if body is not None else None
-    c.request(method, path, body=data, headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    out = r.read()
-    c.close()
-    return r.status, out
+class Client:
+    """One kept-alive connection per node, reopened after an error."""
+
+    def __init__(self, ports):
+        self.ports = ports
+        self.conns = {}
+
+    def request(self, port, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        for attempt in range(2):
+            c = self.conns.get(port)
+            if c is None:
+                c = self.conns[port] = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            try:
+                c.request(method, path, body=data, headers={"Content-Type": "application/json"})
+                r = c.getresponse()
+                return r.status, r.read()
+            except (OSError, http.client.HTTPException):
+                c.close()
+                del self.conns[port]
+                if attempt == 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self):
+        for c in self.conns.values():
+            c.close()
 
 
 def start(setup, work):
-    ports = [free_port() for _ in range(3)]
-    routes = ",".join(f"nats://127.0.0.1:{free_port()}" for _ in range(3))
-    procs, http_ports = [], []
-    n = 3 if setup == "jetstream x3" else 1
+    n = 3 if "x3" in setup else 1
+    ports = [free_port() for _ in range(n)]
+    routes = ",".join(f"nats://127.0.0.1:{free_port()}" for _ in range(n))
+    procs = []
     for i in range(n):
         args = [BIN, "serve", "--addr", f"127.0.0.1:{ports[i]}", "--log-level", "warn"]
         if setup == "sqlite x1":
             args += ["--db", os.path.join(work, "s.db")]
         else:
-            args += ["--nats-store", os.path.join(work, f"n{i}"), "--node", f"n{i}"]
+            args += ["--nats-store", os.path.join(work, f"n{i}"), "--node", f"n{i}", "--lease", f"{LEASE}s"]
         if n == 3:
-            args += ["--nats-listen", routes.split(",")[i][len("nats://"):], "--nats-routes", routes]
+            args += ["--nats-listen", routes.split(",")[i][len("nats://"):], "--nats-routes", routes,
+                     "--nats-replicas", setup.split(" R")[1][0]]
         procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, f"log{i}"), "w")))
-        http_ports.append(ports[i])
     deadline = time.time() + 120
-    for p in http_ports:
+    probe = Client(ports)
+    for p in ports:
         while True:
             try:
-                if request(p, "GET", "/health")[0] == 200:
+                if probe.request(p, "GET", "/health")[0] == 200:
                     break
             except OSError:
                 pass
             if time.time() > deadline:
                 raise SystemExit(f"{setup}: a node did not start; see {work}")
             time.sleep(0.2)
-    return procs, http_ports
+    probe.close()
+    return procs, ports
+
+
+def create(client, port):
+    st, out = client.request(port, "POST", "/v1/sessions", {"world_id": "python-terminal"})
+    assert st // 100 == 2, out
+    return json.loads(out)["session_id"]
+
+
+def step(client, port, sid, turn):
+    action = [{"keystrokes": f"echo {sid} {turn}\n", "duration": 0.1}]
+    return client.request(port, "POST", f"/v1/sessions/{sid}/step", {"action": action, "turn": turn})
+
+
+def takeover(procs, ports):
+    """Kills node 0 once some of its sessions have a turn, then steps them
+    through the other nodes until each is served; returns the seconds from
+    the kill to the first and to the last served step."""
+    c = Client(ports)
+    ids = [create(c, ports[0]) for _ in range(TAKEOVER_SESSIONS)]
+    for sid in ids:
+        st, out = step(c, ports[0], sid, 1)
+        assert st == 200, out
+    procs[0].send_signal(signal.SIGKILL)
+    procs[0].wait()
+    killed = time.time()
+    served = []
+    pending = list(ids)
+    deadline = killed + 120
+    while pending:
+        if time.time() > deadline:
+            raise SystemExit(f"takeover: {len(pending)} sessions not served 120 s after the kill")
+        left = []
+        for sid in pending:
+            try:
+                st, _ = step(c, random.choice(ports[1:]), sid, 2)
+            except OSError:
+                st = 0
+            if st == 200:
+                served.append(time.time() - killed)
+            else:
+                left.append(sid)
+        pending = left
+        if pending:
+            time.sleep(0.05)
+    c.close()
+    return min(served), max(served)
 
 
 def run(setup):
     work = tempfile.mkdtemp(prefix="aw-cluster-cpu-")
     procs, ports = start(setup, work)
     try:
-        ids = []
-        for _ in range(SESSIONS):
-            st, out = request(random.choice(ports), "POST", "/v1/sessions", {"world_id": "python-terminal"})
-            assert st // 100 == 2, out
-            ids.append(json.loads(out)["session_id"])
+        c = Client(ports)
+        homes = [random.choice(ports) for _ in range(SESSIONS)]
+        ids = [create(c, p) for p in homes]
+        sticky = setup.endswith("sticky")
+        c.close()
+        perfs = []
+        if PERF:
+            for k, p in enumerate(procs):
+                out = os.path.join(PERF, f"{setup.replace(' ', '')}-{k}.data")
+                perfs.append(subprocess.Popen(["perf", "record", "-F", "499", "-g", "-p", str(p.pid), "-o", out],
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            time.sleep(1)  # perf attaches
         before = sum(cpu(p.pid) for p in procs)
         queue = list(range(SESSIONS))
         lock = threading.Lock()
         errors = []
 
         def worker():
+            c = Client(ports)
             while True:
                 with lock:
                     if not queue:
-                        return
+                        break
                     i = queue.pop()
                 for turn in range(1, TURNS + 1):
-                    action = [{"keystrokes": f"echo {i} {turn}\n", "duration": 0.1}]
-                    st, out = request(random.choice(ports), "POST", f"/v1/sessions/{ids[i]}/step", {"action": action, "turn": turn})
+                    st, out = step(c, homes[i] if sticky else random.choice(ports), ids[i], turn)
                     if st != 200:
                         errors.append(out)
-                        return
+                        break
+            c.close()
 
         t0 = time.time()
         threads = [threading.Thread(target=worker) for _ in range(CLIENTS)]
@@ -119,13 +215,19 @@ def run(setup):
             t.join()
         wall = time.time() - t0
         used = sum(cpu(p.pid) for p in procs) - before
+        for p in perfs:
+            p.send_signal(signal.SIGINT)
+        for p in perfs:
+            p.wait()
         if errors:
             raise SystemExit(f"{setup}: {len(errors)} steps failed, first: {errors[0][:300]}")
         steps = SESSIONS * TURNS
-        return used / steps * 1000, steps / wall
+        taken = takeover(procs, ports) if setup == "jetstream x3 R3" else None
+        return used / steps * 1000, steps / wall, taken
     finally:
         for p in procs:
-            p.terminate()
+            if p.poll() is None:
+                p.terminate()
         for p in procs:
             p.wait()
         shutil.rmtree(work, ignore_errors=True)
@@ -134,14 +236,29 @@ def run(setup):
 def main():
     print(f"{SESSIONS} sessions x {TURNS} turns, {CLIENTS} clients, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     results = {}
-    for setup in ("sqlite x1", "jetstream x1", "jetstream x3"):
-        results[setup] = run(setup)
-        ms, sps = results[setup]
-        print(f"{setup:13s}  {ms:6.2f} ms CPU per step (all nodes)  {sps:7.0f} steps/s")
-    base_ms, base_sps = results["sqlite x1"]
-    for setup in ("jetstream x1", "jetstream x3"):
-        ms, sps = results[setup]
-        print(f"{setup} / sqlite x1: CPU per step {ms / base_ms:.2f}x, steps/s {sps / base_sps:.2f}x")
+    for setup in SETUPS:
+        ms, sps, taken = results[setup] = run(setup)
+        print(f"{setup:16s} {ms:6.2f} ms CPU per step (all nodes) {sps:7.0f} steps/s")
+        if taken:
+            first, last = taken
+            print(f"  takeover after SIGKILL of one node ({TAKEOVER_SESSIONS} of its sessions, lease {LEASE:g} s): "
+                  f"first step served {first:.2f} s after the kill, last {last:.2f} s; "
+                  f"after the lease ran out: {first - LEASE:.2f}-{first - LEASE * 2 / 3:.2f} s to the first, "
+                  f"{last - LEASE:.2f}-{last - LEASE * 2 / 3:.2f} s to the last")
+    for base in ("sqlite x1", "jetstream x1"):
+        if base not in results:
+            continue
+        b_ms, b_sps, _ = results[base]
+        for setup in SETUPS:
+            if setup == base or setup not in results or (base == "jetstream x1" and setup == "sqlite x1"):
+                continue
+            ms, sps, _ = results[setup]
+            print(f"{setup} / {base}: CPU per step {ms / b_ms:.2f}x, steps/s {sps / b_sps:.2f}x")
+    if not {"jetstream x1", "jetstream x3 R3", "jetstream x3 R1"} <= results.keys():
+        return
+    print(f"scaling one node to three: steps/s {results['jetstream x3 R3'][1] / results['jetstream x1'][1] / 3:.2f} "
+          f"of linear (R3), {results['jetstream x3 R1'][1] / results['jetstream x1'][1] / 3:.2f} (R1), "
+          f"on {os.cpu_count()} cores at load {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
