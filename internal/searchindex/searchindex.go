@@ -1,20 +1,33 @@
 // Package searchindex is a full-text index over a fictional world's
-// documents, ranked by BM25 (bleve's scorch index, held in memory): a
-// search world answers a query from the few documents that match it
-// instead of putting every document into the world model's prompt, so a
-// world can hold thousands of documents.
+// documents, ranked by BM25 and held in memory: a search world answers a
+// query from the few documents that match it instead of putting every
+// document into the world model's prompt, so a world can hold thousands of
+// documents.
+//
+// Text is analysed for English: split into words by Unicode's word-boundary
+// rules (UAX #29, github.com/blevesearch/segment), a possessive 's dropped,
+// lower-cased, common function words dropped, and Porter-stemmed
+// (github.com/blevesearch/go-porterstemmer) — the analysis of bleve's "en"
+// analyzer, whose in-memory index this package used before. The index
+// itself is a map from term to postings per field: a world's documents are
+// few enough to score every posting of every query term, and bleve cost
+// the binary about 12 MB (its own 5.7 MB and, through its JSON library's
+// reflection, the linker's pruning of unused methods everywhere else; see
+// docs/deployment.md).
 package searchindex
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
-	"github.com/blevesearch/bleve/v2"
-	"github.com/blevesearch/bleve/v2/index/scorch"
-	"github.com/blevesearch/bleve/v2/mapping"
-	"github.com/blevesearch/bleve/v2/search/query"
-	index "github.com/blevesearch/bleve_index_api"
+	porterstemmer "github.com/blevesearch/go-porterstemmer"
+	"github.com/blevesearch/segment"
 
 	"github.com/agentworld/agentworld/internal/fiction"
 )
@@ -23,12 +36,36 @@ import (
 // 0.
 const DefaultLimit = 5
 
-// Index is a BM25 index over a set of documents. Safe for concurrent
-// searches.
+// BM25's parameters, the usual ones (Lucene's and bleve's): k1 bounds how
+// much a term's repetition in one document counts, b how much a long field
+// is discounted.
+const (
+	bm25K1 = 1.2
+	bm25B  = 0.75
+)
+
+// Index is a BM25 index over a set of documents. It is not changed after
+// [New], so concurrent searches are safe.
 type Index struct {
-	ix   bleve.Index
-	docs map[string]fiction.Document // by key
-	urls map[string]string           // URL → key
+	docs   map[string]fiction.Document // by key
+	urls   map[string]string           // URL → key
+	keys   []string                    // document number → key, in the order given to New
+	fields [2]field                    // title, text
+}
+
+// field is one indexed field: the postings of each term and every
+// document's length in terms, for BM25's length normalisation.
+type field struct {
+	boost    float64
+	postings map[string][]posting
+	lens     []int // by document number
+	avgLen   float64
+}
+
+// posting is one document's count of a term.
+type posting struct {
+	doc int
+	tf  int
 }
 
 // Hit is one ranked result.
@@ -40,59 +77,63 @@ type Hit struct {
 	Score float64 `json:"score"`
 }
 
-// field names of the indexed document.
+// Field boosts: a query word in a title counts double.
 const (
-	fieldTitle = "title"
-	fieldText  = "text"
+	titleBoost = 2
+	textBoost  = 1
 )
 
 // New indexes docs (their titles and texts, English analysis). Keys must
 // be unique, as [fiction.Facts.Validate] requires.
 func New(docs []fiction.Document) (*Index, error) {
-	m := bleve.NewIndexMapping()
-	m.ScoringModel = index.BM25Scoring
-	m.DefaultAnalyzer = "en"
-	dm := bleve.NewDocumentMapping()
-	for _, f := range []string{fieldTitle, fieldText} {
-		fm := mapping.NewTextFieldMapping()
-		fm.Analyzer = "en"
-		fm.Store = false
-		fm.IncludeTermVectors = false
-		dm.AddFieldMappingsAt(f, fm)
+	x := &Index{
+		docs: make(map[string]fiction.Document, len(docs)),
+		urls: map[string]string{},
+		keys: make([]string, 0, len(docs)),
 	}
-	m.DefaultMapping = dm
-	// scorch with no path keeps its segments in memory only; it is the
-	// index type that computes BM25's field-length statistics.
-	bi, err := bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
-	if err != nil {
-		return nil, fmt.Errorf("search index: %w", err)
-	}
-	x := &Index{ix: bi, docs: make(map[string]fiction.Document, len(docs)), urls: map[string]string{}}
-	b := bi.NewBatch()
+	x.fields[0] = field{boost: titleBoost, postings: map[string][]posting{}}
+	x.fields[1] = field{boost: textBoost, postings: map[string][]posting{}}
 	for _, d := range docs {
 		k := d.Key()
 		if k == "" {
-			bi.Close()
 			return nil, errors.New("search index: a document without an id or url")
 		}
 		if _, dup := x.docs[k]; dup {
-			bi.Close()
 			return nil, fmt.Errorf("search index: duplicate document %q", k)
 		}
 		x.docs[k] = d
 		if d.URL != "" {
 			x.urls[d.URL] = k
 		}
-		if err := b.Index(k, map[string]any{fieldTitle: d.Title, fieldText: d.Text}); err != nil {
-			bi.Close()
-			return nil, fmt.Errorf("search index: document %q: %w", k, err)
+		n := len(x.keys)
+		x.keys = append(x.keys, k)
+		x.fields[0].add(n, d.Title)
+		x.fields[1].add(n, d.Text)
+	}
+	for i := range x.fields {
+		f := &x.fields[i]
+		total := 0
+		for _, l := range f.lens {
+			total += l
+		}
+		if len(f.lens) > 0 {
+			f.avgLen = float64(total) / float64(len(f.lens))
 		}
 	}
-	if err := bi.Batch(b); err != nil {
-		bi.Close()
-		return nil, fmt.Errorf("search index: %w", err)
-	}
 	return x, nil
+}
+
+// add indexes document n's text in f.
+func (f *field) add(n int, text string) {
+	terms := analyze(text)
+	f.lens = append(f.lens, len(terms))
+	counts := map[string]int{}
+	for _, t := range terms {
+		counts[t]++
+	}
+	for t, c := range counts {
+		f.postings[t] = append(f.postings[t], posting{doc: n, tf: c})
+	}
 }
 
 // Len is the number of documents indexed.
@@ -100,28 +141,57 @@ func (x *Index) Len() int { return len(x.docs) }
 
 // Search returns up to limit documents ranked by BM25 over title and text
 // for a free-text query (any of its words may match; the title counts
-// double). limit 0 means [DefaultLimit]. An empty query finds nothing.
+// double); equal scores keep the documents' order. limit 0 means
+// [DefaultLimit]. An empty query finds nothing.
 func (x *Index) Search(q string, limit int) ([]Hit, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	if strings.TrimSpace(q) == "" {
+	terms := analyze(q)
+	if len(terms) == 0 {
 		return nil, nil
 	}
-	title := bleve.NewMatchQuery(q)
-	title.SetField(fieldTitle)
-	title.SetBoost(2)
-	text := bleve.NewMatchQuery(q)
-	text.SetField(fieldText)
-	req := bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery([]query.Query{title, text}...), limit, 0, false)
-	res, err := x.ix.Search(req)
-	if err != nil {
-		return nil, fmt.Errorf("search %q: %w", q, err)
+	slices.Sort(terms)
+	terms = slices.Compact(terms)
+	n := float64(len(x.keys))
+	scores := map[int]float64{}
+	for i := range x.fields {
+		f := &x.fields[i]
+		if f.avgLen == 0 {
+			continue
+		}
+		for _, t := range terms {
+			ps := f.postings[t]
+			if len(ps) == 0 {
+				continue
+			}
+			df := float64(len(ps))
+			idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+			for _, p := range ps {
+				tf := float64(p.tf)
+				norm := 1 - bm25B + bm25B*float64(f.lens[p.doc])/f.avgLen
+				scores[p.doc] += f.boost * idf * tf * (bm25K1 + 1) / (tf + bm25K1*norm)
+			}
+		}
 	}
-	hits := make([]Hit, 0, len(res.Hits))
-	for _, h := range res.Hits {
-		d := x.docs[h.ID]
-		hits = append(hits, Hit{Key: h.ID, URL: d.URL, Title: d.Title, Score: h.Score})
+	ranked := make([]int, 0, len(scores))
+	for doc := range scores {
+		ranked = append(ranked, doc)
+	}
+	slices.SortFunc(ranked, func(a, b int) int {
+		if c := cmp.Compare(scores[b], scores[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	if len(ranked) > limit {
+		ranked = ranked[:limit]
+	}
+	hits := make([]Hit, 0, len(ranked))
+	for _, doc := range ranked {
+		k := x.keys[doc]
+		d := x.docs[k]
+		hits = append(hits, Hit{Key: k, URL: d.URL, Title: d.Title, Score: scores[doc]})
 	}
 	return hits, nil
 }
@@ -137,5 +207,57 @@ func (x *Index) Doc(keyOrURL string) (fiction.Document, bool) {
 	return fiction.Document{}, false
 }
 
-// Close releases the index.
-func (x *Index) Close() error { return x.ix.Close() }
+// Close releases the index. It holds nothing but memory, so it only exists
+// for callers that treat the index as a resource.
+func (x *Index) Close() error { return nil }
+
+// analyze turns text into index terms: its words (letters, numbers and
+// ideographs by UAX #29; punctuation and spaces are not words), each with
+// a trailing possessive 's dropped, lower-cased, stop words dropped, and
+// stemmed.
+func analyze(text string) []string {
+	var terms []string
+	seg := segment.NewWordSegmenterDirect([]byte(text))
+	for seg.Segment() {
+		if seg.Type() == segment.None {
+			continue
+		}
+		w := strings.ToLower(dropPossessive(seg.Text()))
+		if w == "" || stopWords[w] {
+			continue
+		}
+		terms = append(terms, string(porterstemmer.StemWithoutLowerCasing([]rune(w))))
+	}
+	return terms
+}
+
+// dropPossessive removes a final 's (with a straight, typographic or
+// full-width apostrophe): "Quillfern's" is "Quillfern".
+func dropPossessive(w string) string {
+	last, n := utf8.DecodeLastRuneInString(w)
+	if unicode.ToLower(last) != 's' {
+		return w
+	}
+	prev, m := utf8.DecodeLastRuneInString(w[:len(w)-n])
+	switch prev {
+	case '\'', '\u2019', '\uff07':
+		return w[:len(w)-n-m]
+	}
+	return w
+}
+
+// stopWords are English function words, too common to tell documents
+// apart; a query of only these finds nothing.
+var stopWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`a an the and or but nor if then else so
+		of in on at to from by for with without into onto about over under
+		as than that this these those there here
+		is are was were be been being am do does did has have had
+		it its he him his she her they them their we us our you your i me my
+		not no will would shall should can could may might must
+		what which who whom whose when where why how`) {
+		m[w] = true
+	}
+	return m
+}()
