@@ -3,6 +3,7 @@ module github.com/agentworld/agentworld
 go 1.26.8
 
 require (
+	github.com/DataDog/datadog-agent/pkg/template v0.85.4
 	github.com/blevesearch/go-porterstemmer v1.0.3
 	github.com/blevesearch/segment v0.9.1
 	github.com/chromedp/chromedp v0.23.0

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"image/color"
 	"io"
 	"math"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
+
+	template "github.com/DataDog/datadog-agent/pkg/template/html"
 
 	"github.com/agentworld/agentworld/internal/agree"
 	"github.com/agentworld/agentworld/internal/chart"
@@ -227,11 +228,16 @@ func WriteHTML(r *Report, rows []*Judged, w io.Writer, opts *HTMLOptions) error 
 		recs = merged
 	}
 	page := htmlPage{
-		Title:  "AgentWorldBench report",
-		Label:  r.Label,
-		Report: r,
-		Chart:  chart,
-		Trust:  r.Trust,
+		Title:     "AgentWorldBench report",
+		Label:     r.Label,
+		Report:    r,
+		Chart:     chart,
+		Trust:     r.Trust,
+		RulesOnly: r.RulesOnly(),
+	}
+	if pr := r.Pair; pr != nil {
+		page.Pair = &htmlPair{Title: pr.Title(), Meaning: pr.Meaning(), RateLabel: pr.RateLabel(),
+			BothOrders: pr.BothOrders, Rows: pr.Rows(), DomainMean: pr.DomainMean}
 	}
 	if r.Trust != nil {
 		page.Categories = taxonomy.All
@@ -428,15 +434,28 @@ type htmlSample struct {
 	Context, Prediction, Truth string
 }
 
+// htmlPage is the report template's data. The template reads fields only:
+// its template package cannot call methods (see package ui's doc), so what
+// a method computes is put here.
 type htmlPage struct {
 	Title, Label string
 	Report       *Report
+	RulesOnly    bool      // Report.RulesOnly
+	Pair         *htmlPair // Report.Pair's headings and rows; nil for a scored run
 	Chart        template.HTML
 	Domains      []htmlDomain
 	Worst        []htmlSample
 	Trust        *Trust
 	Categories   []taxonomy.Category
 	Taxonomy     []htmlTaxRow
+}
+
+// htmlPair is a pairwise report's part of the page.
+type htmlPair struct {
+	Title, Meaning, RateLabel string
+	BothOrders                bool
+	Rows                      []PairRow
+	DomainMean                Num
 }
 
 type htmlTaxRow struct {
@@ -480,17 +499,17 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;border:1px sol
 {{range .Report.JudgePrompts}}<p>Judge prompts: {{.}}</p>{{end}}
 {{if .Report.PromptFiles}}<table><tr><th>judge prompt file</th><th>SHA-256</th></tr>{{range .Report.PromptFiles}}<tr><td>{{.Path}}</td><td><code>{{.SHA256}}</code></td></tr>{{end}}</table>{{end}}
 {{if .Report.PromptsUnpinned}}<p class="note">These judge prompt files differ from the official commit's: {{range .Report.PromptsUnpinned}}{{.}} {{end}}</p>{{end}}
-{{with .Report.Pair}}<h2>{{.Title}}</h2>
+{{with .Pair}}<h2>{{.Title}}</h2>
 <p>{{.Meaning}}. Position A is the share of "A" answers (50% = no position bias){{if .BothOrders}}; flip is the share of samples judged in both orders whose answers picked different sides{{end}}.</p>
 <table><tr><th>domain</th><th>n</th><th>valid</th><th>failed</th><th>judgments</th><th>{{.RateLabel}}</th><th>95% CI</th><th>position A %</th><th>flip %</th></tr>
 {{range .Rows}}<tr><td>{{.Name}}</td><td>{{.S.N}}</td><td>{{.S.Valid}}</td><td>{{.S.Failed}}</td><td>{{.S.Judgments}}</td><td><b>{{.S.Rate}}</b></td><td>{{ci .S.CI95}}</td><td>{{.S.PositionA}}</td><td>{{.S.FlipRate}}</td></tr>
 {{end}}</table>
 <p><small>Overall pools every judgment; mean of the domain rates: {{.DomainMean}}. Intervals: bootstrap over trajectories ((task, id) clusters).</small></p>
 {{if $.Report.Strict}}<p class="note">Strict: each failed sample counts against the world model.</p>{{else}}<p>Failed samples are left out of the rates.</p>{{end}}
-{{end}}{{if not .Report.Pair}}<p class="headline">Overall (mean of domain scores, leaderboard headline): {{.Report.OverallDomainMean}} <small>95% CI {{ci .Report.OverallCI95}}</small></p>
+{{end}}{{if not .Pair}}<p class="headline">Overall (mean of domain scores, leaderboard headline): {{.Report.OverallDomainMean}} <small>95% CI {{ci .Report.OverallCI95}}</small></p>
 <p>Overall (all samples pooled, the published script's figure): {{.Report.OverallSampleMean}}</p>
 {{if .Report.Strict}}<p class="note">Strict: failed samples are scored 1 on every dimension.</p>{{else}}<p>Failed samples are excluded from the means (published convention); their counts are shown beside each score.</p>{{end}}
-{{if .Report.RulesOnly}}<p class="note">Scored by the offline rules scorer, not the rubric judge: not comparable with published scores.</p>{{end}}
+{{if .RulesOnly}}<p class="note">Scored by the offline rules scorer, not the rubric judge: not comparable with published scores.</p>{{end}}
 <figure role="img" aria-label="score by domain">{{.Chart}}</figure>
 <table><tr><th>domain</th><th>n</th><th>valid</th><th>failed</th><th>format</th><th>factuality</th><th>consistency</th><th>realism</th><th>quality</th><th>total</th><th>95% CI</th><th>failure reasons</th></tr>
 {{range .Domains}}<tr><td>{{.Name}}</td><td>{{.S.N}}</td><td>{{.S.Valid}}</td><td>{{.S.Failed}}</td><td>{{.S.Format}}</td><td>{{.S.Factuality}}</td><td>{{.S.Consistency}}</td><td>{{.S.Realism}}</td><td>{{.S.Quality}}</td><td><b>{{.S.Total}}</b></td><td>{{ci .S.CI95}}</td><td>{{.Failures}}</td></tr>

@@ -40,10 +40,7 @@ func New() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn, error")
-	cobra.AddTemplateFunc("envHelp", envHelp)
-	cobra.AddTemplateFunc("docPage", docPage)
-	root.SetUsageTemplate(root.UsageTemplate() + "{{with envHelp .}}\n{{.}}{{end}}" +
-		"{{with docPage .}}\nManual: {{.}} (in the agentworld repository)\n{{end}}")
+	root.SetUsageFunc(usageFunc(root.UsageFunc()))
 	root.AddCommand(
 		newVersionCmd(),
 		newWorldCmd(),
@@ -61,6 +58,27 @@ func New() *cobra.Command {
 		newResearchCmd(),
 	)
 	return root
+}
+
+// usageFunc prints cobra's usage (def, the root's before it is replaced)
+// followed by the environment variables a command reads and its manual
+// page. It is a function, not a usage template: executing a text/template
+// (cobra's own, once one is set) makes the linker keep every exported
+// method of every type in the binary, about 6 MB of it (perf/binsize.sh).
+func usageFunc(def func(*cobra.Command) error) func(*cobra.Command) error {
+	return func(c *cobra.Command) error {
+		if err := def(c); err != nil {
+			return err
+		}
+		w := c.OutOrStderr()
+		if env := envHelp(c); env != "" {
+			fmt.Fprintf(w, "\n%s", env)
+		}
+		if page := docPage(c); page != "" {
+			fmt.Fprintf(w, "\nManual: %s (in the agentworld repository)\n", page)
+		}
+		return nil
+	}
 }
 
 type loggerKey struct{}

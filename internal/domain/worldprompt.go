@@ -4,11 +4,18 @@ import (
 	"embed"
 	"fmt"
 	"strings"
-	"text/template"
+
+	template "github.com/DataDog/datadog-agent/pkg/template/text"
 )
 
 //go:embed templates/world_*.md
 var worldTemplateFS embed.FS
+
+// The templates are Go text/template syntax, run by DataDog's copy of
+// text/template that cannot call methods: the data is WorldPromptParts'
+// string fields, so none is lost, and the standard package's run-time
+// method lookup would make the linker keep every exported method in the
+// binary (4.7 MB of it).
 
 // worldTemplates holds one parsed template per domain; each defines
 // "prompt" (the whole system prompt) and "rules" (the default simulation

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"errors"
 	"fmt"
-	"html/template"
 	"image/color"
 	"math"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	template "github.com/DataDog/datadog-agent/pkg/template/html"
 
 	"github.com/agentworld/agentworld/internal/agree"
 	"github.com/agentworld/agentworld/internal/chart"

@@ -2,11 +2,12 @@ package ui
 
 import (
 	"fmt"
-	"html/template"
 	"math"
 	"net/url"
 	"strings"
 	"time"
+
+	template "github.com/DataDog/datadog-agent/pkg/template/html"
 
 	"github.com/agentworld/agentworld/internal/agree"
 	"github.com/agentworld/agentworld/internal/runview"
