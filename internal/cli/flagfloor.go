@@ -54,6 +54,7 @@ var flagFloors = map[string]float64{
 var flagAnyValue = map[string]string{
 	"seed": "any seed", "*-seed": "any seed", "beam-seed": "any seed", "first-id": "any id",
 	"replay-min-similarity":     "negative: the nearest recording however far",
+	"near-duplicate":            "0 or negative: exact fingerprints only; above 1 is refused with the flag named",
 	"resamples":                 "negative: none",
 	"max-conns":                 "negative: no cap; 0: the default",
 	"max-conns-per-client":      "negative: no cap; 0: half of --max-conns",

@@ -21,6 +21,7 @@ func newWorldGenerateCmd() *cobra.Command {
 		judgeURL, judgeModel  string
 		judgeKey              string
 		seedsPath, domains    string
+		nearDup               float64
 		fromMCP               []string
 	)
 	cmd := &cobra.Command{
@@ -52,6 +53,12 @@ the same flags resumes: no generator answer is asked for twice.`,
 				return flagErr("generator-model", errors.New("required"))
 			case out == "":
 				return flagErr("out", errors.New("required"))
+			case nearDup > 1:
+				return flagErr("near-duplicate", fmt.Errorf("%v: a similarity is at most 1 (0 compares exact fingerprints only)", nearDup))
+			}
+			o.NearDuplicate = nearDup
+			if nearDup <= 0 {
+				o.NearDuplicate = -1
 			}
 			if seedsPath != "" {
 				s, err := worldgen.LoadSeeds(seedsPath)
@@ -114,5 +121,6 @@ the same flags resumes: no generator answer is asked for twice.`,
 	fl.IntVar(&o.Concurrency, "concurrency", worldgen.DefaultConcurrency, "candidates in flight at once")
 	fl.IntVar(&o.TasksPerWorld, "tasks-per-world", worldgen.DefaultTasksPerWorld, "tasks asked of the generator per world")
 	fl.IntVar(&o.MaxTokens, "generator-max-tokens", worldgen.DefaultMaxTokens, "generator budget per candidate")
+	fl.Float64Var(&nearDup, "near-duplicate", worldgen.DefaultNearDuplicate, "similarity (0-1, Jaccard of word 3-shingles of description and state) at which a world with the same tools as an earlier one collapses into it; 0: exact fingerprints only")
 	return cmd
 }

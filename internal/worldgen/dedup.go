@@ -3,6 +3,7 @@ package worldgen
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -22,21 +23,39 @@ func fingerprint(parts ...string) uint64 {
 	return binary.BigEndian.Uint64(h.Sum(nil))
 }
 
-// worldFP is a world's near-duplicate fingerprint: its domain, its tools
-// (names and schemas, in name order) and its normalized state (the
-// initial state, and a fictional world's facts).
+// worldFP is a world's exact fingerprint: its domain, its tools (names
+// and schemas, in name order) and its normalized state (the initial
+// state, and a fictional world's facts).
 func worldFP(s *world.Spec) uint64 {
-	tools := make([]string, 0, len(s.ActionSpace.Tools))
+	tools, state := worldParts(s)
+	return fingerprint(string(s.Domain), tools, itemf1.Normalize(s.ActionSpace.Description), itemf1.Normalize(state))
+}
+
+// worldParts are the texts a world's fingerprints read: its tools, one
+// line each in name order, and its state.
+func worldParts(s *world.Spec) (tools, state string) {
+	lines := make([]string, 0, len(s.ActionSpace.Tools))
 	for _, t := range s.ActionSpace.Tools {
 		sc, _ := conversation.CanonicalJSON(string(t.InputSchema))
-		tools = append(tools, strings.ToLower(t.Name)+" "+sc)
+		lines = append(lines, strings.ToLower(t.Name)+" "+sc)
 	}
-	sort.Strings(tools)
-	state := s.InitialState
+	sort.Strings(lines)
+	state = s.InitialState
 	if s.Facts != nil {
 		state += "\n" + s.Facts.Render()
 	}
-	return fingerprint(string(s.Domain), strings.Join(tools, "\n"), itemf1.Normalize(s.ActionSpace.Description), itemf1.Normalize(state))
+	return strings.Join(lines, "\n"), state
+}
+
+// worldSig is a world's near-duplicate signature (see neardup.go) over
+// its description and state, and the scope it is compared in: worlds of
+// the same domain with the same tools. A world with other tools is
+// another world however alike its state (an imported server's mutations
+// rename, add and remove tools on purpose).
+func worldSig(s *world.Spec) (sig signature, scope string, ok bool) {
+	tools, state := worldParts(s)
+	sig, ok = shingleSignature(s.ActionSpace.Description + "\n" + state)
+	return sig, fmt.Sprintf("%s\x00%x", s.Domain, fingerprint(tools)), ok
 }
 
 func taskFP(t *library.TaskEntry) uint64 { return fingerprint(itemf1.Normalize(t.Instruction)) }
@@ -64,6 +83,17 @@ func (r *run) dedup(s *world.Spec, tasks *[]*library.TaskEntry, v *verdict) *rej
 	if prev, ok := r.worldFPs[fp]; ok {
 		return reject(RungDedup, "near-duplicate of world %s (same tools and state)", prev)
 	}
+	var wsig signature
+	var wscope string
+	wlong := false
+	if r.nearWorlds != nil {
+		wsig, wscope, wlong = worldSig(s)
+	}
+	if wlong {
+		if prev, sim, ok := r.nearWorlds.find(wscope, s.Name, &wsig); ok {
+			return reject(RungDedup, "near-duplicate of world %s (same tools; description and state %.0f%% alike)", prev, 100*sim)
+		}
+	}
 	var kept []*library.TaskEntry
 	claimed := map[uint64]bool{}
 	for _, t := range *tasks {
@@ -82,6 +112,9 @@ func (r *run) dedup(s *world.Spec, tasks *[]*library.TaskEntry, v *verdict) *rej
 		return reject(RungDedup, "every task duplicates an earlier one")
 	}
 	r.worldFPs[fp] = s.Name
+	if wlong {
+		r.nearWorlds.add(wscope, s.Name, &wsig)
+	}
 	for _, t := range kept {
 		r.taskFPs[taskFP(t)] = t.ID
 	}
@@ -94,6 +127,9 @@ func (r *run) dedup(s *world.Spec, tasks *[]*library.TaskEntry, v *verdict) *rej
 func (r *run) loadFingerprints() error {
 	if err := r.lib.Worlds(library.Filter{}, func(w *library.WorldEntry) error {
 		r.worldFPs[worldFP(w.Spec)] = w.Spec.Name
+		if sig, scope, ok := worldSig(w.Spec); ok {
+			r.nearWorlds.add(scope, w.Spec.Name, &sig)
+		}
 		return nil
 	}); err != nil {
 		return err

@@ -119,6 +119,14 @@ type Options struct {
 	MaxTokens int
 	// Shards of a new library; 0 means library.DefaultShards.
 	Shards int
+	// NearDuplicate is the estimated similarity (Jaccard of word
+	// 3-shingles of description and state, 0 to 1) at or above which a
+	// world with the same tools as an earlier one is its near-duplicate
+	// and collapses into it; 0 means DefaultNearDuplicate, a negative
+	// value or one above 1 compares exact fingerprints only. Tasks are
+	// compared by exact normalized instruction only: an instruction that
+	// changes one word often asks for another thing.
+	NearDuplicate float64
 	// Progress receives a progress line; nil writes none.
 	Progress io.Writer
 	// ProgressEvery is its interval; 0 means 2s.
@@ -333,6 +341,9 @@ func (o *Options) defaults() {
 	if o.MaxTokens <= 0 {
 		o.MaxTokens = DefaultMaxTokens
 	}
+	if o.NearDuplicate == 0 {
+		o.NearDuplicate = DefaultNearDuplicate
+	}
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = 2 * time.Second
 	}
@@ -352,6 +363,8 @@ type run struct {
 	stats    *Stats
 	worldFPs map[uint64]string // world fingerprint → world name
 	taskFPs  map[uint64]string // instruction fingerprint → task id
+	// nearWorlds finds near-duplicate worlds (nil: not looked for).
+	nearWorlds *nearIndex
 	// storedTasks counts the tasks per world the library held at the start.
 	storedTasks map[string]int
 
@@ -390,6 +403,9 @@ func Run(ctx context.Context, dir string, opts Options) (*Stats, error) {
 		return nil, err
 	}
 	r := &run{o: o, lib: lib, stats: newStats(), worldFPs: map[uint64]string{}, taskFPs: map[uint64]string{}, storedTasks: map[string]int{}, retrieval: worldhooks.NewRetrieval(o.Logger), episodes: make(chan struct{}, o.Episodes)}
+	if t := o.NearDuplicate; t > 0 && t <= 1 {
+		r.nearWorlds = newNearIndex(t)
+	}
 	defer func() { lib.Close() }()
 	jdir := filepath.Join(dir, JournalDir)
 	facts, err := fiction.NewFileStore(filepath.Join(jdir, LedgerDir), o.Logger)
