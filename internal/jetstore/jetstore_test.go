@@ -26,6 +26,13 @@ func startServer(t *testing.T, dir string) jetstore.Embedded {
 	return srv
 }
 
+// testLease is the node lease of the ownership tests: a minute, so that a
+// loaded machine delaying heartbeats cannot let a live node's lease lapse
+// (or its own sessions go untrusted) in the middle of a test; the tests
+// end leases by Close, which deletes them at once. Every store of a test
+// has it: the nodes bucket takes the TTL of the last store that opened it.
+const testLease = time.Minute
+
 func connect(t *testing.T, srv jetstore.Embedded) *nats.Conn {
 	t.Helper()
 	nc, err := srv.Connect()
@@ -109,9 +116,9 @@ func TestOwnership(t *testing.T) {
 	nc := connect(t, srv)
 	t.Cleanup(nc.Close)
 	ctx := t.Context()
-	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a"})
-	b := open(t, nc, &jetstore.Options{Node: "b", Addr: "http://b"})
-	c := open(t, nc, &jetstore.Options{Node: "c", Addr: "http://c"})
+	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a", Lease: testLease})
+	b := open(t, nc, &jetstore.Options{Node: "b", Addr: "http://b", Lease: testLease})
+	c := open(t, nc, &jetstore.Options{Node: "c", Addr: "http://c", Lease: testLease})
 	t.Cleanup(func() { _ = b.Close(); _ = c.Close() })
 	if err := a.CreateSession(ctx, storetest.Session("s_own"), nil); err != nil {
 		t.Fatal(err)
@@ -152,8 +159,8 @@ func TestOwnerWatchSeesShutdown(t *testing.T) {
 	nc := connect(t, srv)
 	t.Cleanup(nc.Close)
 	ctx := t.Context()
-	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a"})
-	b := open(t, nc, &jetstore.Options{Node: "b", Addr: "http://b"})
+	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a", Lease: testLease})
+	b := open(t, nc, &jetstore.Options{Node: "b", Addr: "http://b", Lease: testLease})
 	t.Cleanup(func() { _ = b.Close() })
 	if err := a.CreateSession(ctx, storetest.Session("s_w"), nil); err != nil {
 		t.Fatal(err)
@@ -192,9 +199,9 @@ func TestOwnSessionsFromMemory(t *testing.T) {
 	nc := connect(t, srv)
 	t.Cleanup(nc.Close)
 	ctx := t.Context()
-	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a"})
+	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a", Lease: testLease})
 	t.Cleanup(func() { _ = a.Close() })
-	other := open(t, nc, nil) // a writer taking part in no ownership
+	other := open(t, nc, &jetstore.Options{Lease: testLease}) // a writer taking part in no ownership
 	if err := a.CreateSession(ctx, storetest.Session("s_m"), nil); err != nil {
 		t.Fatal(err)
 	}
