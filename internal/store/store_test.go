@@ -156,7 +156,7 @@ func holdFirstBatch(db *DB, total int) (largest, firstBatch *atomic.Int64) {
 		if first {
 			first = false
 			firstBatch.Store(int64(n))
-			for deadline := time.Now().Add(10 * time.Second); n+len(db.writes) < total && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(time.Minute); n+len(db.writes) < total && time.Now().Before(deadline); {
 				time.Sleep(time.Millisecond)
 			}
 		}
