@@ -18,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
@@ -36,7 +37,8 @@ const anyNodeSessions = 24
 // the other nodes: OpenEnv HTTP /step and /state (forwarded), a WebSocket
 // attaching to one (proxied to node 0), OpenEnv's JSON-RPC POST /mcp
 // (forwarded: the same answer as node 0's own) and an MCP facade session
-// (its Mcp-Session-Id routes to node 0). Then node 0 is killed while idle,
+// (its Mcp-Session-Id routes to node 0), and JSON-RPC over a WebSocket
+// naming node 0's session. Then node 0 is killed while idle,
 // and every session is stepped again on the others, over HTTP, over a
 // WebSocket attach and with MCP tool calls, once its lease runs out: each takes the next turn
 // with its recorded answers (every transcript whole) and every model
@@ -109,6 +111,11 @@ func TestAnyNodeServesEverySurface(t *testing.T) {
 	there, err := anyNodeDo(ctx, h, nodes[2], "POST", "/mcp", rpc)
 	if err != nil || !bytes.Equal(here, there) {
 		t.Fatalf("POST /mcp on node 2 answered %s (%v), node 0 itself %s", there, err, here)
+	}
+	// The same over a WebSocket on node 2 (a JSON-RPC message naming a
+	// session that is not the connection's): node 0's answer too.
+	if got, err := wsRPC(ctx, nodes[2], rpc); err != nil || !jsonEqual(got, here) {
+		t.Fatalf("JSON-RPC over the WebSocket on node 2 answered %s (%v), node 0 itself %s", got, err, here)
 	}
 	// An MCP facade session begun on node 0, called through nodes 1 and 2.
 	mcpID, err := mcpInitialize(ctx, h, nodes[0])
@@ -384,4 +391,35 @@ func mcpCall(ctx context.Context, h *http.Client, n *clusterNode, sid string, rp
 		}
 		return nil
 	}
+}
+
+// wsRPC sends one OpenEnv "mcp" message on a new WebSocket to n and
+// returns the data of its answer.
+func wsRPC(ctx context.Context, n *clusterNode, rpc any) ([]byte, error) {
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(n.url, "http")+"/ws", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer c.CloseNow()
+	data, _ := json.Marshal(rpc)
+	if err := wsjson.Write(ctx, c, map[string]any{"type": "mcp", "data": json.RawMessage(data)}); err != nil {
+		return nil, err
+	}
+	var got struct {
+		Type string          `json:"type"`
+		Data json.RawMessage `json:"data"`
+	}
+	if err := wsjson.Read(ctx, c, &got); err != nil {
+		return nil, err
+	}
+	if got.Type != "mcp" {
+		return nil, fmt.Errorf("answered %s %s", got.Type, got.Data)
+	}
+	return got.Data, c.Close(websocket.StatusNormalClosure, "")
+}
+
+// jsonEqual says whether a and b are the same JSON value.
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && cmp.Equal(x, y)
 }

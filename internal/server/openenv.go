@@ -441,7 +441,7 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 			c.Close(websocket.StatusNormalClosure, "")
 			return
 		case "mcp":
-			err = send("mcp", s.openEnvRPC(stepCtx, msg.Data, &rpcConn{current: &current, owned: &owned}))
+			err = send("mcp", s.openEnvRPC(stepCtx, msg.Data, &rpcConn{current: &current, owned: &owned, r: r}))
 		default:
 			err = send("error", map[string]any{"message": fmt.Sprintf("unknown message type %q (want reset, step, state, mcp or close)", msg.Type), "code": "UNKNOWN_TYPE"})
 		}

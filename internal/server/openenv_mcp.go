@@ -236,6 +236,8 @@ const (
 type rpcConn struct {
 	current *string
 	owned   *[]string
+	// r is the WebSocket's handshake request.
+	r *http.Request
 }
 
 func rpcFail(id json.RawMessage, code int, msg string) rpcResponse {
@@ -278,6 +280,12 @@ func (s *Server) openEnvRPC(ctx context.Context, raw []byte, conn *rpcConn) rpcR
 	session := p.SessionID
 	if session == "" && conn != nil {
 		session = *conn.current
+	}
+	if conn != nil && p.SessionID != "" && p.SessionID != *conn.current && req.Method != "openenv/session/create" {
+		// another session than the connection's: where it is served
+		if out, forwarded := s.rpcElsewhere(ctx, conn.r, p.SessionID, req.ID, raw); forwarded {
+			return out
+		}
 	}
 	ok := func(v any) rpcResponse { return rpcResponse{JSONRPC: "2.0", ID: req.ID, Result: v} }
 	switch req.Method {

@@ -5,15 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 
 	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/cluster"
+	"github.com/agentworld/agentworld/internal/fielderr"
 )
 
 // Requests that name a session, on every surface, go through
@@ -24,6 +27,9 @@ import (
 //     /state (session_id, episode_id or the reset's cookie) and OpenEnv's
 //     JSON-RPC POST /mcp (params.session_id) are forwarded to a live
 //     owner as HTTP requests ([SessionRouter.Route]);
+//   - a JSON-RPC message on a WebSocket that names a session other than
+//     the connection's is sent to a live owner as POST /mcp, and its
+//     answer is the message's ([Server.rpcElsewhere]);
 //   - the MCP facade's sessions (/mcp/{world} with an Mcp-Session-Id,
 //     which names the simulator session in a cluster) the same way;
 //   - a WebSocket that attaches to a session (reset {session_id}) owned by
@@ -225,4 +231,56 @@ func (s *Server) mcpRouted(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// rpcClient carries a WebSocket's JSON-RPC request to another node.
+var rpcClient = &http.Client{Timeout: 5 * time.Minute}
+
+// rpcElsewhere answers a JSON-RPC request that arrived on a WebSocket and
+// names a session other than the connection's: when a live node owns it,
+// the request goes there as OpenEnv's POST /mcp and its answer is this
+// one (forwarded true); when it is served here, forwarded is false.
+func (s *Server) rpcElsewhere(ctx context.Context, r *http.Request, session string, id json.RawMessage, raw []byte) (rpcResponse, bool) {
+	if s.opts.Sessions == nil {
+		return rpcResponse{}, false
+	}
+	owner, err := s.opts.Sessions.Locate(ctx, session, r.Header.Get(cluster.ForwardedHeader))
+	switch {
+	case err != nil:
+		return s.rpcFromErr(id, err), true
+	case owner == nil:
+		return rpcResponse{}, false
+	}
+	u := *owner
+	u.Path = "/mcp"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(raw))
+	if err != nil {
+		return s.rpcFromErr(id, err), true
+	}
+	for _, k := range wsHeaders {
+		for _, v := range r.Header.Values(k) {
+			req.Header.Add(k, v)
+		}
+	}
+	req.Host = r.Host
+	req.Header.Set("Content-Type", "application/json")
+	s.opts.Sessions.Mark(req.Header)
+	resp, err := rpcClient.Do(req)
+	if err == nil {
+		defer resp.Body.Close()
+		var out struct {
+			rpcResponse
+			Result json.RawMessage `json:"result,omitempty"`
+		}
+		if resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&out) == nil {
+			if out.Result != nil {
+				out.rpcResponse.Result = out.Result
+			}
+			return out.rpcResponse, true
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		err = fmt.Errorf("%d %s", resp.StatusCode, b)
+	}
+	s.log.Warn("forward JSON-RPC to the session's owner", "session", session, "owner", owner.Host, "err", err)
+	return s.rpcFromErr(id, fielderr.New(cluster.ErrOwnerUnreachable, "session_id", "session %s: its owner node did not answer; retry", session)), true
 }
