@@ -22,7 +22,7 @@ type LeakCheck struct {
 	t          testing.TB
 	goroutines int
 	fds        int
-	// deadline is how long Check waits; 0 means 10 seconds.
+	// deadline is how long Check waits; 0 means [leakWait].
 	deadline time.Duration
 }
 
@@ -33,7 +33,7 @@ func Leaks(t testing.TB) *LeakCheck {
 	return &LeakCheck{t: t, goroutines: runtime.NumGoroutine(), fds: openFDs()}
 }
 
-// Check waits up to 10 seconds for the goroutine count to be at most the
+// Check waits up to a minute for the goroutine count to be at most the
 // snapshot's plus slack and the open file descriptors at most the
 // snapshot's, and fails the test with every goroutine's stack if they are
 // not. Slack allows for goroutines a test may leave by design (an
@@ -62,7 +62,7 @@ func (c *LeakCheck) check(slack int, files bool) {
 	c.t.Helper()
 	wait := c.deadline
 	if wait == 0 {
-		wait = 10 * time.Second
+		wait = leakWait
 	}
 	deadline := time.Now().Add(wait)
 	for {
@@ -78,6 +78,11 @@ func (c *LeakCheck) check(slack int, files bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// leakWait is how long a leak check waits for goroutines and files to
+// go: connections closing and processes exiting after a test can take
+// seconds on a loaded machine, and only a real leak waits it out.
+const leakWait = time.Minute
 
 // openFDs counts the process's open file descriptors, or -1 where the
 // system does not list them (then only goroutines are checked).

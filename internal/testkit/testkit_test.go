@@ -53,7 +53,7 @@ func TestLeaksSeesAGoroutine(t *testing.T) {
 	}
 	func() {
 		defer func() { _ = recover() }()
-		c.deadline = 100e6 // 100ms: the test need not wait the full 10 s
+		c.deadline = 100e6 // 100ms: the test need not wait the full minute
 		c.Check(0)
 	}()
 	close(stop)
