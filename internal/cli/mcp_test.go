@@ -21,7 +21,7 @@ func TestMCPCommandOverStdio(t *testing.T) {
 	var stderr strings.Builder
 	root.SetErr(&stderr)
 	root.SetArgs([]string{"mcp", "perturbed-tracker", "--no-db", "--seed", "7", "--log-level", "error"})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx); _ = sout.Close() }()
