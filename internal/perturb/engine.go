@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/regexlimit"
 )
 
@@ -21,6 +22,9 @@ type Engine struct {
 	caps Config
 	// bytes estimates what the compiled patterns hold.
 	bytes int
+	// matchBytes is how much of an action each pattern is matched
+	// against (see MatchBytes).
+	matchBytes int
 }
 
 type compiled struct {
@@ -42,6 +46,7 @@ func New(c *Config, tools []string) (*Engine, error) {
 		return nil, err
 	}
 	e.caps = Config{MaxStepLatencyMS: c.MaxStepLatencyMS, MaxSessionLatencyMS: c.MaxSessionLatencyMS}
+	insts := 0
 	for i, r := range c.Rules {
 		cr := compiled{name: c.RuleName(i), rule: r, seed: c.Seed, prob: 1}
 		if r.When.Seed != nil {
@@ -55,11 +60,35 @@ func New(c *Config, tools []string) (*Engine, error) {
 			if err != nil { // validated above
 				return nil, err
 			}
-			cr.action, e.bytes = re, e.bytes+n
+			k, err := regexlimit.Insts(r.When.Action, nil)
+			if err != nil {
+				return nil, err
+			}
+			cr.action, e.bytes, insts = re, e.bytes+n, insts+k
 		}
 		e.rules = append(e.rules, cr)
 	}
+	n, err := regexlimit.MatchBytes(insts, regexlimit.DefaultMaxWork)
+	if err != nil { // validated above
+		return nil, fielderr.New(ErrInvalid, "rules", "%v", err)
+	}
+	e.matchBytes = n
 	return e, nil
+}
+
+// MatchBytes is how many bytes of an action the engine's rules match
+// their patterns against: an action longer than that is matched by its
+// first MatchBytes bytes (cut back to a whole character), so that one
+// step's matching stays within regexlimit.DefaultMaxWork
+// instruction-bytes whatever the action and the patterns. It is that
+// budget over the instructions of all the patterns (356 KiB for three
+// rules of 46 instructions in all, 16 KiB for `.{0,500}x`), and never under
+// regexlimit.MinMatchBytes (a config that would be is refused).
+func (e *Engine) MatchBytes() int {
+	if e == nil || e.matchBytes == 0 {
+		return regexlimit.DefaultMaxWork
+	}
+	return e.matchBytes
 }
 
 // Caps are the engine's latency caps under the operator's limits l (see
@@ -167,7 +196,7 @@ func (e *Engine) Decide(s Step) Decision {
 	var texts []string
 	for i := range e.rules {
 		r := &e.rules[i]
-		if !r.matches(s) {
+		if !r.matches(s, e.MatchBytes()) {
 			continue
 		}
 		if r.prob < 1 && Draw(r.seed, s.Stream, s.Turn, r.name, "fire") >= r.prob {
@@ -196,7 +225,7 @@ func (e *Engine) Decide(s Step) Decision {
 	return d
 }
 
-func (r *compiled) matches(s Step) bool {
+func (r *compiled) matches(s Step, matchBytes int) bool {
 	if !r.rule.When.Turns.Contains(s.Turn) {
 		return false
 	}
@@ -208,7 +237,7 @@ func (r *compiled) matches(s Step) bool {
 			return false
 		}
 	}
-	if r.action != nil && !r.action.MatchString(s.Action) {
+	if r.action != nil && !r.action.MatchString(regexlimit.Prefix(s.Action, matchBytes)) {
 		return false
 	}
 	return true

@@ -103,6 +103,18 @@ const maxRuleDelayMS = 24 * 60 * 60 * 1000
 // of the spec it is merged into.
 const MaxPatternBytes = 8 << 20
 
+// MaxActionInsts bounds the instructions of a config's action patterns
+// together: a step matches each of them against the action, and Go's
+// matcher works in the product of a program's instructions and the
+// text's bytes, so `.{0,1000}x` (2,003 instructions) took 18 s over a
+// 1 MiB action, for each rule that had it. The engine matches every
+// pattern against the first [Engine.MatchBytes] bytes of an action:
+// regexlimit.DefaultMaxWork over the instructions of all patterns, and at
+// least regexlimit.MinMatchBytes, which this bound keeps. Real rules
+// (`"LL-13"`, `(?i)\b(?:delete|drop)\b`) have a few dozen instructions
+// in all and see hundreds of KiB of an action.
+const MaxActionInsts = regexlimit.DefaultMaxWork / regexlimit.MinMatchBytes
+
 // Limits are the operator's caps on the latency rules inject. A world spec
 // or a session's override may lower them, never raise them.
 type Limits struct {
@@ -246,7 +258,7 @@ func (c *Config) Validate(tools []string) error {
 		}
 	}
 	seen := map[string]bool{}
-	patterns := 0
+	patterns, insts := 0, 0
 	for i := range c.Rules {
 		r := &c.Rules[i]
 		name := c.RuleName(i)
@@ -277,6 +289,16 @@ func (c *Config) Validate(tools []string) error {
 			}
 			if patterns += n; patterns > MaxPatternBytes {
 				return bad("when.action", "the action patterns up to here compile into about %d KiB, over the limit of %d KiB for all of them", patterns>>10, MaxPatternBytes>>10)
+			}
+			k, err := regexlimit.Insts(r.When.Action, nil)
+			if err != nil {
+				return bad("when.action", "bad regular expression: %v", err)
+			}
+			// Every rule may match the same action: the step's work is
+			// the sum of the rules' programs times the bytes they see.
+			if insts += k; insts > MaxActionInsts {
+				return bad("when.action", "the action patterns up to here compile into %d instructions, over the limit of %d for all of them: each step matches every pattern against the action, and each must see at least %d KiB of it within %d instruction-bytes of work (counted repetitions such as {1000} multiply what they repeat)",
+					insts, MaxActionInsts, regexlimit.MinMatchBytes>>10, regexlimit.DefaultMaxWork)
 			}
 		}
 		if t := r.When.Turns; t != nil {

@@ -42,7 +42,7 @@ func TestRatesWithinBinomialBounds(t *testing.T) {
 			st := Step{Stream: fmt.Sprintf("session-%d", s), Turn: turn, Tool: tool,
 				Action: fmt.Sprintf(`{"name":%q,"arguments":{"user":"u%d"}}`, tool, turn)}
 			for i := range e.rules {
-				if e.rules[i].matches(st) {
+				if e.rules[i].matches(st, e.MatchBytes()) {
 					eligible[e.rules[i].name]++
 				}
 			}

@@ -7,6 +7,14 @@
 // seconds. [Cost] measures a pattern from its parse tree, before anything
 // is expanded, so a pattern over the bound costs a parse of at most
 // [DefaultMaxSourceBytes] and is refused.
+//
+// Matching is bounded too. Go's matcher is linear, but in the product of
+// the text's length and the program's size: `.{0,1000}x` (2,003
+// instructions) takes seconds over 64 KiB. A caller that matches a
+// client's pattern against a client's text sizes the text by
+// [MatchBytes]: the patterns' instructions ([Insts]) times the bytes they
+// see stay within a work budget, and a pattern too large to see
+// [MinMatchBytes] within it is refused when the spec is read.
 package regexlimit
 
 import (
@@ -14,6 +22,7 @@ import (
 	"fmt"
 	"regexp"
 	"regexp/syntax"
+	"unicode/utf8"
 )
 
 // Defaults of the zero [Limits] fields.
@@ -79,13 +88,19 @@ func (l *Limits) orDefaults() Limits {
 // is over l (nil means the defaults). It never expands a repetition: the
 // estimate is computed from the parse tree, saturating at the bound.
 func Cost(expr string, l *Limits) (int, error) {
+	_, n, err := parse(expr, l)
+	return n, err
+}
+
+// parse is expr's parse tree and Cost.
+func parse(expr string, l *Limits) (*syntax.Regexp, int, error) {
 	lim := l.orDefaults()
 	if len(expr) > lim.MaxSourceBytes {
-		return 0, fmt.Errorf("%w: %d bytes of pattern, over the limit of %d", ErrTooLarge, len(expr), lim.MaxSourceBytes)
+		return nil, 0, fmt.Errorf("%w: %d bytes of pattern, over the limit of %d", ErrTooLarge, len(expr), lim.MaxSourceBytes)
 	}
 	re, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	// Saturating arithmetic: nothing past the bound needs counting.
 	budget := int64(lim.MaxBytes)/InstBytes + 1
@@ -93,10 +108,74 @@ func Cost(expr string, l *Limits) (int, error) {
 	slots := 2 * int64(re.MaxCap()) // InstBytes covers the whole match's two
 	bytes := insts*(InstBytes+SlotBytes*slots) + RuneBytes*runeCount(re)
 	if bytes > int64(lim.MaxBytes) {
-		return 0, fmt.Errorf("%w: it compiles into about %s, over the limit of %s (counted repetitions such as {1000} multiply what they repeat)",
+		return nil, 0, fmt.Errorf("%w: it compiles into about %s, over the limit of %s (counted repetitions such as {1000} multiply what they repeat)",
 			ErrTooLarge, size(bytes, insts >= budget), size(int64(lim.MaxBytes), false))
 	}
-	return int(bytes), nil
+	return re, int(bytes), nil
+}
+
+// Bounds on matching work, counted in instruction-bytes: a program's
+// instructions times the bytes of text it is matched against, which is
+// what Go's matchers (backtracking, one-pass or NFA) visit at most.
+const (
+	// DefaultMaxWork bounds the work of matching a text against the
+	// client's patterns that read it (one step's action against a spec's
+	// perturbation rules, an episode's final observation against its
+	// success rule). Measured on a loaded 2-core machine at 20 to 60 ns
+	// per instruction-byte for the worst patterns (a large class
+	// counted), so at most about a second, and far less for the
+	// literal-led patterns real rules use (Go skips to their prefix).
+	DefaultMaxWork = 1 << 24
+	// MinMatchBytes is the least text patterns must be able to see
+	// within the work bound: 1,024 instructions in all. A spec whose
+	// patterns leave less is refused.
+	MinMatchBytes = 16 << 10
+)
+
+// Insts is the number of instructions expr compiles into, the factor Go's
+// matcher multiplies a text's length by; an error when [Cost] refuses
+// expr under l.
+func Insts(expr string, l *Limits) (int, error) {
+	re, _, err := parse(expr, l)
+	if err != nil {
+		return 0, err
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 0, err
+	}
+	return len(prog.Inst), nil
+}
+
+// MatchBytes is how many bytes of a text patterns of insts instructions
+// in all may each be matched against within work instruction-bytes
+// (0 means DefaultMaxWork): work/insts, or an error wrapping
+// [ErrTooLarge] when that is under [MinMatchBytes]. Callers match
+// [Prefix](text, n): a text longer than n is matched by its first n
+// bytes. insts ≤ 0 is read as 1.
+func MatchBytes(insts int, work int64) (int, error) {
+	if work <= 0 {
+		work = DefaultMaxWork
+	}
+	insts = max(insts, 1)
+	n := work / int64(insts)
+	if n < MinMatchBytes {
+		return 0, fmt.Errorf("%w: %d instructions, each matched against at least %d KiB of text, is over the matching budget of %d instruction-bytes; patterns may have %d instructions in all (counted repetitions such as {1000} multiply what they repeat)",
+			ErrTooLarge, insts, MinMatchBytes>>10, work, work/MinMatchBytes)
+	}
+	return int(min(n, int64(^uint(0)>>1))), nil
+}
+
+// Prefix is s cut to at most n bytes, back to the start of a UTF-8
+// sequence so no character is split.
+func Prefix(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Compile is regexp.Compile of expr after [Cost] admitted it, and its cost.

@@ -142,3 +142,40 @@ func TestCostBoundsMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchBytes: patterns see DefaultMaxWork over their instructions in
+// all, and a program too large to see MinMatchBytes is refused; Insts
+// counts the compiled program (`.{0,1000}x`, the red team's pattern, has
+// 2,003 instructions); Prefix never splits a character.
+func TestMatchBytes(t *testing.T) {
+	if k, err := Insts(`.{0,1000}x`, nil); err != nil || k != 2003 {
+		t.Fatalf("Insts: %d %v", k, err)
+	}
+	if _, err := Insts(strings.Repeat(`\pL{1000}`, 400), nil); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Insts of a pattern Cost refuses: %v", err)
+	}
+	for _, tc := range []struct {
+		insts int
+		want  int
+	}{{0, DefaultMaxWork}, {1, DefaultMaxWork}, {46, DefaultMaxWork / 46}, {1024, MinMatchBytes}, {1025, -1}, {2003, -1}} {
+		n, err := MatchBytes(tc.insts, 0)
+		if tc.want < 0 {
+			if !errors.Is(err, ErrTooLarge) {
+				t.Errorf("%d instructions: %d %v, want refused", tc.insts, n, err)
+			}
+			continue
+		}
+		if err != nil || n != tc.want {
+			t.Errorf("%d instructions: %d %v, want %d", tc.insts, n, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{{"abc", 5, "abc"}, {"abc", 2, "ab"}, {"aé", 2, "a"}, {"aé", 3, "aé"}, {"é", 0, ""}} {
+		if got := Prefix(tc.s, tc.n); got != tc.want {
+			t.Errorf("Prefix(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}

@@ -34,8 +34,9 @@ func inlineMCPWorld(iter, n int) map[string]any {
 	var rules []map[string]any
 	for i := range 6 {
 		rules = append(rules, map[string]any{
-			"name":   fmt.Sprintf("r%d", i),
-			"when":   map[string]any{"action": fmt.Sprintf(`[\pL\pN]{1000}|iter%d`, iter), "probability": 0},
+			"name": fmt.Sprintf("r%d", i),
+			// 168 instructions each, 1,008 in all: at perturb.MaxActionInsts.
+			"when":   map[string]any{"action": fmt.Sprintf(`[\pL\pN]{160}|iter%d`, iter), "probability": 0},
 			"inject": map[string]any{"kind": "timeout"},
 		})
 	}

@@ -32,7 +32,12 @@ type Reward struct {
 // given a criterion in words. Exactly one is set.
 type SuccessRule struct {
 	// FinalObservation is a regular expression (RE2 syntax) the final
-	// observation must match; "" when another rule decides.
+	// observation must match; "" when another rule decides. It is matched
+	// against the observation's first regexlimit.MatchBytes bytes for its
+	// program (regexlimit.DefaultMaxWork over its instructions: over
+	// 300 KiB for a pattern of 50), so a long observation cannot make
+	// the match cost more; a pattern that would see under
+	// regexlimit.MinMatchBytes is refused.
 	FinalObservation string `json:"final_observation,omitempty"`
 	// Answer scores the agent's final answer (the text that ended the
 	// episode) by item F1 against an expected set; nil when another rule
@@ -47,8 +52,9 @@ type SuccessRule struct {
 	// decide; nil when FinalObservation decides.
 	Judge *SuccessJudge `json:"judge,omitempty"`
 	// Reward is given on success; 0 means 1.
-	Reward float64 `json:"reward,omitempty"`
-	re     *regexp.Regexp
+	Reward     float64 `json:"reward,omitempty"`
+	re         *regexp.Regexp
+	matchBytes int
 }
 
 // AnswerRule is an expected answer set (WideSearch style): the final
@@ -149,12 +155,30 @@ func (s *SuccessRule) validate(at string) error {
 		}
 		return nil
 	}
-	re, _, err := regexlimit.Compile(s.FinalObservation, nil)
+	re, n, err := compileFinal(s.FinalObservation)
 	if err != nil {
 		return bad(at+".final_observation", "not a usable regular expression: %v", err)
 	}
-	s.re = re
+	s.re, s.matchBytes = re, n
 	return nil
+}
+
+// compileFinal compiles a final_observation pattern and the bytes of an
+// observation it may be matched against.
+func compileFinal(expr string) (*regexp.Regexp, int, error) {
+	re, _, err := regexlimit.Compile(expr, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	k, err := regexlimit.Insts(expr, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	n, err := regexlimit.MatchBytes(k, regexlimit.DefaultMaxWork)
+	if err != nil {
+		return nil, 0, err
+	}
+	return re, n, nil
 }
 
 // Earned is the reward a successful episode earns.
@@ -208,14 +232,14 @@ func (s *SuccessRule) Decide(e Ending) (bool, float64) {
 		}
 		return true, s.Earned()
 	}
-	re := s.re
+	re, n := s.re, s.matchBytes
 	if re == nil { // a spec built in code, or decoded without Validate
 		var err error
-		if re, _, err = regexlimit.Compile(s.FinalObservation, nil); err != nil {
+		if re, n, err = compileFinal(s.FinalObservation); err != nil {
 			return false, 0
 		}
 	}
-	if !re.MatchString(e.Final) {
+	if !re.MatchString(regexlimit.Prefix(e.Final, n)) {
 		return false, 0
 	}
 	return true, s.Earned()

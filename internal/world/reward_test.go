@@ -3,6 +3,8 @@ package world
 import (
 	"strings"
 	"testing"
+
+	"github.com/agentworld/agentworld/internal/regexlimit"
 )
 
 func TestRewardSection(t *testing.T) {
@@ -87,5 +89,43 @@ func TestStateHoldsLatestValueWins(t *testing.T) {
 	}
 	if !StateHolds(want, obs[:1]) {
 		t.Error("the fact asserted was not found")
+	}
+}
+
+// TestFinalObservationMatchingIsBounded: a success pattern whose matching
+// could cost more than regexlimit.DefaultMaxWork against the observations
+// it needs to see (issue 21's `.{0,1000}x`, 18 s over 1 MiB) is refused
+// naming the field; an admitted one is matched against the observation's
+// first MatchBytes bytes for its program, all of a long one for a real
+// pattern.
+func TestFinalObservationMatchingIsBounded(t *testing.T) {
+	base := "domain: mcp\ntask_description: issues\naction_space:\n  tools:\n    - name: get\n"
+	_, err := Parse([]byte(base+"reward:\n  success:\n    final_observation: '.{0,1000}x'\n"), "w")
+	if err == nil || !strings.Contains(err.Error(), "reward.success.final_observation") || !strings.Contains(err.Error(), "instructions") {
+		t.Fatalf("the attack: %v", err)
+	}
+	s, err := Parse([]byte(base+"reward:\n  success:\n    final_observation: 'closed$'\n"), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", 1<<20) + "closed"
+	if ok, _ := s.Reward.Success.Succeeded(long); !ok {
+		t.Fatal("a small pattern missed the end of a 1 MiB observation")
+	}
+	s, err = Parse([]byte(base+"reward:\n  success:\n    final_observation: '.{0,500}closed$'\n"), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := s.Reward.Success.matchBytes
+	k, err := regexlimit.Insts(".{0,500}closed$", nil)
+	if err != nil || int64(k)*int64(n) > regexlimit.DefaultMaxWork || n < regexlimit.MinMatchBytes {
+		t.Fatalf("%d instructions × %d bytes (%v)", k, n, err)
+	}
+	within := strings.Repeat("x", n-len("closed")) + "closed"
+	if ok, _ := s.Reward.Success.Succeeded(within); !ok {
+		t.Fatalf("within the %d bytes the pattern sees: not matched", n)
+	}
+	if ok, _ := s.Reward.Success.Succeeded("x" + within); ok {
+		t.Fatalf("past the %d bytes the pattern sees: matched", n)
 	}
 }

@@ -491,7 +491,10 @@ func TestEnginesAreBoundedAndGoWithTheirSpec(t *testing.T) {
 	spec := func(i int) *world.Spec {
 		var rules []perturb.Rule
 		for r := range 6 {
-			rules = append(rules, perturb.Rule{Name: fmt.Sprint("r", r), When: perturb.When{Action: fmt.Sprintf(`[\pL\pN]{1000}|spec%d`, i)}, Inject: perturb.Inject{Kind: perturb.Timeout}})
+			// About 350 KiB each (capture slots, charged per
+			// instruction) in 158 instructions: six stay within
+			// perturb.MaxActionInsts, and parse in microseconds.
+			rules = append(rules, perturb.Rule{Name: fmt.Sprint("r", r), When: perturb.When{Action: strings.Repeat(`(x)`, 50) + fmt.Sprintf(`|spec%d`, i)}, Inject: perturb.Inject{Kind: perturb.Timeout}})
 		}
 		return &world.Spec{Name: "w", Domain: "mcp", ActionSpace: world.ActionSpace{Tools: trackerTools}, Perturbations: &perturb.Config{Rules: rules}}
 	}
@@ -502,7 +505,7 @@ func TestEnginesAreBoundedAndGoWithTheirSpec(t *testing.T) {
 		}
 	}
 	var alive []*world.Spec
-	for i := range 120 {
+	for i := range 48 { // about 100 MiB of engines: past the bound
 		s := spec(i)
 		alive = append(alive, s)
 		step(s)
