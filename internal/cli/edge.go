@@ -24,8 +24,8 @@ func registerEdgeFlags(cmd *cobra.Command, e *httpedge.Edge, webSocket bool) {
 		fl.DurationVar(&e.WebSocketIdle, "ws-idle-timeout", httpedge.DefaultWebSocketIdle, "close /ws connections that send nothing this long (their sessions are released)")
 	}
 	fl.IntVar(&e.MaxConns, "max-conns", httpedge.DefaultMaxConns, "connections held at once; when full, the longest-idle keep-alive connection is closed for a new client, and only when all are busy do clients wait; negative: no cap")
-	fl.IntVar(&e.MaxConnsPerClient, "max-conns-per-client", 0, "connections one remote IP address holds at once (its idle ones are closed first, then it is answered 503); 0: half of --max-conns; negative: no cap; loopback clients share --max-conns only")
-	fl.DurationVar(&e.PressureIdleTimeout, "pressure-idle-timeout", httpedge.DefaultPressureIdleTimeout, "idle timeout while three quarters of --max-conns are held")
+	fl.IntVar(&e.MaxConnsPerClient, "max-conns-per-client", 0, "connections one client (a remote IP address; on loopback, the user owning the socket, except this server's user and root) holds at once (its idle ones are closed first, then it is answered 503); 0: half of --max-conns; negative: no cap")
+	fl.DurationVar(&e.PressureIdleTimeout, "pressure-idle-timeout", httpedge.DefaultPressureIdleTimeout, "idle timeout while three quarters of --max-conns are held; also how long a /ws connection must wait for its client before a new client may take its slot when the cap is full")
 }
 
 // edgeSettingFlags maps the edge's settings that refusals name to their

@@ -83,15 +83,20 @@ type Edge struct {
 	// means no cap. Only work fills it: when a new client finds it full,
 	// the connection idle longest (a keep-alive connection between
 	// requests, or one that has sent nothing for a second since it
-	// connected) is closed to make room; only when every connection is
-	// busy does the client wait (in the listen backlog) for one to end.
+	// connected; then a WebSocket waiting for its client for
+	// PressureIdleTimeout, see [Waiting]) is closed to make room; only
+	// when every connection is busy does the client wait (in the listen
+	// backlog) for one to end.
 	MaxConns int
-	// MaxConnsPerClient caps the connections one remote IP address holds;
-	// 0 means half of MaxConns (none when MaxConns is negative), negative
-	// means no cap. A client at its cap has its own idle connection
-	// closed for a new one; with none idle, the new one is answered 503
-	// and closed. Loopback clients cannot be told apart and share MaxConns
-	// only; clients behind one proxy or NAT share one cap.
+	// MaxConnsPerClient caps the connections one client holds: a remote
+	// IP address, or on loopback the user owning the client's socket (on
+	// Linux; the server's own user and root are not capped: they can stop
+	// the server anyway, and a local proxy or trainer of the operator's
+	// runs as one of them); 0 means half of MaxConns (none when MaxConns
+	// is negative), negative means no cap. A client at its cap has its own
+	// idle connection (or waiting WebSocket, see [Waiting]) closed for a
+	// new one; with none, the new one is answered 503 and closed. Clients
+	// behind one proxy or NAT share one cap.
 	MaxConnsPerClient int
 	// PressureIdleTimeout replaces IdleTimeout while the held connections
 	// reach three quarters of MaxConns: idle connections older than it

@@ -2,10 +2,13 @@ package httpedge
 
 import (
 	"container/list"
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -39,7 +42,45 @@ func (g *Guard) HTTPServer(h http.Handler, errorLog *slog.Logger) *http.Server {
 	}
 	return &http.Server{Handler: h, ReadHeaderTimeout: g.edge.ReadHeaderTimeout, ReadTimeout: g.edge.ReadTimeout,
 		IdleTimeout: g.edge.IdleTimeout, ConnState: g.conns.connState,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*trackedConn); ok {
+				return context.WithValue(ctx, connKey{}, tc)
+			}
+			return ctx
+		},
 		ErrorLog: slog.NewLogLogger(errorLog.Handler(), slog.LevelWarn)}
+}
+
+// connKey keys a request's *trackedConn in its context.
+type connKey struct{}
+
+// Waiting tells the connection caps that the long-lived connection that
+// r came on (a WebSocket after its upgrade) is waiting for its client
+// (waiting true) or working for it again (false). A connection waiting
+// for longer than PressureIdleTimeout may be closed when a new client
+// finds MaxConns (or its own client's MaxConnsPerClient) full, after
+// every idle keep-alive connection: so idle WebSockets cannot keep
+// other clients out, as idle keep-alive connections cannot. A handler
+// whose connection is closed so sees its reads fail. Requests not
+// served by a [Guard.HTTPServer] on a [Guard.Listen] listener are left
+// alone.
+func Waiting(r *http.Request, waiting bool) {
+	c, ok := r.Context().Value(connKey{}).(*trackedConn)
+	if !ok {
+		return
+	}
+	p := c.p
+	p.mu.Lock()
+	p.unquietLocked(c)
+	c.parked = waiting
+	if waiting && !c.closed {
+		c.since = time.Now()
+		c.elem = p.quiet.PushBack(c)
+	}
+	p.mu.Unlock()
+	if waiting {
+		p.signal()
+	}
 }
 
 // pressureQuarters is the share of MaxConns, in quarters, held from
@@ -103,8 +144,8 @@ func newConnPool(e Edge) *connPool {
 type trackedConn struct {
 	net.Conn
 	p *connPool
-	// client is the remote IP address, "" for a loopback client (loopback
-	// clients cannot be told apart: they share MaxConns only).
+	// client is what the per-client cap counts it under (see clientOf);
+	// "" is not capped per client.
 	client string
 	once   sync.Once
 
@@ -112,6 +153,7 @@ type trackedConn struct {
 	elem   *list.Element // in p.quiet while quiet
 	since  time.Time     // when it became quiet
 	asked  bool          // it has sent a request (idle, not new)
+	parked bool          // a long-lived connection waiting for its client (see Waiting)
 	closed bool
 }
 
@@ -175,21 +217,30 @@ func (p *connPool) connState(nc net.Conn, st http.ConnState) {
 	}
 }
 
-// sheddable reports whether c may be closed now to make room.
-func sheddable(c *trackedConn, now time.Time) bool {
+// sheddable reports whether c may be closed now to make room: an idle
+// keep-alive connection at once, a new one after newConnGrace, a parked
+// one (a WebSocket waiting for its client, whose episode closing it
+// ends) after PressureIdleTimeout.
+func (p *connPool) sheddable(c *trackedConn, now time.Time) bool {
+	if c.parked {
+		return now.Sub(c.since) >= p.pressureIdle
+	}
 	return c.asked || now.Sub(c.since) >= newConnGrace
 }
 
 // takeLocked removes from the quiet list and returns the oldest quiet
 // connection that may be closed now (of client when client is not ""),
-// or nil.
+// or nil. Parked connections come after every other: closing them loses
+// their client's state.
 func (p *connPool) takeLocked(client string, now time.Time) *trackedConn {
-	for e := p.quiet.Front(); e != nil; e = e.Next() {
-		c := e.Value.(*trackedConn)
-		if (client == "" || c.client == client) && sheddable(c, now) {
-			p.unquietLocked(c)
-			p.shed++
-			return c
+	for _, parked := range []bool{false, true} {
+		for e := p.quiet.Front(); e != nil; e = e.Next() {
+			c := e.Value.(*trackedConn)
+			if c.parked == parked && (client == "" || c.client == client) && p.sheddable(c, now) {
+				p.unquietLocked(c)
+				p.shed++
+				return c
+			}
 		}
 	}
 	return nil
@@ -209,6 +260,9 @@ func (p *connPool) staleLocked(now time.Time) []*trackedConn {
 			break // the list is in the order connections became quiet
 		}
 		e = e.Next()
+		if c.parked {
+			continue // closed only for a client that is there (takeLocked)
+		}
 		p.unquietLocked(c)
 		p.shed++
 		out = append(out, c)
@@ -264,7 +318,7 @@ func (p *connPool) reserve(done <-chan struct{}) error {
 // client's own oldest quiet connection is closed to make room; with none,
 // nc is refused (nil).
 func (p *connPool) admit(nc net.Conn) *trackedConn {
-	c := &trackedConn{Conn: nc, p: p, client: clientOf(nc.RemoteAddr())}
+	c := &trackedConn{Conn: nc, p: p, client: clientOf(nc)}
 	now := time.Now()
 	p.mu.Lock()
 	var victim *trackedConn
@@ -331,15 +385,34 @@ func (p *connPool) refuse(nc net.Conn) {
 	}()
 }
 
-// clientOf is the address a connection's caps are counted under: its IP
-// address, or "" for loopback and non-IP addresses.
-func clientOf(a net.Addr) string {
-	ta, ok := a.(*net.TCPAddr)
-	if !ok || ta.IP.IsLoopback() {
+// clientOf is what a connection's caps are counted under: its remote IP
+// address; for a loopback connection, the user owning the client's socket
+// ("uid N", read from the kernel on Linux), so one local user cannot take
+// every slot from the others. A loopback client of the server's own user
+// or root, or one whose owner cannot be read, is "" (uncapped): such a
+// client can stop the server anyway, and a local reverse proxy or trainer
+// of the operator's is one.
+func clientOf(nc net.Conn) string {
+	ta, ok := nc.RemoteAddr().(*net.TCPAddr)
+	if !ok {
 		return ""
 	}
-	return ta.IP.String()
+	if !ta.IP.IsLoopback() {
+		return ta.IP.String()
+	}
+	la, ok := nc.LocalAddr().(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	uid, ok := loopbackOwner(la, ta)
+	if !ok || uid == 0 || uid == selfUID {
+		return ""
+	}
+	return "uid " + strconv.Itoa(uid)
 }
+
+// selfUID is the server's own user.
+var selfUID = os.Getuid()
 
 // limitListener holds its connections to a connPool. Close ends a waiting
 // Accept and waits for the refusals being written.

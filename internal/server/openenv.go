@@ -15,6 +15,7 @@ import (
 	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/cluster"
 	"github.com/agentworld/agentworld/internal/fielderr"
+	"github.com/agentworld/agentworld/internal/httpedge"
 	"github.com/agentworld/agentworld/internal/sim"
 )
 
@@ -335,12 +336,16 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 			return
 		default:
 		}
+		// Between messages the connection only waits for its client: the
+		// edge may close it for a new client when the cap is full.
+		httpedge.Waiting(r, true)
 		select {
 		case <-s.wsStop:
 			c.Close(websocket.StatusGoingAway, "server shutting down")
 			return
 		case got = <-in:
 		}
+		httpedge.Waiting(r, false)
 		msg := got.msg
 		if err := got.err; err != nil {
 			var ce websocket.CloseError

@@ -1,0 +1,130 @@
+//go:build linux
+
+package httpedge
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// dialAs connects to addr from a socket owned by uid: the kernel records
+// a socket's owner from the file-system uid of the thread that made it, so
+// the test (root) makes it on a locked thread with that fsuid, the way a
+// client process of that user would.
+func dialAs(t *testing.T, uid int, addr string) net.Conn {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	prev, _, _ := syscall.RawSyscall(syscall.SYS_SETFSUID, uintptr(uid), 0, 0)
+	c, err := net.DialTimeout("tcp", addr, hangGuard)
+	syscall.RawSyscall(syscall.SYS_SETFSUID, prev, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root to make sockets owned by other users")
+	}
+}
+
+// TestLoopbackOwner: the owner of a loopback client's socket is read from
+// the kernel's tables, over IPv4 and IPv6.
+func TestLoopbackOwner(t *testing.T) {
+	needRoot(t)
+	for _, network := range []string{"127.0.0.1:0", "[::1]:0"} {
+		ln, err := net.Listen("tcp", network)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		accepted := make(chan net.Conn, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				accepted <- c
+			}
+			close(accepted)
+		}()
+		dialAs(t, 65534, ln.Addr().String())
+		sc := <-accepted
+		if sc == nil {
+			t.Fatal("accept failed")
+		}
+		defer sc.Close()
+		uid, ok := loopbackOwner(sc.LocalAddr().(*net.TCPAddr), sc.RemoteAddr().(*net.TCPAddr))
+		if !ok || uid != 65534 {
+			t.Fatalf("%s: owner %d %v, want 65534", network, uid, ok)
+		}
+		if got := clientOf(sc); got != "uid 65534" {
+			t.Fatalf("%s: counted under %q", network, got)
+		}
+	}
+}
+
+// TestLoopbackClientsAreCappedByUser is the local half of issue 21's
+// connection lock-out: loopback clients used to be exempt from
+// MaxConnsPerClient, so one local user could hold every slot with
+// connections busy sending a body slowly (up to ReadTimeout, renewable)
+// while others waited. Now another user's loopback connections count
+// under its uid: busy at its cap, its next connection is answered 503
+// naming the flag; a second user has a cap of its own, and the server's
+// own user (root here) is not capped.
+func TestLoopbackClientsAreCappedByUser(t *testing.T) {
+	needRoot(t)
+	g, addr := edgeServer(t, Edge{MaxConns: 16, MaxConnsPerClient: 3, Hints: map[string]string{SettingMaxConnsPerClient: "set by serve --max-conns-per-client"}})
+	busy := func(c net.Conn) {
+		t.Helper()
+		// A body that never ends: the handler is reading it.
+		if _, err := fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: 100\r\n\r\n{", addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		busy(dialAs(t, 65534, addr))
+	}
+	// The held count is taken at Accept, so wait for the three to be in.
+	deadline := time.Now().Add(hangGuard)
+	for n, _ := g.held(); n < 3; n, _ = g.held() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections held", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	over := dialAs(t, 65534, addr)
+	busy(over)
+	_ = over.SetReadDeadline(time.Now().Add(hangGuard))
+	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
+	if err != nil {
+		t.Fatalf("the user's fourth connection got no answer: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "--max-conns-per-client") {
+		t.Fatalf("the user's fourth connection: %d %q", resp.StatusCode, body)
+	}
+	for range 3 {
+		busy(dialAs(t, 65533, addr))
+	}
+	mine := dialHeld(t, addr)
+	if err := mine.get(addr); err != nil {
+		t.Fatalf("the server's own user beside two capped users: %v", err)
+	}
+	other := &heldConn{Conn: dialAs(t, 65533, addr)}
+	other.br = bufio.NewReader(other.Conn)
+	if err := other.get(addr); err == nil {
+		t.Fatal("a second user got a fourth connection beside three busy ones")
+	}
+}

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// TestIdleWebSocketsDoNotLockOut is the lock-out issue 21's connection
+// work left open: WebSockets counted as busy for as long as they were
+// open, so a client holding --max-conns idle WebSockets (up to
+// --ws-idle-timeout, 30 minutes) kept every other client waiting. Now a
+// WebSocket between messages is waiting for its client, and a new client
+// that finds the cap full gets the slot of the one waiting longest (once
+// it has waited --pressure-idle-timeout), after any idle keep-alive
+// connection, which goes first since closing it loses nothing.
+func TestIdleWebSocketsDoNotLockOut(t *testing.T) {
+	base := serveApp(t, &Options{Edge: Edge{MaxConns: 3, PressureIdleTimeout: 200 * time.Millisecond}})
+	host := strings.TrimPrefix(base, "http://")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dial := func() *websocket.Conn {
+		t.Helper()
+		c, _, err := websocket.Dial(ctx, "ws://"+host+"/ws", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.CloseNow() })
+		return c
+	}
+	// alive: the WebSocket still answers a message.
+	alive := func(c *websocket.Conn) bool {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := c.Write(wctx, websocket.MessageText, []byte(`{"type":"state"}`)); err != nil {
+			return false
+		}
+		_, data, err := c.Read(wctx)
+		return err == nil && strings.Contains(string(data), "reset")
+	}
+	// closed: the server closed the WebSocket (a read fails within the
+	// hang guard rather than timing out).
+	closed := func(c *websocket.Conn) bool {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, _, err := c.Read(rctx)
+		return err != nil && rctx.Err() == nil
+	}
+	get := func() {
+		t.Helper()
+		c, br := rawConn(t, base)
+		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("a new client beside a full cap was not answered: %v", err)
+		}
+		resp.Body.Close()
+	}
+
+	// The cap full of WebSockets that send nothing: a new client is
+	// answered, and the one that waited longest is closed for it.
+	w1, w2, w3 := dial(), dial(), dial()
+	get()
+	if !closed(w1) {
+		t.Fatal("the WebSocket waiting longest was not closed for the new client")
+	}
+	if !alive(w2) || !alive(w3) {
+		t.Fatal("a WebSocket other than the one waiting longest was closed")
+	}
+
+	// An idle keep-alive connection (the client just answered) goes
+	// before a WebSocket: the next client takes its slot, and both
+	// WebSockets stay.
+	get()
+	if !alive(w2) || !alive(w3) {
+		t.Fatal("a WebSocket was closed while an idle keep-alive connection could make room")
+	}
+}
