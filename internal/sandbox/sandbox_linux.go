@@ -301,7 +301,8 @@ func checkParent(ns, parent *os.File) error {
 // scripts one, checks the other. Each run has a mount namespace of its own
 // whose /proc shows its own pid namespace only (so ps works, and a check
 // sees none of the agent's processes, as they see none of its); checks
-// and setup scripts also get a fresh tmpfs at privateDir there.
+// and setup scripts also get a fresh tmpfs at privateDir there, and
+// checks a fresh /dev/shm.
 //
 // The chain: nsenter enters the setup user namespace as its root and the
 // sandbox's other namespaces; unshare makes the pid and mount namespaces
@@ -346,6 +347,14 @@ func (s *Sandbox) Command(ctx context.Context, kind Kind, dir string, argv ...st
 			// connects to a well-known name must not find the agent's.
 			a = append(a, "--net", "--ipc")
 			priv = fmt.Sprintf("mount -t tmpfs -o size=%d,mode=0700,nosuid,nodev tmpfs %s || exit 125; ", privateBytes, privateDir)
+		}
+		if kind == KindCheck {
+			// And a /dev/shm of its own: the sandbox's is the agent's to
+			// write, so POSIX shared memory and semaphores a check makes
+			// (Python's multiprocessing, shm_open under a fixed name, a
+			// temp file put there) could be read, pre-made or changed
+			// under it by the agent's processes, which keep running.
+			priv += fmt.Sprintf("mount -t tmpfs -o size=%d,mode=1777,nosuid,nodev tmpfs /dev/shm || exit 125; ", ShmBytes)
 		}
 		// The supervisor keeps only the run's user namespace, which the
 		// run's own bash closes before anything of the run starts.
