@@ -127,7 +127,7 @@ func TestSchemaKeywordsAnyCase(t *testing.T) {
 		if err := json.Unmarshal([]byte(bad), &v); err != nil {
 			t.Fatal(err)
 		}
-		if rs.Validate(v) == nil {
+		if rs.rs.Validate(v) == nil {
 			t.Fatalf("%s validated: the validator ignored a capitalised keyword, so this test no longer shows the hole", bad)
 		}
 	}

@@ -165,14 +165,15 @@ func looksLikeError(s string) bool {
 
 // Validator checks tool arguments against a tool's input schema.
 type Validator struct {
-	resolved *jsonschema.Resolved
+	resolved *compiledSchema
 	schema   map[string]any
 }
 
 // NewValidator compiles a tool's input schema; a tool without one, or with
-// a schema the validator cannot compile (an old draft, or one over
-// world.MaxCompiledBytes), gets a validator that only checks the
-// arguments form an object.
+// a schema the validator cannot compile (an old draft, one over
+// world.MaxCompiledBytes, or one whose validation work cannot be bounded:
+// see [schemaWork]), gets a validator that only checks the arguments form
+// an object.
 func NewValidator(schema json.RawMessage) *Validator {
 	v := &Validator{}
 	if len(schema) == 0 {
@@ -200,7 +201,10 @@ func (v *Validator) Check(args json.RawMessage) string {
 	if v.resolved == nil {
 		return ""
 	}
-	err := v.resolved.Validate(inst)
+	if n := v.resolved.work.cost(inst, maxSchemaWork); n > maxSchemaWork {
+		return fmt.Sprintf("Invalid input: checking these arguments against the tool's input schema would take over %d units of work (at most %d; each application of a subschema counts %d, each pattern its instructions times the bytes it reads)", maxSchemaWork, maxSchemaWork, visitWork)
+	}
+	err := v.resolved.rs.Validate(inst)
 	if err == nil {
 		return ""
 	}
@@ -219,7 +223,7 @@ func (v *Validator) Check(args json.RawMessage) string {
 // to use.
 type Schemas struct {
 	mu       sync.Mutex
-	compiled map[string]*jsonschema.Resolved // nil: does not compile
+	compiled map[string]*compiledSchema // nil: does not compile
 }
 
 // specSchemas maps a world spec, weakly, to its Schemas: an entry does not
@@ -240,11 +244,23 @@ func SchemasOf(spec *world.Spec) *Schemas {
 	return v.(*Schemas)
 }
 
-// compileSchema resolves a JSON schema; nil when it does not compile or
+// compiledSchema is a resolved schema and the model that bounds the work
+// of validating against it.
+type compiledSchema struct {
+	rs   *jsonschema.Resolved
+	work *schemaWork
+}
+
+// compileSchema resolves a JSON schema; nil when it does not compile,
 // would compile into more than world.MaxCompiledBytes (a spec that
-// skipped validation, stored before the bound existed).
-func compileSchema(raw json.RawMessage) *jsonschema.Resolved {
+// skipped validation, stored before the bound existed), or its validation
+// work cannot be bounded (see [schemaWork]).
+func compileSchema(raw json.RawMessage) *compiledSchema {
 	if n, err := world.SchemaCost(raw); err != nil || n > world.MaxCompiledBytes {
+		return nil
+	}
+	work, ok := newSchemaWork(raw)
+	if !ok {
 		return nil
 	}
 	var s jsonschema.Schema
@@ -255,11 +271,11 @@ func compileSchema(raw json.RawMessage) *jsonschema.Resolved {
 	if err != nil {
 		return nil
 	}
-	return rs
+	return &compiledSchema{rs: rs, work: work}
 }
 
 // output is t's compiled output schema.
-func (c *Schemas) output(t world.Tool) *jsonschema.Resolved {
+func (c *Schemas) output(t world.Tool) *compiledSchema {
 	if c == nil {
 		return compileSchema(t.OutputSchema)
 	}
@@ -270,22 +286,25 @@ func (c *Schemas) output(t world.Tool) *jsonschema.Resolved {
 	}
 	rs := compileSchema(t.OutputSchema)
 	if c.compiled == nil {
-		c.compiled = map[string]*jsonschema.Resolved{}
+		c.compiled = map[string]*compiledSchema{}
 	}
 	c.compiled[t.Name] = rs
 	return rs
 }
 
 func (c *Schemas) validate(t world.Tool, inst any) error {
-	rs := c.output(t)
-	if rs == nil {
+	cs := c.output(t)
+	if cs == nil {
 		return nil // a schema we cannot compile does not veto the output
 	}
 	// Round-trip so numbers are float64 as the validator expects.
 	b, _ := json.Marshal(inst)
 	var norm any
 	_ = json.Unmarshal(b, &norm)
-	return rs.Validate(norm)
+	if cs.work.cost(norm, maxSchemaWork) > maxSchemaWork {
+		return nil // nor one that would take too long to check this output
+	}
+	return cs.rs.Validate(norm)
 }
 
 // ValidationFailure is the tool result real (TypeScript SDK) servers send
