@@ -3,6 +3,7 @@ package mcpworld
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,8 +75,8 @@ func newSchemaWork(raw json.RawMessage) (*schemaWork, bool) {
 	if dec.Decode(&doc) != nil {
 		return nil, false
 	}
-	b := &workBuilder{doc: doc, index: map[string]int{}, w: &schemaWork{}}
-	if _, ok := b.node(doc, ""); !ok {
+	b := &workBuilder{doc: doc, index: map[uintptr]int{}, w: &schemaWork{}}
+	if _, ok := b.node(doc, true); !ok {
 		return nil, false
 	}
 	if !b.w.acyclicInPlace() {
@@ -85,38 +86,42 @@ func newSchemaWork(raw json.RawMessage) (*schemaWork, bool) {
 }
 
 type workBuilder struct {
-	doc   any
-	index map[string]int // JSON pointer → node
+	doc any
+	// index maps a subschema object (by its map's identity: the same
+	// whether reached by walking or by a $ref) to its node.
+	index map[uintptr]int
 	w     *schemaWork
 }
 
-// node is the node of the subschema v at pointer ptr, built once.
-func (b *workBuilder) node(v any, ptr string) (int, bool) {
-	if i, ok := b.index[ptr]; ok {
+// node is the node of the subschema v, built once; root says v is the
+// document itself (where $id may stand).
+func (b *workBuilder) node(v any, root bool) (int, bool) {
+	obj, ok := v.(map[string]any)
+	if !ok { // true, false: no subschemas
+		b.w.nodes = append(b.w.nodes, workNode{})
+		return len(b.w.nodes) - 1, true
+	}
+	id := reflect.ValueOf(obj).Pointer()
+	if i, ok := b.index[id]; ok {
 		return i, true
 	}
 	i := len(b.w.nodes)
-	b.index[ptr] = i
+	b.index[id] = i
 	b.w.nodes = append(b.w.nodes, workNode{})
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return i, true // true, false: no subschemas
-	}
 	var n workNode
-	add := func(to *[]int, v any, p string) bool {
-		j, ok := b.node(v, p)
+	add := func(to *[]int, v any) bool {
+		j, ok := b.node(v, false)
 		*to = append(*to, j)
 		return ok
 	}
 	for k, v := range obj {
-		p := ptr + "/" + escapePointer(k)
 		switch {
-		case anyKeyword(k, unboundedRef) || (ptr != "" && strings.EqualFold(k, "$id")):
+		case anyKeyword(k, unboundedRef) || (!root && strings.EqualFold(k, "$id")):
 			return i, false
 		case strings.EqualFold(k, "$ref"):
 			ref, _ := v.(string)
 			target, ok := b.resolve(ref)
-			if !ok || !add(&n.inPlace, target, refPointer(ref)) {
+			if !ok || !add(&n.inPlace, target) {
 				return i, false
 			}
 		case strings.EqualFold(k, "pattern"):
@@ -133,12 +138,12 @@ func (b *workBuilder) node(v any, ptr string) (int, bool) {
 		}{{&n.inPlace, inPlaceOne, inPlaceMany, inPlaceMap}, {&n.child, childOne, childMany, childMap}} {
 			switch sub := v.(type) {
 			case map[string]any:
-				if anyKeyword(k, set.one) && !add(set.to, sub, p) {
+				if anyKeyword(k, set.one) && !add(set.to, sub) {
 					return i, false
 				}
 				if anyKeyword(k, set.m) {
 					for name, s := range sub {
-						if !add(set.to, s, p+"/"+escapePointer(name)) {
+						if !add(set.to, s) {
 							return i, false
 						}
 						if strings.EqualFold(k, "patternProperties") {
@@ -149,14 +154,14 @@ func (b *workBuilder) node(v any, ptr string) (int, bool) {
 				}
 			case []any:
 				if anyKeyword(k, set.many) {
-					for j, s := range sub {
-						if !add(set.to, s, p+"/"+strconv.Itoa(j)) {
+					for _, s := range sub {
+						if !add(set.to, s) {
 							return i, false
 						}
 					}
 				}
 			case bool:
-				if anyKeyword(k, set.one) && !add(set.to, sub, p) {
+				if anyKeyword(k, set.one) && !add(set.to, sub) {
 					return i, false
 				}
 			}
@@ -203,14 +208,6 @@ func (b *workBuilder) resolve(ref string) (any, bool) {
 		}
 	}
 	return v, true
-}
-
-// refPointer is the index key of a $ref's target: the pointer the node
-// was (or will be) built under when reached by walking.
-func refPointer(ref string) string { return strings.TrimPrefix(ref, "#") }
-
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 func anyKeyword(k string, set []string) bool {

@@ -36,6 +36,8 @@ func TestCompiledBytesBoundsSpecs(t *testing.T) {
 		{"a property named pattern is no pattern", spec(tool(`{"type":"object","properties":{"pattern":{"type":"string"}}}`), ""), ""},
 		{"a schema of 20,000 nodes", spec(tool(`{"type":"object","properties":{`+strings.Join(wide, ",")+`}}`), ""), "action_space.tools"},
 		{"a large perturbation pattern", spec(tool(`{}`), `,"perturbations":[{"when":{"action":`+string(bigPattern)+`},"inject":{"kind":"timeout"}}]`), "perturbations.rules[0].when.action"},
+		{"a schema nested 9,000 deep (167 s to resolve)", spec(tool(strings.Repeat(`{"not":`, 9000)+`{}`+strings.Repeat(`}`, 9000)), ""), "action_space.tools[0].output_schema"},
+		{"a schema nested 20 deep", spec(tool(strings.Repeat(`{"not":`, 20)+`{}`+strings.Repeat(`}`, 20)), ""), ""},
 		{"a large success pattern", spec(tool(`{}`), `,"reward":{"success":{"final_observation":`+string(bigPattern)+`}}`), "reward.success.final_observation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
