@@ -74,11 +74,11 @@ func TestAnyNodeServesEverySurface(t *testing.T) {
 	}
 	fa, fb := fake("a"), fake("b")
 
-	nodes := startAnyNodeCluster(ctx, t, func(i int) []string {
+	nodes := startCluster(ctx, t, time.Second, func(i int) ([]string, []string) {
 		if i == 0 {
-			return []string{"--model", fb.URL}
+			return []string{"--model", fb.URL}, nil
 		}
-		return []string{"--model", fa.URL, "--replica", fb.URL}
+		return []string{"--model", fa.URL, "--replica", fb.URL}, nil
 	})
 	h := &http.Client{Timeout: 30 * time.Second}
 
@@ -171,12 +171,16 @@ func TestAnyNodeServesEverySurface(t *testing.T) {
 	}
 }
 
-// startAnyNodeCluster starts three serve processes clustered on loopback
-// (args(i) adds node i's model flags) and waits until each is healthy.
-func startAnyNodeCluster(ctx context.Context, t *testing.T, args func(int) []string) []*clusterNode {
+// startCluster starts three serve processes (TestHelperClusterNode), each
+// with an embedded NATS server, clustered on loopback with the given node
+// lease; node(i) gives node i's further flags (its model) and environment.
+// It waits until every node is healthy; a failed test logs the end of
+// every node's log.
+func startCluster(ctx context.Context, t *testing.T, lease time.Duration, node func(int) (args, env []string)) []*clusterNode {
 	t.Helper()
 	dir := t.TempDir()
-	httpPorts, routePorts := freePorts(t, 3), freePorts(t, 3)
+	ports := freePorts(t, 6)
+	httpPorts, routePorts := ports[:3], ports[3:]
 	var routes []string
 	for _, p := range routePorts {
 		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(p))
@@ -184,13 +188,14 @@ func startAnyNodeCluster(ctx context.Context, t *testing.T, args func(int) []str
 	nodes := make([]*clusterNode, 3)
 	for i := range nodes {
 		n := &clusterNode{url: fmt.Sprintf("http://127.0.0.1:%d", httpPorts[i]), log: filepath.Join(dir, fmt.Sprintf("node%d.log", i))}
+		extra, env := node(i)
 		a, _ := json.Marshal(append([]string{"serve",
 			"--addr", fmt.Sprintf("127.0.0.1:%d", httpPorts[i]), "--node", fmt.Sprintf("n%d", i),
 			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]), "--nats-routes", strings.Join(routes, ","),
-			"--nats-store", filepath.Join(dir, fmt.Sprintf("nats%d", i)), "--lease", "1s",
+			"--nats-store", filepath.Join(dir, fmt.Sprintf("nats%d", i)), "--lease", lease.String(),
 			"--model-name", "m", "--log-level", "warn",
-		}, args(i)...))
-		n.cmd = testkit.Child("TestHelperClusterNode", "AGENTWORLD_TEST_CLUSTER_NODE="+string(a))
+		}, extra...))
+		n.cmd = testkit.Child("TestHelperClusterNode", append([]string{"AGENTWORLD_TEST_CLUSTER_NODE=" + string(a)}, env...)...)
 		f, err := os.Create(n.log)
 		if err != nil {
 			t.Fatal(err)

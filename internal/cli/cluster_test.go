@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -94,51 +93,15 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 	})
 	t.Cleanup(fake.Close)
 
-	dir := t.TempDir()
-	ports := freePorts(t, 6)
-	httpPorts, routePorts := ports[:3], ports[3:]
-	var routes []string
-	for _, p := range routePorts {
-		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(p))
-	}
-	nodes := make([]*clusterNode, 3)
-	for i := range nodes {
-		n := &clusterNode{url: fmt.Sprintf("http://127.0.0.1:%d", httpPorts[i]), log: filepath.Join(dir, fmt.Sprintf("node%d.log", i))}
-		args, _ := json.Marshal([]string{"serve",
-			"--addr", fmt.Sprintf("127.0.0.1:%d", httpPorts[i]), "--node", fmt.Sprintf("n%d", i),
-			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]), "--nats-routes", strings.Join(routes, ","),
-			"--nats-store", filepath.Join(dir, fmt.Sprintf("nats%d", i)), "--lease", clusterLease.String(),
-			"--model", fake.URL, "--model-name", "m", "--max-sessions", "5000", "--log-level", "warn",
-		})
-		// Each node sends its own API key, so that a request node 0 sent
-		// just before its kill, which the fake may read only after it, is
-		// known to be node 0's.
-		n.cmd = testkit.Child("TestHelperClusterNode", "AGENTWORLD_TEST_CLUSTER_NODE="+string(args), envconfig.ModelAPIKey.Name+"="+clusterNodeKey(i))
-		f, err := os.Create(n.log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = f.Close() })
-		n.cmd.Stdout, n.cmd.Stderr = f, f
-		testkit.StartChild(t, n.cmd)
-		nodes[i] = n
-	}
-	defer func() {
-		if t.Failed() {
-			for i, n := range nodes {
-				b, _ := os.ReadFile(n.log)
-				t.Logf("node %d log (last 3000 bytes):\n%s", i, b[max(0, len(b)-3000):])
-			}
-		}
-	}()
+	start := time.Now()
+	// Each node sends its own API key, so that a request node 0 sent just
+	// before its kill, which the fake may read only after it, is known to
+	// be node 0's.
+	nodes := startCluster(ctx, t, clusterLease, func(i int) ([]string, []string) {
+		return []string{"--model", fake.URL, "--max-sessions", "5000"}, []string{envconfig.ModelAPIKey.Name + "=" + clusterNodeKey(i)}
+	})
 	c := &clusterClient{nodes: nodes, http: &http.Client{Timeout: 30 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: clusterWorkers}}}
-	start := time.Now()
-	for i, n := range nodes {
-		if err := c.waitHealthy(ctx, n); err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
-	}
 	t.Logf("three nodes healthy after %v", time.Since(start).Round(time.Millisecond))
 
 	// Create every session before the kill: a create whose reply a dying
