@@ -15,6 +15,12 @@
 //   - a real-environment session (sandbox state lives on its node) cannot
 //     move: when its node is gone the request fails with [ErrCannotMove].
 //
+// [Router.Locate] gives the same decision without answering the request,
+// for a caller that carries it itself (internal/server proxies an OpenEnv
+// WebSocket to the owner). A session found without an owner record is
+// looked up again on the owners stream's leader before this node serves it
+// (a replica's read may not yet hold a record written a moment ago).
+//
 // Whatever the routing does, the store's expected-sequence appends keep
 // one writer per transcript: a node with a stale copy cannot append.
 package cluster
