@@ -253,6 +253,16 @@ func (c *Coordinator) Do(ctx context.Context, it Item) (Result, error) {
 	}
 }
 
+// Forget deletes an item's stored result, so that a later Do runs the
+// item again: for a result the caller does not keep (an endpoint failure
+// a rerun should retry). Forgetting an item without a result does nothing.
+func (c *Coordinator) Forget(ctx context.Context, id string) error {
+	if err := c.results.Delete(ctx, itemKey(id)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("work queue: forget job %s item %s: %w", c.job.ID, id, err)
+	}
+	return nil
+}
+
 // stored reads an item's result, if one is stored.
 func (c *Coordinator) stored(ctx context.Context, key string) (Result, bool, error) {
 	e, err := c.results.Get(ctx, key)
