@@ -39,6 +39,9 @@ func (r *runner) request(msgs []worldmodel.Message, b int) worldmodel.Request {
 // cancellation and an endpoint that stays unavailable are errors; a
 // request the teacher refuses becomes a candidate with its error.
 func (r *runner) beam(ctx context.Context, j *job, b int) (*Candidate, error) {
+	if r.o.Queue != nil {
+		return r.remoteBeam(ctx, j, b)
+	}
 	s := j.s
 	c := &Candidate{ID: fmt.Sprintf("%s-%d-%d", s.TrajectoryID, s.Turn, b), Seq: j.seq, Sample: s.ID,
 		TrajectoryID: s.TrajectoryID, Domain: s.Domain, Turn: s.Turn, Beam: b}
@@ -73,9 +76,13 @@ func (r *runner) beam(ctx context.Context, j *job, b int) (*Candidate, error) {
 			return nil, fmt.Errorf("teacher %s, beam %s: %w (finished beams are kept; rerun to resume)", r.o.TeacherModel, c.ID, err)
 		}
 		// Journaled at once, so a kill during the (possibly slow) judging
-		// never costs this answer again.
-		if err := r.toJournal(ctx, &entry{line: journalLine{Key: c.key, Seq: j.seq, Beam: b, Answer: resp}}); err != nil {
-			return nil, err
+		// never costs this answer again. A queue's worker keeps no
+		// journal (no scored channel): its beam is stored whole or not at
+		// all.
+		if r.scored != nil {
+			if err := r.toJournal(ctx, &entry{line: journalLine{Key: c.key, Seq: j.seq, Beam: b, Answer: resp}}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	c.Content, c.FinishReason = resp.Content, resp.FinishReason

@@ -98,6 +98,39 @@ type Options struct {
 	ProgressInterval time.Duration
 	// Logger receives failed beams; nil discards.
 	Logger *slog.Logger
+	// Queue, when set, has a work queue's workers generate and score the
+	// beams (see [Dispatcher]) instead of this process; Concurrency then
+	// bounds the beams out at once. nil does them here.
+	Queue Dispatcher
+}
+
+// normalize fills in the defaults and checks the settings.
+func (o *Options) normalize() error {
+	if o.Beams <= 0 {
+		o.Beams = DefaultBeams
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.MaxTokens == 0 {
+		o.MaxTokens = DefaultMaxTokens
+	}
+	if o.Temperature == nil {
+		t := DefaultTemperature
+		o.Temperature = &t
+	}
+	if o.Thinking == "" {
+		o.Thinking = ThinkInline
+	}
+	if _, err := ParseThinking(string(o.Thinking)); err != nil {
+		return err
+	}
+	tg, err := ParseTarget(string(o.Target))
+	if err != nil {
+		return err
+	}
+	o.Target = tg
+	return o.Policy.Validate()
 }
 
 // settings are what decides a run's outputs, recorded in run.json.
@@ -128,6 +161,9 @@ type Result struct {
 	Reused   int64
 	// Journaled counts beams an earlier run had scored but not written.
 	Journaled int64
+	// Workers counts, with a Queue, the beams each worker returned in
+	// this call, by worker name; nil without one.
+	Workers map[string]int64
 	Elapsed   time.Duration
 }
 
@@ -213,6 +249,10 @@ type runner struct {
 	sem      chan struct{}
 	requests atomic.Int64
 	reused   atomic.Int64
+	// workersMu guards workers, the beams each queue worker did
+	// (remoteBeam).
+	workersMu sync.Mutex
+	workers   map[string]int64
 }
 
 // Run samples every expanded sample of files (expand.Sample JSON lines, as
@@ -226,34 +266,10 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 		return nil, errors.New("rejection: no input files")
 	}
 	r := &runner{o: *opts, out: out, log: opts.Logger}
+	if err := r.o.normalize(); err != nil {
+		return nil, err
+	}
 	o := &r.o
-	if o.Beams <= 0 {
-		o.Beams = DefaultBeams
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = DefaultConcurrency
-	}
-	if o.MaxTokens == 0 {
-		o.MaxTokens = DefaultMaxTokens
-	}
-	if o.Temperature == nil {
-		t := DefaultTemperature
-		o.Temperature = &t
-	}
-	if o.Thinking == "" {
-		o.Thinking = ThinkInline
-	}
-	if _, err := ParseThinking(string(o.Thinking)); err != nil {
-		return nil, err
-	}
-	tg, err := ParseTarget(string(o.Target))
-	if err != nil {
-		return nil, err
-	}
-	o.Target = tg
-	if err := o.Policy.Validate(); err != nil {
-		return nil, err
-	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -351,6 +367,9 @@ func Run(ctx context.Context, files []string, out string, opts *Options) (*Resul
 	ticker.Stop()
 	cerr := closeAll()
 	res.Requests, res.Reused = r.requests.Load(), r.reused.Load()
+	r.workersMu.Lock()
+	res.Workers = r.workers
+	r.workersMu.Unlock()
 	if err := errors.Join(werr, cerr); err != nil {
 		res.Elapsed = time.Since(start)
 		if ctx.Err() != nil {

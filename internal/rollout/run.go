@@ -84,6 +84,11 @@ type Options struct {
 	ProgressEvery time.Duration
 	// Logger receives episode failures; nil discards them.
 	Logger *slog.Logger
+	// Queue, when set, runs the episodes on a work queue's workers
+	// instead of on the Simulator given to Run, which may then be nil
+	// (see [Dispatcher]); MaxInFlight then bounds the items out at once.
+	// nil runs them here.
+	Queue Dispatcher
 }
 
 func (o *Options) defaults() {
@@ -123,6 +128,9 @@ type Result struct {
 	Failed int
 	// Summary covers every episode in the journal.
 	Summary *Summary
+	// Workers counts, with a Queue, the episodes each worker returned in
+	// this call, by worker name; nil without one.
+	Workers map[string]int
 }
 
 // Run rolls out every task in groups into dir: for each task one reset
@@ -140,6 +148,9 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 	o.defaults()
 	if o.Policy == nil {
 		return nil, errors.New("rollout: no policy")
+	}
+	if s == nil && o.Queue == nil {
+		return nil, errors.New("rollout: no simulator")
 	}
 	st := Settings{PolicyModel: o.Policy.Model, PolicyTemperature: o.Policy.Temperature, PolicyMaxTokens: o.Policy.MaxTokens,
 		GroupSize: o.GroupSize, EpisodeTurns: o.MaxTurns, BranchAt: o.BranchAt, WorldModel: o.LWMModel}
@@ -169,23 +180,13 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 	}
 
 	var (
-		wg       sync.WaitGroup
-		sem      = make(chan struct{}, o.MaxInFlight)
 		nDone    atomic.Int64
 		nFailed  atomic.Int64
-		inFlight atomic.Int64
 		mu       sync.Mutex
 		sum      float64
 		firstErr error
 	)
-	fail := func(err error) {
-		nFailed.Add(1)
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-	}
+	g := newGroups(s, &o)
 	started := time.Now()
 	line := func() string {
 		d := nDone.Load()
@@ -198,10 +199,45 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 		done := int64(res.Resumed) + d
 		rate, eta := progress.Rate(done, int64(res.Resumed), int64(total), started)
 		return fmt.Sprintf("rollout: %d/%d episodes (%d resumed, %d failed), %d in flight, mean reward %.3f, %.2f episodes/s, ETA %s",
-			done, total, res.Resumed, nFailed.Load(), inFlight.Load(), mean, rate, eta)
+			done, total, res.Resumed, nFailed.Load(), g.inFlight.Load(), mean, rate, eta)
 	}
 	ticker := progress.Start(o.Progress, o.ProgressEvery, line)
 
+	// finish journals the rows of members that ended (a tree group's in
+	// one write: the whole tree or none of it) and counts the members
+	// that failed.
+	finish := func(t Task, todo []int, rows []Row, err error) {
+		if err == nil {
+			vs := make([]any, len(rows))
+			for i, r := range rows {
+				vs[i] = r
+			}
+			err = j.Append(vs...)
+		}
+		if err != nil {
+			if len(todo) == 1 {
+				o.Logger.Error("rollout: episode failed", "task", t.ID, "sample", todo[0], "err", err)
+				err = fmt.Errorf("task %s sample %d: %w", t.ID, todo[0], err)
+			} else {
+				o.Logger.Error("rollout: group failed", "task", t.ID, "err", err)
+				err = fmt.Errorf("task %s: %w", t.ID, err)
+			}
+			nFailed.Add(int64(len(todo)))
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+			return
+		}
+		mu.Lock()
+		for _, r := range rows {
+			sum += r.Reward
+			stats.add(outcomeOf(r))
+		}
+		mu.Unlock()
+		nDone.Add(int64(len(rows)))
+	}
 	for _, t := range tasks {
 		if ctx.Err() != nil {
 			break
@@ -215,92 +251,20 @@ func Run(ctx context.Context, s Simulator, tasks []Task, dir string, opts *Optio
 		if len(todo) == 0 {
 			continue
 		}
-		acquire := func() bool {
-			select {
-			case sem <- struct{}{}:
-				inFlight.Add(1)
-				return true
-			case <-ctx.Done():
-				return false
-			}
+		start := g.start
+		if o.Queue != nil {
+			start = g.dispatch
 		}
-		release := func() { <-sem; inFlight.Add(-1) }
-		// written counts rows that reached the journal.
-		written := func(rows ...Row) {
-			mu.Lock()
-			for _, r := range rows {
-				sum += r.Reward
-				stats.add(outcomeOf(r))
-			}
-			mu.Unlock()
-			nDone.Add(int64(len(rows)))
-		}
-		if o.BranchAt > 0 {
-			if !acquire() {
-				break
-			}
-			wg.Go(func() {
-				rows, err := runTree(ctx, s, t, todo, &o, acquire, release, &wg)
-				if err == nil {
-					vs := make([]any, len(rows))
-					for i, r := range rows {
-						vs[i] = r
-					}
-					err = j.Append(vs...) // one write: the whole tree or none of it
-				}
-				if err != nil {
-					o.Logger.Error("rollout: group failed", "task", t.ID, "err", err)
-					for range todo {
-						fail(fmt.Errorf("task %s: %w", t.ID, err))
-					}
-					return
-				}
-				written(rows...)
-			})
-			continue
-		}
-		forks, firsts, spec, tools, err := openGroup(ctx, s, t, todo)
-		if err != nil {
-			o.Logger.Error("rollout: group failed", "task", t.ID, "err", err)
-			for range todo {
-				fail(fmt.Errorf("task %s: %w", t.ID, err))
-			}
-			continue
-		}
-		for n, i := range todo {
-			if !acquire() {
-				// Close the forks no episode will use.
-				for _, f := range forks[n:] {
-					_ = s.Delete(context.WithoutCancel(ctx), f.SessionID)
-				}
-				break
-			}
-			e := newEpisode(s, &o, t, spec, tools, i, firsts[n], forks[n])
-			wg.Go(func() {
-				defer release()
-				err := e.run(ctx, 0)
-				_ = s.Delete(context.WithoutCancel(ctx), e.row.EnvSessionID)
-				if err == nil {
-					err = e.checkReal(ctx, t.RealWorld)
-				}
-				row := e.result()
-				if err == nil {
-					err = j.Append(row)
-				}
-				if err != nil {
-					o.Logger.Error("rollout: episode failed", "task", t.ID, "sample", i, "err", err)
-					fail(fmt.Errorf("task %s sample %d: %w", t.ID, i, err))
-					return
-				}
-				written(row)
-			})
+		if !start(ctx, t, todo, finish) {
+			break
 		}
 	}
-	wg.Wait()
+	g.wg.Wait()
 	ticker.Stop() // the last line
 	cerr := j.Close()
 	res.Done, res.Failed = int(nDone.Load()), int(nFailed.Load())
 	res.Summary = stats.summary()
+	res.Workers = g.workers
 	var serr error
 	if b, err := json.MarshalIndent(res.Summary, "", "  "); err == nil {
 		// The summary is recomputed from the journal by any rerun, so a
