@@ -41,6 +41,8 @@ var flagFloors = map[string]float64{
 	"max-step-latency": 0, "max-session-latency": 0,
 	// 0 is the default (one replica per embedded server, up to 3).
 	"nats-replicas": 0,
+	// An item no worker may hold for any time is handed out for ever.
+	"ack-wait": 0.001,
 	// A lease must outlast a heartbeat (a third of it).
 	"lease": 0.3,
 	// A ticker of no interval cannot tick.

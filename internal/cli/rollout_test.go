@@ -28,24 +28,27 @@ import (
 // episode: a keystroke list and [] on the terminal, a JSON tool call and a
 // final answer in MCP worlds.
 func textPolicy(t *testing.T) *fakellm.Server {
-	p := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
-		acted := false
-		for _, m := range r.Messages {
-			acted = acted || m.Role == "assistant"
-		}
-		terminal := strings.Contains(r.Messages[0].Content, "terminal action format")
-		switch {
-		case terminal && !acted:
-			return fakellm.Reply{Content: `[{"keystrokes": "python3 --version\n", "duration": 0.5}]`}
-		case terminal:
-			return fakellm.Reply{Content: `[]`}
-		case !acted:
-			return fakellm.Reply{Content: `{"name": "list_issues", "arguments": {"project": "WS", "status": "open"}}`}
-		}
-		return fakellm.Reply{Content: "WS-31 duplicates WS-29."}
-	})
+	p := fakellm.New(textPolicyReply)
 	t.Cleanup(p.Close)
 	return p
+}
+
+// textPolicyReply is textPolicy's answer to r.
+func textPolicyReply(r *fakellm.Request) fakellm.Reply {
+	acted := false
+	for _, m := range r.Messages {
+		acted = acted || m.Role == "assistant"
+	}
+	terminal := strings.Contains(r.Messages[0].Content, "terminal action format")
+	switch {
+	case terminal && !acted:
+		return fakellm.Reply{Content: `[{"keystrokes": "python3 --version\n", "duration": 0.5}]`}
+	case terminal:
+		return fakellm.Reply{Content: `[]`}
+	case !acted:
+		return fakellm.Reply{Content: `{"name": "list_issues", "arguments": {"project": "WS", "status": "open"}}`}
+	}
+	return fakellm.Reply{Content: "WS-31 duplicates WS-29."}
 }
 
 func readRolloutRows(t *testing.T, dir string) []rollout.Row {

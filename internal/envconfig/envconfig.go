@@ -69,6 +69,12 @@ var (
 		Description: "API key sent to the judge's server, when --judge-api-key is not given",
 		Secret:      true,
 	})
+	// PolicyAPIKey is sent to rollout's policy server.
+	PolicyAPIKey = register(Var{
+		Name:        "AGENTWORLD_POLICY_API_KEY",
+		Description: "API key sent to rollout's policy server, when --policy-api-key is not given (how a queue's rollout workers get it)",
+		Secret:      true,
+	})
 	// OpenAIAPIKey is the fallback key of the model and the judge, the
 	// variable OpenAI's own clients read.
 	OpenAIAPIKey = register(Var{
