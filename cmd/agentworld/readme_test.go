@@ -52,6 +52,7 @@ var readmeSkips = []struct{ match, why string }{
 	// RL trainers: their packages, GPUs and a policy model.
 	{"verl.trainer.main_ppo", "starts verl training (verl, GPUs, a policy model)"},
 	{"--policy-url http://localhost:8001/v1", "needs the policy server started above (a GPU and a policy model)"},
+	{"rollout worker --queue nats://nats1:4222", "serves a NATS server's rollout jobs until stopped; internal/cli's TestRolloutQueueWorkerKilled runs three workers"},
 	{"openrlhf.cli.train_ppo_ray", "starts OpenRLHF training (OpenRLHF, Ray, GPUs, a policy model)"},
 	{"swift rlhf ", "starts ms-swift GRPO training (ms-swift, GPUs, a policy model)"},
 }
