@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentworld/agentworld/internal/atomicfile"
-	"github.com/agentworld/agentworld/internal/datapipe"
 	"github.com/agentworld/agentworld/internal/expand"
 	"github.com/agentworld/agentworld/internal/filelock"
 	"github.com/agentworld/agentworld/internal/journal"
@@ -164,7 +163,7 @@ type Result struct {
 	// Workers counts, with a Queue, the beams each worker returned in
 	// this call, by worker name; nil without one.
 	Workers map[string]int64
-	Elapsed   time.Duration
+	Elapsed time.Duration
 }
 
 type job struct {
@@ -650,48 +649,6 @@ func (r *runner) checkSettings(files []string) error {
 		st.Inputs = append(st.Inputs, f)
 	}
 	return runpin.Check(r.out, RunFile, st)
-}
-
-// eachLine calls fn for every non-blank line of files, in order.
-func eachLine(files []string, maxLine int, fn func(b []byte, file string, line int) error) error {
-	if maxLine <= 0 {
-		maxLine = datapipe.DefaultMaxLine
-	}
-	for _, path := range files {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		lr := trajectory.NewLineReader(f, path, maxLine)
-		for {
-			b, n, err := lr.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err == nil {
-				err = fn(b, path, n)
-			}
-			if err != nil {
-				f.Close()
-				return err
-			}
-		}
-		f.Close()
-	}
-	return nil
-}
-
-// countSamples counts the input's lines for progress.
-func countSamples(ctx context.Context, files []string, maxLine int) (int64, error) {
-	var n int64
-	err := eachLine(files, maxLine, func([]byte, string, int) error { n++; return ctx.Err() })
-	return n, err
-}
-
-func countLines(path string) int64 {
-	var n int64
-	_ = eachLine([]string{path}, 0, func([]byte, string, int) error { n++; return nil })
-	return n
 }
 
 // windowSize is how many samples may be between the reader and the
