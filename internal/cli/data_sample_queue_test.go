@@ -216,3 +216,96 @@ func startSampleWorker(t *testing.T, url, name string) *exec.Cmd {
 	t.Helper()
 	return startQueueChild(t, name, "data", "sample", "worker", "--queue", url, "--name", name, "--concurrency", "4")
 }
+
+// TestDataSampleQueueCoordinatorKilled: the coordinator killed with
+// SIGKILL midway and run again resumes its job: the beams the workers
+// scored meanwhile are collected, not requested again (each beam's
+// teacher request was sent once over all workers), and the outputs are
+// byte-identical to a single-process run's.
+func TestDataSampleQueueCoordinatorKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	const (
+		nSamples = 40
+		beams    = 4
+		holdAt   = 60 // teacher requests answered before the kill
+	)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "samples.jsonl")
+	writeManySamples(t, in, nSamples)
+	url := natstest.Start(t)
+	var (
+		mu     sync.Mutex
+		total  int
+		killed = make(chan struct{})
+	)
+	b := newQueueBackend(t, func(token string, _ int) <-chan struct{} {
+		if token == "ref" {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if total++; total > holdAt {
+			return killed
+		}
+		return nil
+	})
+	t.Cleanup(func() { // before the server closes
+		select {
+		case <-killed:
+		default:
+			close(killed)
+		}
+	})
+	ref := filepath.Join(dir, "ref")
+	if stderr, err := sampleRun(b.srv.URL, ref, in, "", "--teacher-api-key", "ref"); err != nil {
+		t.Fatalf("reference run: %v\n%s", err, stderr)
+	}
+	out := filepath.Join(dir, "queued")
+	coord := startQueueChild(t, "coordinator", append(sampleArgs(b.srv.URL, out, in), "--concurrency", "16", "--queue", url, "--ack-wait", "10s")...)
+	for _, name := range []string{"w1", "w2"} {
+		startSampleWorker(t, url, name)
+	}
+	// The teacher answers holdAt requests, so at least holdAt-8 beams are
+	// scored (8 are in the workers' hands at once); wait for 10 in the
+	// coordinator's journal.
+	journal := filepath.Join(out, rejection.JournalFile)
+	deadline := time.Now().Add(queueHang)
+	for {
+		data, _ := os.ReadFile(journal)
+		if bytes.Count(data, []byte("\n")) >= 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the coordinator journaled too few beams")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := coord.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = coord.Wait()
+	close(killed)
+	if _, err := os.Stat(filepath.Join(out, rejection.SummaryFile)); err == nil {
+		t.Fatal("the coordinator finished before the kill")
+	}
+	stderr, err := sampleRun(b.srv.URL, out, in, url)
+	if err != nil {
+		t.Fatalf("resumed coordinator: %v\n%s", err, stderr)
+	}
+	m := regexp.MustCompile(`(\d+) samples resumed, (\d+) scored beams`).FindStringSubmatch(stderr)
+	if m == nil || m[1]+m[2] == "00" {
+		t.Errorf("the rerun resumed nothing:\n%s", stderr)
+	} else {
+		t.Logf("the rerun resumed %s samples and %s journaled beams", m[1], m[2])
+	}
+	if d := cmp.Diff(readOutputs(t, ref), readOutputs(t, out)); d != "" {
+		t.Errorf("outputs differ from a single-process run's:\n%s", d)
+	}
+	sent := b.counts()
+	if n := sent["w1"] + sent["w2"]; n != nSamples*beams {
+		t.Errorf("the workers sent %d teacher requests, want %d (each beam once): %v", n, nSamples*beams, sent)
+	}
+	t.Logf("teacher requests %v", sent)
+}
