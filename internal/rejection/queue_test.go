@@ -14,51 +14,8 @@ import (
 
 	"github.com/agentworld/agentworld/internal/reward"
 	"github.com/agentworld/agentworld/internal/workqueue"
+	"github.com/agentworld/agentworld/internal/workqueue/workqueuetest"
 )
-
-// inProcessQueue is a [Dispatcher] that does each item at once with a
-// worker's process, keeping each result once as the work queue does; it
-// records the items asked for and forgotten.
-type inProcessQueue struct {
-	process workqueue.Process
-	mu      sync.Mutex
-	results map[string]workqueue.Result
-	asked   []string
-	forgot  []string
-}
-
-func (q *inProcessQueue) Do(ctx context.Context, it workqueue.Item) (workqueue.Result, error) {
-	q.mu.Lock()
-	q.asked = append(q.asked, it.ID)
-	r, ok := q.results[it.ID]
-	q.mu.Unlock()
-	if !ok {
-		payload, err := q.process(ctx, it)
-		if ctx.Err() != nil {
-			// The coordinator gave up (a real queue's worker would go on).
-			return workqueue.Result{}, ctx.Err()
-		}
-		r = workqueue.Result{ID: it.ID, Payload: payload, Worker: "w"}
-		if err != nil {
-			r = workqueue.Result{ID: it.ID, Err: err.Error(), Worker: "w"}
-		}
-		q.mu.Lock()
-		q.results[it.ID] = r
-		q.mu.Unlock()
-	}
-	if r.Err != "" {
-		return r, fmt.Errorf("%w: item %s: %s", workqueue.ErrItemFailed, it.ID, r.Err)
-	}
-	return r, nil
-}
-
-func (q *inProcessQueue) Forget(_ context.Context, id string) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	delete(q.results, id)
-	q.forgot = append(q.forgot, id)
-	return nil
-}
 
 // TestQueueRunMatchesLocal: a run whose beams go through a work queue
 // (done by Worker on the items Run hands out, "SEQ/BEAM") writes the
@@ -86,7 +43,7 @@ func TestQueueRunMatchesLocal(t *testing.T) {
 	}
 	fail := true
 	var failMu sync.Mutex
-	q := &inProcessQueue{results: map[string]workqueue.Result{}, process: func(ctx context.Context, it workqueue.Item) ([]byte, error) {
+	q := &workqueuetest.Queue{Process: func(ctx context.Context, it workqueue.Item) ([]byte, error) {
 		failMu.Lock()
 		f := fail
 		failMu.Unlock()
@@ -98,8 +55,8 @@ func TestQueueRunMatchesLocal(t *testing.T) {
 	out := filepath.Join(dir, "queued")
 	o := opts()
 	o.Queue = q
-	if _, err := Run(context.Background(), []string{in}, out, o); err == nil || !slices.Equal(q.forgot, []string{"5/2"}) {
-		t.Fatalf("a failed item: err %v, forgot %v", err, q.forgot)
+	if _, err := Run(context.Background(), []string{in}, out, o); err == nil || !slices.Equal(q.Forgot(), []string{"5/2"}) {
+		t.Fatalf("a failed item: err %v, forgot %v", err, q.Forgot())
 	}
 	failMu.Lock()
 	fail = false
@@ -108,7 +65,7 @@ func TestQueueRunMatchesLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Requests != 0 || res.Workers["w"] == 0 {
+	if res.Requests != 0 || res.Workers[workqueuetest.Worker] == 0 {
 		t.Errorf("the coordinator made %d teacher requests; beams by worker %v", res.Requests, res.Workers)
 	}
 	var want []string
@@ -117,7 +74,7 @@ func TestQueueRunMatchesLocal(t *testing.T) {
 			want = append(want, fmt.Sprintf("%d/%d", s, b))
 		}
 	}
-	asked := slices.Compact(slices.Sorted(slices.Values(q.asked)))
+	asked := slices.Compact(slices.Sorted(slices.Values(q.Asked())))
 	slices.Sort(want)
 	if diff := cmp.Diff(want, asked); diff != "" {
 		t.Errorf("items asked for (-want +got):\n%s", diff)
@@ -129,8 +86,8 @@ func TestQueueRunMatchesLocal(t *testing.T) {
 			t.Errorf("%s differs from a local run's (%d bytes, want %d)", f, len(b), len(a))
 		}
 	}
-	q.asked = nil
-	if _, err := Run(context.Background(), []string{in}, out, o); err != nil || len(q.asked) != 0 {
-		t.Errorf("rerun asked for %v, err %v", q.asked, err)
+	q.Asked()
+	if _, err := Run(context.Background(), []string{in}, out, o); err != nil || len(q.Asked()) != 0 {
+		t.Errorf("the rerun of a finished run asked for items: err %v", err)
 	}
 }

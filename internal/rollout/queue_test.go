@@ -7,57 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentworld/agentworld/internal/workqueue"
+	"github.com/agentworld/agentworld/internal/workqueue/workqueuetest"
 )
-
-// inProcessQueue is a [Dispatcher] that runs each item at once with a
-// worker's process, keeping each result once as the work queue does; it
-// records the items asked for and forgotten.
-type inProcessQueue struct {
-	process workqueue.Process
-	mu      sync.Mutex
-	results map[string]workqueue.Result
-	asked   []string
-	forgot  []string
-}
-
-func (q *inProcessQueue) Do(ctx context.Context, it workqueue.Item) (workqueue.Result, error) {
-	q.mu.Lock()
-	q.asked = append(q.asked, it.ID)
-	r, ok := q.results[it.ID]
-	q.mu.Unlock()
-	if !ok {
-		payload, err := q.process(ctx, it)
-		if ctx.Err() != nil {
-			// The coordinator gave up (a real queue's worker would go on).
-			return workqueue.Result{}, ctx.Err()
-		}
-		r = workqueue.Result{ID: it.ID, Payload: payload, Worker: "w"}
-		if err != nil {
-			r = workqueue.Result{ID: it.ID, Err: err.Error(), Worker: "w"}
-		}
-		q.mu.Lock()
-		q.results[it.ID] = r
-		q.mu.Unlock()
-	}
-	if r.Err != "" {
-		return r, fmt.Errorf("%w: item %s: %s", workqueue.ErrItemFailed, it.ID, r.Err)
-	}
-	return r, nil
-}
-
-func (q *inProcessQueue) Forget(_ context.Context, id string) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	delete(q.results, id)
-	q.forgot = append(q.forgot, id)
-	return nil
-}
 
 // TestQueueRunMatchesLocal: a run whose episodes go through a work queue
 // (run by Worker on the items Run hands out) writes the rows and summary
@@ -76,7 +32,7 @@ func TestQueueRunMatchesLocal(t *testing.T) {
 			if _, err := Run(context.Background(), Embedded{M: m}, tasks, ref, opts()); err != nil {
 				t.Fatal(err)
 			}
-			q := &inProcessQueue{process: Worker(Embedded{M: m}, opts()), results: map[string]workqueue.Result{}}
+			q := &workqueuetest.Queue{Process: Worker(Embedded{M: m}, opts())}
 			dir := t.TempDir()
 			o := opts()
 			o.Queue = q
@@ -84,7 +40,7 @@ func TestQueueRunMatchesLocal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Done != 18 || res.Workers["w"] != 18 {
+			if res.Done != 18 || res.Workers[workqueuetest.Worker] != 18 {
 				t.Errorf("done %d, by worker %v", res.Done, res.Workers)
 			}
 			var want []string
@@ -97,8 +53,9 @@ func TestQueueRunMatchesLocal(t *testing.T) {
 					want = append(want, fmt.Sprintf("%s/%d", task.ID, i))
 				}
 			}
-			slices.Sort(q.asked)
-			if diff := cmp.Diff(want, q.asked); diff != "" {
+			asked := q.Asked()
+			slices.Sort(asked)
+			if diff := cmp.Diff(want, asked); diff != "" {
 				t.Errorf("items asked for (-want +got):\n%s", diff)
 			}
 			wantRows, err := readRows(filepath.Join(ref, EpisodesFile))
@@ -117,9 +74,8 @@ func TestQueueRunMatchesLocal(t *testing.T) {
 			if diff := cmp.Diff(string(wantSum), string(gotSum)); diff != "" {
 				t.Errorf("summary differs (-local +queued):\n%s", diff)
 			}
-			q.asked = nil
-			if res, err := Run(context.Background(), nil, tasks, dir, o); err != nil || res.Resumed != 18 || len(q.asked) != 0 {
-				t.Errorf("rerun: resumed %d, asked %v, err %v", res.Resumed, q.asked, err)
+			if res, err := Run(context.Background(), nil, tasks, dir, o); err != nil || res.Resumed != 18 || len(q.Asked()) != 0 {
+				t.Errorf("rerun: resumed %d, err %v", res.Resumed, err)
 			}
 		})
 	}
@@ -134,7 +90,7 @@ func TestQueueFailedItemForgotten(t *testing.T) {
 	o := &Options{Policy: &Policy{URL: pol.srv.URL + "/v1", Model: "pol"}, GroupSize: 2}
 	work := Worker(Embedded{M: m}, o)
 	fail := true
-	q := &inProcessQueue{results: map[string]workqueue.Result{}, process: func(ctx context.Context, it workqueue.Item) ([]byte, error) {
+	q := &workqueuetest.Queue{Process: func(ctx context.Context, it workqueue.Item) ([]byte, error) {
 		if it.ID == "task-00/1" && fail {
 			return nil, errors.New("policy down")
 		}
@@ -144,8 +100,8 @@ func TestQueueFailedItemForgotten(t *testing.T) {
 	qo := *o
 	qo.Queue = q
 	res, err := Run(context.Background(), nil, issueTasks(1), dir, &qo)
-	if err == nil || res.Done != 1 || res.Failed != 1 || !slices.Equal(q.forgot, []string{"task-00/1"}) {
-		t.Fatalf("done %d failed %d forgot %v err %v", res.Done, res.Failed, q.forgot, err)
+	if err == nil || res.Done != 1 || res.Failed != 1 || !slices.Equal(q.Forgot(), []string{"task-00/1"}) {
+		t.Fatalf("done %d failed %d forgot %v err %v", res.Done, res.Failed, q.Forgot(), err)
 	}
 	fail = false
 	if res, err := Run(context.Background(), nil, issueTasks(1), dir, &qo); err != nil || res.Resumed != 1 || res.Done != 1 {
