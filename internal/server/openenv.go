@@ -385,7 +385,7 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 						err = sendErr(fielderr.New(cluster.ErrOwnerUnreachable, "session_id", "session %s: its owner node did not answer; retry", req.SessionID))
 						break
 					}
-					s.wsProxy(stepCtx, c, up, msg, in)
+					s.wsProxy(stepCtx, r, c, up, msg, in)
 					return
 				}
 				st, serr := s.m.State(stepCtx, req.SessionID)

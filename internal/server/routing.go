@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -17,6 +18,7 @@ import (
 	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/cluster"
 	"github.com/agentworld/agentworld/internal/fielderr"
+	"github.com/agentworld/agentworld/internal/httpedge"
 )
 
 // Requests that name a session, on every surface, go through
@@ -129,8 +131,19 @@ func (s *Server) dialOwner(ctx context.Context, r *http.Request, owner *url.URL)
 // first the attach, then every message the client sends (from in, the
 // connection's reader) and every frame the owner answers, until either
 // side closes; the client's connection closes as the owner's did.
-func (s *Server) wsProxy(ctx context.Context, c, up *websocket.Conn, attach api.OpenEnvWSMessage, in <-chan wsIn) {
+func (s *Server) wsProxy(ctx context.Context, r *http.Request, c, up *websocket.Conn, attach api.OpenEnvWSMessage, in <-chan wsIn) {
 	defer up.CloseNow()
+	// pending counts the client's messages the owner has not answered
+	// (each gets one answer); with none the connection only waits for its
+	// client, and tells the edge so, as the local loop does.
+	var mu sync.Mutex
+	pending := 0
+	busy := func(d int) {
+		mu.Lock()
+		defer mu.Unlock()
+		pending = max(pending+d, 0)
+		httpedge.Waiting(r, pending == 0)
+	}
 	send := func(m api.OpenEnvWSMessage) error {
 		b, err := json.Marshal(m)
 		if err != nil {
@@ -155,6 +168,7 @@ func (s *Server) wsProxy(ctx context.Context, c, up *websocket.Conn, attach api.
 				upDone <- nil // the client went away; closing up ends the owner's side
 				return
 			}
+			busy(-1)
 		}
 	}()
 	closeLike := func(err error) {
@@ -165,6 +179,7 @@ func (s *Server) wsProxy(ctx context.Context, c, up *websocket.Conn, attach api.
 		}
 		c.Close(websocket.StatusGoingAway, "the session's node went away; reconnect and attach again")
 	}
+	busy(+1)
 	if err := send(attach); err != nil {
 		closeLike(err)
 		return
@@ -204,6 +219,7 @@ func (s *Server) wsProxy(ctx context.Context, c, up *websocket.Conn, attach api.
 				}
 				return
 			}
+			busy(+1)
 			if err := send(got.msg); err != nil {
 				closeLike(err)
 				return
