@@ -55,8 +55,9 @@ func (g *Guard) HTTPServer(h http.Handler, errorLog *slog.Logger) *http.Server {
 type connKey struct{}
 
 // Waiting tells the connection caps that the long-lived connection that
-// r came on (a WebSocket after its upgrade) is waiting for its client
-// (waiting true) or working for it again (false). A connection waiting
+// r came on (a WebSocket after its upgrade, an event stream that only
+// carries what the server has to say) is waiting for its client (waiting
+// true) or working for it again (false). A connection waiting
 // for longer than PressureIdleTimeout may be closed when a new client
 // finds MaxConns (or its own client's MaxConnsPerClient) full, after
 // every idle keep-alive connection: so idle WebSockets cannot keep
@@ -201,6 +202,9 @@ func (p *connPool) connState(nc net.Conn, st http.ConnState) {
 		return
 	}
 	p.mu.Lock()
+	if st != http.StateHijacked {
+		c.parked = false // a request ended or began: Waiting's mark was for the last one
+	}
 	switch st {
 	case http.StateIdle:
 		p.unquietLocked(c)

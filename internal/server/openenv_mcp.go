@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentworld/agentworld/internal/api"
+	"github.com/agentworld/agentworld/internal/httpedge"
 	"github.com/agentworld/agentworld/internal/mcpworld"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/world"
@@ -379,7 +380,7 @@ func (s *Server) openEnvRPC(ctx context.Context, raw []byte, conn *rpcConn) rpcR
 func (s *Server) mcpRoot(w http.ResponseWriter, r *http.Request) {
 	if name := r.URL.Query().Get("world"); name != "" && s.opts.MCP != nil {
 		r.SetPathValue("world", name)
-		s.mcpRouted(s.opts.MCP.Handler()).ServeHTTP(w, r)
+		s.mcpRouted(streamsWait(s.opts.MCP.Handler())).ServeHTTP(w, r)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -388,6 +389,22 @@ func (s *Server) mcpRoot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.openEnvMCP(w, r)
+}
+
+// streamsWait marks an MCP client's standalone event stream (GET on the
+// streamable endpoint) as waiting for its client, the way the /ws loop
+// marks its connection between messages: it only carries what the server
+// may have to say, so a new client that finds --max-conns full may take
+// its slot (the client reconnects it; its session stays). Tool calls
+// (POST) are work and keep theirs.
+func streamsWait(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			httpedge.Waiting(r, true)
+			defer httpedge.Waiting(r, false)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // mcpWorldsHint says where MCP clients connect, with the worlds served

@@ -140,7 +140,7 @@ func New(m *sim.Manager, opts *Options) *Server {
 	s.routes()
 	if o.MCP != nil {
 		f := o.MCP
-		s.Handle("/mcp/{world}", s.mcpRouted(f.Handler()))
+		s.Handle("/mcp/{world}", s.mcpRouted(streamsWait(f.Handler())))
 		s.OnShutdown(func(ctx context.Context) {
 			if err := f.Close(ctx); err != nil {
 				log.Warn("close MCP sessions", "err", err)

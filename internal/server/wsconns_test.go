@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -82,5 +85,63 @@ func TestIdleWebSocketsDoNotLockOut(t *testing.T) {
 	get()
 	if !alive(w2) || !alive(w3) {
 		t.Fatal("a WebSocket was closed while an idle keep-alive connection could make room")
+	}
+}
+
+// TestIdleEventStreamsDoNotLockOut: an MCP client's standalone event
+// stream (GET on the streamable endpoint) held its connection as busy for
+// as long as the client kept it, so a cap full of them kept everyone out.
+// It now counts as waiting for its client: a new client takes the slot of
+// the one that waited longest.
+func TestIdleEventStreamsDoNotLockOut(t *testing.T) {
+	base := serveApp(t, &Options{Edge: Edge{MaxConns: 3, PressureIdleTimeout: 200 * time.Millisecond}})
+	host := strings.TrimPrefix(base, "http://")
+	// One event stream per session (the SDK allows one): initialize one.
+	initialize := func() string {
+		t.Helper()
+		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+		req, _ := http.NewRequest(http.MethodPost, base+"/mcp/perturbed-tracker", strings.NewReader(init))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Close = true // no keep-alive connection left behind
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		session := resp.Header.Get("Mcp-Session-Id")
+		if resp.StatusCode != http.StatusOK || session == "" {
+			t.Fatalf("initialize: %d, session %q", resp.StatusCode, session)
+		}
+		return session
+	}
+	stream := func() *bufio.Reader {
+		t.Helper()
+		session := initialize()
+		c, br := rawConn(t, base)
+		fmt.Fprintf(c, "GET /mcp/perturbed-tracker HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n", host, session)
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("event stream: %v %v", resp, err)
+		}
+		return br
+	}
+	first := stream()
+	stream()
+	stream()
+	c, br := rawConn(t, base)
+	fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if resp, err := http.ReadResponse(br, nil); err != nil {
+		t.Fatalf("a new client beside a cap full of event streams was not answered: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	// The longest-waiting stream was closed for it: reading it ends
+	// rather than timing out.
+	_, err := io.Copy(io.Discard, first)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the stream that waited longest is still open")
 	}
 }
