@@ -7,7 +7,7 @@ same with each session stepped through the node that created it
 streams (R1); and how long a dead node's sessions wait for another node.
 Run by hand:
 
-    go build -tags natsserver -o /tmp/aw ./cmd/agentworld
+    go build -o /tmp/aw ./cmd/agentworld
     python3 perf/cluster_cpu.py /tmp/aw [SESSIONS] [TURNS] [CLIENTS]   # 1000 4 64
 
 Every setup answers with the embedded replay (no model server), so the

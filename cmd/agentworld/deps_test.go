@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,8 +21,16 @@ var forbidden = []struct{ path, why string }{
 	{"codeberg.org/go-fonts", "bundled fonts: SVG text uses the viewer's fonts, PNG text x/image's bitmap face"},
 	{"github.com/golang/freetype", "font rasterizing came with gonum/plot"},
 	{"github.com/chromedp", "the browser driver of the web UI's tests (chromedp, cdproto): test-only"},
-	{"github.com/nats-io/nats-server", "the embedded NATS server adds 9.7 MB (49.2 MB stripped, over the 45 MB goal): linked only with -tags natsserver (embed_nats.go); serve --cluster needs only nats.go"},
+	{"github.com/blevesearch/bleve", "6.6 MB (seven index segment formats, geometry, bolt) for one in-memory BM25 index; internal/searchindex is it"},
+	{"github.com/json-iterator/go", "came with bleve; its reflect2 embeds reflect.Type, which stops the linker pruning unused methods (TestLinkerPrunesMethods)"},
+	{"github.com/modern-go/reflect2", "embeds reflect.Type, which stops the linker pruning unused methods (TestLinkerPrunesMethods)"},
 	{"github.com/agentworld/agentworld/internal/testkit", "the shared test kit (fakellm, the fake model server, included): only tests may import it"},
+}
+
+// required are packages the binary must link: the embedded NATS server.
+var required = []string{
+	"github.com/agentworld/agentworld/internal/natsserver",
+	"github.com/nats-io/nats-server/v2/server",
 }
 
 // TestDependencies is a dependency test in the spirit of tailscale's
@@ -42,6 +53,13 @@ func TestDependencies(t *testing.T) {
 		if !slices.Contains(deps, "github.com/agentworld/agentworld/internal/cli") {
 			t.Fatalf("go list -deps (GOOS=%s) does not list internal/cli: %q", goos, out)
 		}
+		// One process is a complete single-node cluster store, and three
+		// form a cluster with nothing else installed (serve --nats-listen).
+		for _, want := range required {
+			if !slices.Contains(deps, want) {
+				t.Errorf("GOOS=%s: the binary does not link %s", goos, want)
+			}
+		}
 		for _, dep := range deps {
 			for _, f := range forbidden {
 				if dep == f.path || strings.HasPrefix(dep, f.path+"/") {
@@ -49,5 +67,66 @@ func TestDependencies(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestLinkerPrunesMethods links the binary with -dumpdep and fails if the
+// linker marks a reachable function <ReflectMethod>: a call of reflect's
+// Method or MethodByName with a name known only at run time. One such call
+// anywhere makes the linker keep every exported method of every type that
+// reaches an interface, used or not: 4.7 MB of this binary, through
+// text/template's field lookup (the templates here use DataDog's copy
+// without method calls) and reflect2's embedded reflect.Type. It links
+// with -race when the test runs with it, so the packages come from the
+// cache that go test -race filled (the race runtime adds no such call).
+func TestLinkerPrunesMethods(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links the whole binary")
+	}
+	args := []string{"build", "-o", filepath.Join(t.TempDir(), "agentworld"), "-ldflags=-dumpdep"}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, ".")...)
+	cmd.Env = append(cmd.Environ(), "GOOS=linux", "GOARCH=amd64")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, tail(stderr.String(), 4000))
+	}
+	out := stderr.String()
+	var culprits []string
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	marked := 0
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, " -> ") {
+			marked++
+		}
+		// "caller -> callee <ReflectMethod>": the callee is the culprit.
+		if i := strings.Index(line, " <ReflectMethod>"); i >= 0 {
+			sym := line[:i]
+			if j := strings.LastIndex(sym, " -> "); j >= 0 {
+				sym = sym[j+len(" -> "):]
+			}
+			if !seen[sym] {
+				seen[sym] = true
+				culprits = append(culprits, line)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if marked == 0 {
+		t.Fatalf("go %s printed no dependency edges; did -dumpdep change?\n%s", strings.Join(args, " "), tail(out, 2000))
+	}
+	if len(culprits) > 0 {
+		if len(culprits) > 10 {
+			culprits = culprits[:10]
+		}
+		t.Errorf("a reachable function calls reflect's Method or MethodByName with a run-time name, so the linker keeps every exported method (+4.7 MB); find the path to it in go build -ldflags=-dumpdep's output:\n%s", strings.Join(culprits, "\n"))
 	}
 }

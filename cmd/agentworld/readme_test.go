@@ -32,7 +32,6 @@ var readmeSkips = []struct{ match, why string }{
 	{"sglang.launch_server", "starts an SGLang model server"},
 	{"--model http://gpu1:8000/v1", "needs the vLLM/SGLang replicas started above"},
 	{"--model-url http://localhost:8000/v1", "needs a served world model"},
-	{"go build -tags natsserver", "builds the cluster binary; TestClusterSurvivesNodeKill runs a three-node cluster"},
 	{"bench compare runs/aw35b", "compares the run made with the served world model above"},
 	{"--teacher-url http://localhost:8000/v1", "needs a teacher world-model server and a judge"},
 	{"--generator-url http://localhost:8000/v1", "needs a served generator model; internal/worldgen's tests run generate against a fake one"},

@@ -43,9 +43,10 @@ type Embedded interface {
 	Shutdown()
 }
 
-// ErrNoEmbeddedServer: this binary was built without the embedded NATS
-// server (internal/natsserver, linked with -tags natsserver).
-var ErrNoEmbeddedServer = errors.New("this agentworld binary was built without the embedded NATS server (build it with -tags natsserver, about 10 MB more), so join an existing NATS cluster with --cluster nats://HOST:4222 instead")
+// ErrNoEmbeddedServer: this program does not link the embedded NATS
+// server (internal/natsserver registers it when imported; the agentworld
+// binary does).
+var ErrNoEmbeddedServer = errors.New("this program was built without the embedded NATS server (import internal/natsserver, as cmd/agentworld does), so join an existing NATS cluster with --cluster nats://HOST:4222 instead")
 
 var (
 	serverMu sync.Mutex

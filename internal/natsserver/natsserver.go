@@ -1,9 +1,9 @@
 // Package natsserver runs a NATS server with JetStream inside the
 // agentworld process, so that agentworld nodes form a cluster with nothing
-// else installed. It costs the binary about 10 MB, over its size goal, so
-// the shipped binary links it only when built with -tags natsserver
-// (cmd/agentworld/embed_nats.go); importing it registers [Start] as
-// [jetstore.StartServer]'s server. Tests import it directly.
+// else installed. Importing it registers [Start] as
+// [jetstore.StartServer]'s server: the agentworld binary does
+// (cmd/agentworld/embed_nats.go, about 9.3 MB of it), and so do the tests
+// that start one.
 package natsserver
 
 import (
