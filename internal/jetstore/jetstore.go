@@ -326,14 +326,51 @@ func (s *Store) AppendTurn(ctx context.Context, id string, t sim.TurnRecord, sta
 	return s.append(ctx, id, entry{Kind: "turn", Turn: &t, Status: status, At: time.Now().UTC()})
 }
 
+// resultTurn is a [sim.TurnRecord] whose result the step already
+// encoded; it encodes as the record does (TestResultTurnIsTurnRecord).
+type resultTurn struct {
+	Turn int `json:"turn"`
+	sim.HistoryTurn
+	Result json.RawMessage `json:"result"`
+}
+
+// resultEntry is a turn's entry with its result already encoded.
+type resultEntry struct {
+	Kind   string     `json:"kind"`
+	Turn   resultTurn `json:"turn"`
+	Status string     `json:"status,omitempty"`
+	At     time.Time  `json:"at"`
+}
+
+// AppendTurnResult implements sim.ResultAppender: the turn's message
+// carries result as the step encoded it for its reply, not encoded again.
+func (s *Store) AppendTurnResult(ctx context.Context, id string, t sim.TurnRecord, result []byte, status string) error {
+	data, err := json.Marshal(resultEntry{Kind: "turn", Turn: resultTurn{Turn: t.Turn, HistoryTurn: t.HistoryTurn, Result: result},
+		Status: status, At: time.Now().UTC()})
+	if err != nil {
+		return fmt.Errorf("encode session %s turn: %w", id, err)
+	}
+	return s.publish(ctx, id, "turn", status, data)
+}
+
 // SetStatus implements sim.Store.
 func (s *Store) SetStatus(ctx context.Context, id, status string) error {
 	return s.append(ctx, id, entry{Kind: "status", Status: status, At: time.Now().UTC()})
 }
 
-// append publishes e after the last message this store saw of id's
-// subject (or the subject's last, for a session it never loaded).
+// append publishes e (see publish).
 func (s *Store) append(ctx context.Context, id string, e entry) error {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode session %s %s: %w", id, e.Kind, err)
+	}
+	return s.publish(ctx, id, e.Kind, e.Status, data)
+}
+
+// publish appends data, an entry of kind with status, to id's subject
+// after the last message this store saw of it (or the subject's last,
+// for a session it never loaded).
+func (s *Store) publish(ctx context.Context, id, kind, status string, data []byte) error {
 	s.mu.Lock()
 	seq, ok := s.last[id]
 	s.mu.Unlock()
@@ -347,10 +384,6 @@ func (s *Store) append(ctx context.Context, id string, e entry) error {
 		}
 		seq = m.Sequence
 	}
-	data, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("encode session %s %s: %w", id, e.Kind, err)
-	}
 	ack, err := s.js.Publish(ctx, s.subject(id), data,
 		jetstream.WithExpectStream(s.o.Stream), jetstream.WithExpectLastSequencePerSubject(seq))
 	if isWrongLastSequence(err) {
@@ -358,9 +391,9 @@ func (s *Store) append(ctx context.Context, id string, e entry) error {
 		return fmt.Errorf("session %s: another writer appended after sequence %d: %w", id, seq, sim.ErrMoved)
 	}
 	if err != nil {
-		return unavailable(fmt.Errorf("store session %s %s: %w", id, e.Kind, err))
+		return unavailable(fmt.Errorf("store session %s %s: %w", id, kind, err))
 	}
-	if e.Status != "" && e.Status != sim.StatusActive {
+	if status != "" && status != sim.StatusActive {
 		s.forget(id) // ended: no more steps are expected
 	} else {
 		s.remember(id, ack.Sequence)
