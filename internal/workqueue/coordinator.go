@@ -51,9 +51,10 @@ type Coordinator struct {
 	mu      sync.Mutex
 	waiters map[string][]chan Result // item key → the Do calls waiting for it
 
-	closed chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	stopWatch context.CancelFunc
+	closed    chan struct{}
+	done      chan struct{}
+	once      sync.Once
 }
 
 // Open opens job on nc (which the caller closes after the coordinator):
@@ -100,12 +101,15 @@ func Open(ctx context.Context, nc *nats.Conn, job Job, opts *Options) (*Coordina
 		return nil, fmt.Errorf("work queue: set up job %s (stream %s, bucket %s): %w", job.ID, JobStream(job.ID), ResultsBucket(job.ID), err)
 	}
 	// Watching starts before any Do reads a result, so that a result
-	// stored after that read is seen by the watch.
-	w, err := c.results.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+	// stored after that read is seen by the watch. It lasts until Close,
+	// whatever becomes of ctx.
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	w, err := c.results.WatchAll(wctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
 	if err != nil {
+		stop()
 		return nil, fmt.Errorf("work queue: watch the results of job %s: %w", job.ID, err)
 	}
-	c.watch = w
+	c.watch, c.stopWatch = w, stop
 	go c.dispatch()
 	return c, nil
 }
@@ -327,6 +331,7 @@ func (c *Coordinator) Close() error {
 	c.once.Do(func() {
 		close(c.closed)
 		err = c.watch.Stop()
+		c.stopWatch()
 		<-c.done
 	})
 	return err

@@ -247,13 +247,16 @@ func (w *worker) serve(ctx context.Context, job Job) {
 	}
 }
 
-// next pulls one item; nil when none came within FetchWait.
+// next pulls one item; nil when none came within FetchWait. The server
+// gives up on the pull a little before this stops reading it, so no item
+// goes to a pull no longer read; only one delivered just as ctx ends
+// can be, and it comes back after AckWait.
 func (w *worker) next(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
 	fctx, cancel := context.WithTimeout(ctx, w.o.FetchWait)
 	defer cancel()
 	batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
 	if err != nil {
-		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		if ctx.Err() != nil {
 			return nil, nil
 		}
 		return nil, err
@@ -359,8 +362,9 @@ func (w *worker) handle(ctx context.Context, log *slog.Logger, results jetstream
 		w.stats.Done.Add(1)
 		log.Debug("result stored", "delivery", delivered)
 	}
-	if err := msg.DoubleAck(store); err != nil {
-		// The result is stored; a redelivery will be skipped.
-		log.Debug("ack not confirmed", "error", err)
+	// Not waited for: the result is stored, so a delivery that comes
+	// again because this ack was lost is skipped.
+	if err := msg.Ack(); err != nil {
+		log.Debug("ack failed", "error", err)
 	}
 }

@@ -323,7 +323,10 @@ func TestResume(t *testing.T) {
 	var stats workqueue.Stats
 	stop := worker(t, connect(), echo(&calls), &workqueue.WorkerOptions{Name: "w1", Stats: &stats})
 	nc := connect()
-	first := open(t, nc, testJob("resume"), nil)
+	// A short AckWait: w1 stops with a pull outstanding, and an item the
+	// server hands to that pull comes back after AckWait.
+	o := &workqueue.Options{AckWait: 2 * time.Second}
+	first := open(t, nc, testJob("resume"), o)
 	doAll(t, first, 5)
 	stop()
 
@@ -348,10 +351,11 @@ func TestResume(t *testing.T) {
 		t.Fatalf("Do after Close = %v, want ErrClosed", o.err)
 	}
 
-	second := open(t, connect(), testJob("resume"), nil)
+	second := open(t, connect(), testJob("resume"), o)
 	var stats2 workqueue.Stats
-	worker(t, connect(), echo(&calls), &workqueue.WorkerOptions{Name: "w2", Stats: &stats2})
+	stop2 := worker(t, connect(), echo(&calls), &workqueue.WorkerOptions{Name: "w2", Stats: &stats2})
 	got := doAll(t, second, 6)
+	stop2() // its counts are final once it stopped
 	wantPayloads, wantCounts := want("resume", 6)
 	if d := cmp.Diff(wantPayloads, got); d != "" {
 		t.Errorf("results (-want +got):\n%s", d)
@@ -400,5 +404,25 @@ func TestJobID(t *testing.T) {
 	}
 	if _, err := workqueue.Open(t.Context(), connect(), workqueue.Job{ID: a}, nil); err == nil {
 		t.Error("a job without a kind was accepted")
+	}
+}
+
+// TestForget: a forgotten result is gone, and the next Do runs the item
+// again (a result the caller chose not to keep).
+func TestForget(t *testing.T) {
+	connect := server(t)
+	var calls counter
+	worker(t, connect(), echo(&calls), nil)
+	c := open(t, connect(), testJob("forget"), nil)
+	doAll(t, c, 1)
+	if err := c.Forget(t.Context(), "item 0/x.y"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Forget(t.Context(), "never done"); err != nil {
+		t.Errorf("forgetting an item without a result: %v", err)
+	}
+	doAll(t, c, 1)
+	if n := calls.get()["item 0/x.y"]; n != 2 {
+		t.Errorf("item processed %d times, want 2 (once more after Forget)", n)
 	}
 }
