@@ -130,6 +130,9 @@ type Options struct {
 
 	// Cache stores responses; nil calls the endpoints every time.
 	Cache *answercache.Cache
+	// Remote, when set, does the samples in other processes (see
+	// [Remote]); nil does them here.
+	Remote Remote
 	// Progress receives the progress display; nil shows none.
 	Progress io.Writer
 	// ProgressInterval is how often a non-terminal progress line is written;
@@ -213,30 +216,9 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 	if p.maxConsecutive == 0 {
 		p.maxConsecutive = int64(max(10, 2*conc))
 	}
-	if o.Model != nil {
-		p.inf = &inferer{model: o.Model, name: o.ModelName, settings: o.Infer, cache: o.Cache, tmpl: o.Template, data: o.Data}
-	}
-	if o.Rules != nil || o.Rubric != nil {
-		jd := &judger{name: o.JudgeName, model: o.JudgeModel, rubric: o.Rubric, rules: o.Rules, settings: o.Judge, cache: o.Cache,
-			attempts: o.JudgeAttempts, retryWait: o.JudgeRetryWait}
-		if o.Rules != nil {
-			jd.name, jd.model, jd.rubric = RulesJudgeName, nil, nil
-		} else {
-			jd.prompts = o.judgeText().Label
-		}
-		if o.Rules == nil && o.JudgeModel == nil {
-			return nil, errors.New("bench: a rubric judge needs a judge model")
-		}
-		if jd.attempts <= 0 {
-			jd.attempts = DefaultJudgeAttempts
-		}
-		if jd.retryWait <= 0 {
-			jd.retryWait = 2 * time.Second
-		}
-		if err := jd.setMode(o); err != nil {
-			return nil, err
-		}
-		p.jd = jd
+	var err error
+	if p.inf, p.jd, err = stages(o); err != nil {
+		return nil, err
 	}
 	if p.inf == nil && p.jd == nil {
 		return nil, errors.New("bench: nothing to do: no model and no judge")
@@ -309,7 +291,6 @@ func Run(ctx context.Context, o *Options) (*Summary, error) {
 		total = 0
 	}
 
-	var err error
 	if p.inf != nil {
 		if p.preds, err = journal.Open(predPath, SyncInterval); err != nil {
 			return nil, err
@@ -479,41 +460,17 @@ func (p *pipeline) process(ctx context.Context, it *Item, pred *Prediction, s *s
 		}
 	}
 	defer leave()
-	if pred == nil {
-		pr, err := p.inf.infer(ctx, it)
-		if err != nil {
-			return err
-		}
-		if pr.Truncated {
-			p.truncated.Add(1)
-		}
-		if err := p.preds.Append(pr); err != nil {
-			return err
-		}
-		pred = &pr
+	var (
+		failure, msg string
+		err          error
+	)
+	if p.o.Remote != nil {
+		failure, msg, err = p.remote(ctx, it, pred)
+	} else {
+		failure, msg, err = p.local(ctx, it, pred, s, leave)
 	}
-	failure, msg := pred.Failure, pred.Error
-	if p.jd != nil {
-		if s.judging != nil {
-			select {
-			case s.judging <- struct{}{}:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			defer func() { <-s.judging }()
-			leave()
-		}
-		j, err := p.jd.judge(ctx, it.Record, *pred)
-		if err != nil {
-			return err
-		}
-		if j.GenericJudge {
-			p.generic.Add(1)
-		}
-		if err := p.judged.Append(j); err != nil {
-			return err
-		}
-		failure, msg = j.Failure, j.Error
+	if err != nil {
+		return err
 	}
 	p.mu.Lock()
 	p.sum.Done++
@@ -536,4 +493,46 @@ func (p *pipeline) process(ctx context.Context, it *Item, pred *Prediction, s *s
 		p.consecutive.Store(0)
 	}
 	return nil
+}
+
+// local does a sample's stages in this process and appends its rows;
+// leave gives back its endpoint slot once the rules judge takes over.
+func (p *pipeline) local(ctx context.Context, it *Item, pred *Prediction, s *slots, leave func()) (failure, msg string, err error) {
+	if pred == nil {
+		pr, err := p.inf.infer(ctx, it)
+		if err != nil {
+			return "", "", err
+		}
+		if pr.Truncated {
+			p.truncated.Add(1)
+		}
+		if err := p.preds.Append(pr); err != nil {
+			return "", "", err
+		}
+		pred = &pr
+	}
+	failure, msg = pred.Failure, pred.Error
+	if p.jd != nil {
+		if s.judging != nil {
+			select {
+			case s.judging <- struct{}{}:
+			case <-ctx.Done():
+				return "", "", ctx.Err()
+			}
+			defer func() { <-s.judging }()
+			leave()
+		}
+		j, err := p.jd.judge(ctx, it.Record, *pred)
+		if err != nil {
+			return "", "", err
+		}
+		if j.GenericJudge {
+			p.generic.Add(1)
+		}
+		if err := p.judged.Append(j); err != nil {
+			return "", "", err
+		}
+		failure, msg = j.Failure, j.Error
+	}
+	return failure, msg, nil
 }
