@@ -32,6 +32,8 @@ var readmeSkips = []struct{ match, why string }{
 	{"sglang.launch_server", "starts an SGLang model server"},
 	{"--model http://gpu1:8000/v1", "needs the vLLM/SGLang replicas started above"},
 	{"--model-url http://localhost:8000/v1", "needs a served world model"},
+	{"bench worker --queue nats://nats1:4222", "needs a NATS server with JetStream; TestBenchQueueSurvivesWorkerKill runs workers against one"},
+	{"bench run --queue nats://nats1:4222", "needs a NATS server and the served models; TestBenchQueueSurvivesWorkerKill runs a queued run"},
 	{"bench compare runs/aw35b", "compares the run made with the served world model above"},
 	{"--teacher-url http://localhost:8000/v1", "needs a teacher world-model server and a judge"},
 	{"--generator-url http://localhost:8000/v1", "needs a served generator model; internal/worldgen's tests run generate against a fake one"},

@@ -31,6 +31,7 @@ func newBenchCmd() *cobra.Command {
 environment observations in seven domains.
 
   bench run      infer → judge → score as one streaming pipeline
+  bench worker   do the samples of bench run --queue on this machine
   bench infer    only generate predictions
   bench judge    only judge predictions (an LLM judge, or --judge rules offline)
   bench score    score judged rows
@@ -50,7 +51,7 @@ A run directory (--out) holds:
 Rows are appended as they arrive, so a killed run loses nothing: rerun the same
 command and finished samples are skipped.`,
 	}
-	cmd.AddCommand(newBenchInferCmd(), newBenchJudgeCmd(), newBenchRunCmd(), newBenchScoreCmd(), newBenchCompareCmd(), newBenchReportCmd(), newBenchAgreeCmd(), newBenchCacheCmd())
+	cmd.AddCommand(newBenchInferCmd(), newBenchJudgeCmd(), newBenchRunCmd(), newBenchWorkerCmd(), newBenchScoreCmd(), newBenchCompareCmd(), newBenchReportCmd(), newBenchAgreeCmd(), newBenchCacheCmd())
 	return cmd
 }
 
@@ -236,38 +237,31 @@ OUT/judged.jsonl and write OUT/scores.json. The records are read again from
 }
 
 func newBenchRunCmd() *cobra.Command {
-	var (
-		rf runFlags
-		tf transportFlags
-		gf genFlags
-		jf judgeFlags
-	)
+	var f benchRunFlags
 	cmd := &cobra.Command{
-		Use:   "run --data DIR --model-url URL --model NAME (--judge-url URL --judge-model NAME | --judge rules) --out DIR",
+		Use:   "run --data DIR --model-url URL --model NAME (--judge-url URL --judge-model NAME | --judge rules) --out DIR [--queue nats://HOST:4222]",
 		Short: "Infer, judge and score as one streaming pipeline",
 		Long: `Run the model under test on every sample and judge each prediction as soon
 as it arrives, with one progress line on stderr; then score. Results are
 appended as they come: after a crash or kill, rerun the same command and
 finished samples are skipped. Responses are cached under OUT/cache, so a
-rerun with the same settings costs no calls (--no-cache forces them).`,
+rerun with the same settings costs no calls (--no-cache forces them).
+
+With --queue the samples are done by bench worker processes over NATS
+JetStream (see bench worker); this process writes the same files.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := inferOptions(cmd, &rf, &tf, &gf)
+			o, err := f.options(cmd)
 			if err != nil {
 				return err
 			}
-			if err := jf.apply(cmd, o); err != nil {
-				return err
+			if f.queue != "" {
+				return f.runQueued(cmd, o)
 			}
-			return rf.run(cmd, o)
+			return f.rf.run(cmd, o)
 		},
 	}
-	rf.register(cmd)
-	tf.registerAs(cmd, "model-", "api-key", "", "model under test", envconfig.ModelAPIKey, envconfig.OpenAIAPIKey)
-	cmd.Flags().StringVar(&tf.model, "model", "", "model name of the world model under test")
-	gf.register(cmd, "", bench.DefaultMaxTokens, bench.DefaultTemperature, "model under test")
-	jf.register(cmd)
-	jf.registerModes(cmd)
+	f.register(cmd)
 	return cmd
 }
 
