@@ -14,35 +14,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
+	"github.com/agentworld/agentworld/internal/testkit/natstest"
 	"github.com/agentworld/agentworld/internal/workqueue"
 )
-
-// queueHang bounds the waits of the work-queue tests; it only ends a hang.
-const queueHang = 4 * time.Minute
-
-// natsServer runs a NATS server with JetStream on a loopback port for
-// the test and returns its client URL.
-func natsServer(t *testing.T) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{ServerName: "bench-queue", Host: "127.0.0.1", Port: server.RANDOM_PORT,
-		JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(time.Minute) {
-		t.Fatal("NATS server not ready")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s.ClientURL()
-}
 
 // TestBenchQueueChild is one process of the work-queue tests (a bench
 // worker, or a coordinator to kill): it runs the command line in
@@ -88,7 +68,7 @@ func TestBenchQueueSurvivesWorkerKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three worker processes")
 	}
-	url := natsServer(t)
+	url := natstest.Start(t)
 	data := t.TempDir()
 	const samples = 42
 	writeBenchData(t, data, samples)
@@ -438,7 +418,7 @@ func TestBenchQueueCoordinatorKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker and coordinator processes")
 	}
-	url := natsServer(t)
+	url := natstest.Start(t)
 	data := t.TempDir()
 	const samples = 42
 	writeBenchData(t, data, samples)

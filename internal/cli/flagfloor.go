@@ -39,9 +39,6 @@ var flagFloors = map[string]float64{
 	// Durations: a negative time is no time.
 	"timeout": 0, "*-timeout": 0, "idle-ttl": 0, "step-timeout": 0, "drain-timeout": 0,
 	"max-step-latency": 0, "max-session-latency": 0,
-	// A work-queue item needs some time before it is given to another
-	// worker (heartbeats come every third of it).
-	"ack-wait": 1,
 	// 0 is the default (one replica per embedded server, up to 3).
 	"nats-replicas": 0,
 	// An item no worker may hold for any time is handed out for ever.
