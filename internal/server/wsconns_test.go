@@ -25,7 +25,7 @@ import (
 func TestIdleWebSocketsDoNotLockOut(t *testing.T) {
 	base := serveApp(t, &Options{Edge: Edge{MaxConns: 3, PressureIdleTimeout: 200 * time.Millisecond}})
 	host := strings.TrimPrefix(base, "http://")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
 	defer cancel()
 	dial := func() *websocket.Conn {
 		t.Helper()
@@ -39,7 +39,7 @@ func TestIdleWebSocketsDoNotLockOut(t *testing.T) {
 	// alive: the WebSocket still answers a message.
 	alive := func(c *websocket.Conn) bool {
 		t.Helper()
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, edgeHangGuard)
 		defer cancel()
 		if err := c.Write(wctx, websocket.MessageText, []byte(`{"type":"state"}`)); err != nil {
 			return false
@@ -51,7 +51,7 @@ func TestIdleWebSocketsDoNotLockOut(t *testing.T) {
 	// hang guard rather than timing out).
 	closed := func(c *websocket.Conn) bool {
 		t.Helper()
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, edgeHangGuard)
 		defer cancel()
 		_, _, err := c.Read(rctx)
 		return err != nil && rctx.Err() == nil
@@ -60,7 +60,7 @@ func TestIdleWebSocketsDoNotLockOut(t *testing.T) {
 		t.Helper()
 		c, br := rawConn(t, base)
 		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: %s\r\n\r\n", host)
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_ = c.SetReadDeadline(time.Now().Add(edgeHangGuard))
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatalf("a new client beside a full cap was not answered: %v", err)
