@@ -40,7 +40,11 @@ func helper(t *testing.T, mode string) ([]string, *Options) {
 		Env:               []string{helperEnv + "=" + mode},
 		StartTimeout:      2 * time.Minute,
 		CallTimeout:       2 * time.Minute,
-		TerminateDuration: 200 * time.Millisecond,
+		// Each of Close's three waits (after closing stdin, after SIGTERM,
+		// after SIGKILL) gets this, and Wait half of it for a descendant
+		// holding stderr: at 200 ms a loaded machine failed Close with
+		// "unresponsive subprocess" for a server that did exit.
+		TerminateDuration: 2 * time.Second,
 		ClientName:        "mcpclient-test",
 	}
 }
