@@ -13,27 +13,39 @@ import (
 	"github.com/agentworld/agentworld/internal/testkit/natstest"
 )
 
-// queueTeacher is sampleBackend as teacher and judge, counting the
-// teacher's requests (one a beam) by token.
-func queueTeacher(t *testing.T, hold func(token string, n int) <-chan struct{}) (*fakellm.Server, *tokenCounter) {
+// sampleQueue is the setup of a data sample queue test: n samples, a
+// NATS server, the teacher and judge (sampleBackend) counting the
+// teacher's requests (one a beam) by token with hold, and a
+// single-process run's directory.
+type sampleQueue struct {
+	in, url, ref, dir string
+	srv               *fakellm.Server
+	sent              *tokenCounter
+}
+
+func newSampleQueue(t *testing.T, n int, hold func(token string, n int) <-chan struct{}) *sampleQueue {
+	dir := t.TempDir()
+	q := &sampleQueue{in: filepath.Join(dir, "samples.jsonl"), url: natstest.Start(t), ref: filepath.Join(dir, "ref"), dir: dir, sent: &tokenCounter{hold: hold}}
+	writeManySamples(t, q.in, n)
 	sb := &sampleBackend{counts: map[string]int{}, killed: map[string]int{}}
-	c := &tokenCounter{hold: hold}
-	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+	q.srv = fakellm.New(func(r *fakellm.Request) fakellm.Reply {
 		if r.Model == "teacher" {
-			c.arrive(r)
+			q.sent.arrive(r)
 		}
 		return sb.handle(r)
 	})
-	t.Cleanup(srv.Close)
-	return srv, c
+	t.Cleanup(q.srv.Close)
+	if _, err := runInProcess(append(q.args(q.ref, false), "--teacher-api-key", "ref")...); err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
 
-// sampleQueueArgs is the data sample command line of the queue tests
-// (with queue, a coordinator's).
-func sampleQueueArgs(srvURL, out, in, queue string) []string {
-	args := append(sampleArgs(srvURL, out, in), "--concurrency", "16")
-	if queue != "" {
-		args = append(args, "--queue", queue, "--ack-wait", "10s")
+// args is the command line of a run into out; queued, a coordinator's.
+func (q *sampleQueue) args(out string, queued bool) []string {
+	args := append(sampleArgs(q.srv.URL, out, q.in), "--concurrency", "16")
+	if queued {
+		args = append(args, "--queue", q.url, "--ack-wait", "10s")
 	}
 	return args
 }
@@ -53,23 +65,15 @@ func TestDataSampleQueueWorkerKilled(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	const nSamples, beams = 80, 4
-	dir := t.TempDir()
-	in := filepath.Join(dir, "samples.jsonl")
-	writeManySamples(t, in, nSamples)
-	url := natstest.Start(t)
 	k := newWorkerKill(30)
-	srv, sent := queueTeacher(t, k.hold)
-	ref := filepath.Join(dir, "ref")
-	if _, err := runInProcess(append(sampleQueueArgs(srv.URL, ref, in, ""), "--teacher-api-key", "ref")...); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "queued")
-	stderr := k.run(t, func() (string, error) { return runInProcess(sampleQueueArgs(srv.URL, out, in, url)...) },
-		func(name string) *exec.Cmd { return startSampleWorker(t, url, name) })
-	if d := cmp.Diff(readOutputs(t, ref), readOutputs(t, out)); d != "" {
+	q := newSampleQueue(t, nSamples, k.hold)
+	out := filepath.Join(q.dir, "queued")
+	stderr := k.run(t, func() (string, error) { return runInProcess(q.args(out, true)...) },
+		func(name string) *exec.Cmd { return startSampleWorker(t, q.url, name) })
+	if d := cmp.Diff(readOutputs(t, q.ref), readOutputs(t, out)); d != "" {
 		t.Errorf("outputs differ from a single-process run's:\n%s", d)
 	}
-	checkCredited(t, stderr, "beams", sent.counts(), 1, nSamples*beams)
+	checkCredited(t, stderr, "beams", q.sent.counts(), 1, nSamples*beams)
 }
 
 // TestDataSampleQueueCoordinatorKilled: the coordinator killed with
@@ -82,32 +86,24 @@ func TestDataSampleQueueCoordinatorKilled(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	const nSamples, beams = 40, 4
-	dir := t.TempDir()
-	in := filepath.Join(dir, "samples.jsonl")
-	writeManySamples(t, in, nSamples)
-	url := natstest.Start(t)
 	// 60 answered requests score at least 52 beams: the workers hold 8
 	// at once.
 	c := newCoordinatorKill(60)
-	srv, sent := queueTeacher(t, c.hold)
-	ref := filepath.Join(dir, "ref")
-	if _, err := runInProcess(append(sampleQueueArgs(srv.URL, ref, in, ""), "--teacher-api-key", "ref")...); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "queued")
-	coord := startQueueChild(t, "coordinator", sampleQueueArgs(srv.URL, out, in, url)...)
+	q := newSampleQueue(t, nSamples, c.hold)
+	out := filepath.Join(q.dir, "queued")
+	coord := startQueueChild(t, "coordinator", q.args(out, true)...)
 	for _, name := range []string{"w1", "w2"} {
-		startSampleWorker(t, url, name)
+		startSampleWorker(t, q.url, name)
 	}
 	c.kill(t, coord, filepath.Join(out, rejection.JournalFile), 10, filepath.Join(out, rejection.SummaryFile))
-	stderr, err := runInProcess(sampleQueueArgs(srv.URL, out, in, url)...)
+	stderr, err := runInProcess(q.args(out, true)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(readOutputs(t, ref), readOutputs(t, out)); d != "" {
+	if d := cmp.Diff(readOutputs(t, q.ref), readOutputs(t, out)); d != "" {
 		t.Errorf("outputs differ from a single-process run's:\n%s", d)
 	}
-	n := sent.counts()
+	n := q.sent.counts()
 	if got := n["w1"] + n["w2"]; got != nSamples*beams {
 		t.Errorf("the workers sent %d teacher requests, want %d (each beam once): %v", got, nSamples*beams, n)
 	}

@@ -35,24 +35,33 @@ func queueTasks(t *testing.T, n int) string {
 	return path
 }
 
-// queuePolicy is textPolicy (two policy requests an episode) counting
-// its requests by token.
-func queuePolicy(t *testing.T, hold func(token string, n int) <-chan struct{}) (*fakellm.Server, *tokenCounter) {
-	c := &tokenCounter{hold: hold}
-	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
-		c.arrive(r)
-		return textPolicyReply(r)
-	})
-	t.Cleanup(srv.Close)
-	return srv, c
+// rolloutQueue is the setup of a rollout queue test: n tasks, a NATS
+// server, the policy (textPolicy, two requests an episode) counting its
+// requests by token with hold, and a single-process run's directory.
+type rolloutQueue struct {
+	tasks, url, ref string
+	pol             *fakellm.Server
+	sent            *tokenCounter
 }
 
-// rolloutArgs is the rollout command line of the queue tests (with
-// queue, a coordinator's).
-func rolloutArgs(tasks, polURL, out, queue string) []string {
-	args := []string{"rollout", "--tasks", tasks, "--policy-url", polURL, "--policy-model", "agent", "--group-size", "4", "--out", out}
-	if queue != "" {
-		args = append(args, "--queue", queue, "--ack-wait", "10s")
+func newRolloutQueue(t *testing.T, n int, hold func(token string, n int) <-chan struct{}) *rolloutQueue {
+	q := &rolloutQueue{tasks: queueTasks(t, n), url: natstest.Start(t), ref: t.TempDir(), sent: &tokenCounter{hold: hold}}
+	q.pol = fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		q.sent.arrive(r)
+		return textPolicyReply(r)
+	})
+	t.Cleanup(q.pol.Close)
+	if _, err := runInProcess(append(q.args(q.ref, false), "--policy-api-key", "ref")...); err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// args is the command line of a run into out; queued, a coordinator's.
+func (q *rolloutQueue) args(out string, queued bool) []string {
+	args := []string{"rollout", "--tasks", q.tasks, "--policy-url", q.pol.URL, "--policy-model", "agent", "--group-size", "4", "--out", out}
+	if queued {
+		args = append(args, "--queue", q.url, "--ack-wait", "10s")
 	}
 	return args
 }
@@ -97,19 +106,13 @@ func TestRolloutQueueWorkerKilled(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	const nTasks, group = 40, 4
-	tasks := queueTasks(t, nTasks)
-	url := natstest.Start(t)
 	k := newWorkerKill(24)
-	pol, sent := queuePolicy(t, k.hold)
-	ref := t.TempDir()
-	if _, err := runInProcess(append(rolloutArgs(tasks, pol.URL, ref, ""), "--policy-api-key", "ref")...); err != nil {
-		t.Fatal(err)
-	}
+	q := newRolloutQueue(t, nTasks, k.hold)
 	out := t.TempDir()
-	stderr := k.run(t, func() (string, error) { return runInProcess(rolloutArgs(tasks, pol.URL, out, url)...) },
-		func(name string) *exec.Cmd { return startRolloutWorker(t, url, name) })
-	sameRollout(t, ref, out)
-	checkCredited(t, stderr, "episodes", sent.counts(), 2, nTasks*group)
+	stderr := k.run(t, func() (string, error) { return runInProcess(q.args(out, true)...) },
+		func(name string) *exec.Cmd { return startRolloutWorker(t, q.url, name) })
+	sameRollout(t, q.ref, out)
+	checkCredited(t, stderr, "episodes", q.sent.counts(), 2, nTasks*group)
 }
 
 // TestRolloutQueueCoordinatorKilled: the coordinator killed with SIGKILL
@@ -123,28 +126,22 @@ func TestRolloutQueueCoordinatorKilled(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	const nTasks, group = 24, 4
-	tasks := queueTasks(t, nTasks)
-	url := natstest.Start(t)
 	// 60 answered requests end at least (60-8)/2 episodes: the workers
 	// hold 8 at once.
 	c := newCoordinatorKill(60)
-	pol, sent := queuePolicy(t, c.hold)
-	ref := t.TempDir()
-	if _, err := runInProcess(append(rolloutArgs(tasks, pol.URL, ref, ""), "--policy-api-key", "ref")...); err != nil {
-		t.Fatal(err)
-	}
+	q := newRolloutQueue(t, nTasks, c.hold)
 	out := t.TempDir()
-	coord := startQueueChild(t, "coordinator", rolloutArgs(tasks, pol.URL, out, url)...)
+	coord := startQueueChild(t, "coordinator", q.args(out, true)...)
 	for _, name := range []string{"w1", "w2"} {
-		startRolloutWorker(t, url, name)
+		startRolloutWorker(t, q.url, name)
 	}
 	c.kill(t, coord, filepath.Join(out, rollout.EpisodesFile), 10, filepath.Join(out, rollout.SummaryFile))
-	stderr, err := runInProcess(rolloutArgs(tasks, pol.URL, out, url)...)
+	stderr, err := runInProcess(q.args(out, true)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameRollout(t, ref, out)
-	n := sent.counts()
+	sameRollout(t, q.ref, out)
+	n := q.sent.counts()
 	if got := n["w1"] + n["w2"]; got != 2*nTasks*group {
 		t.Errorf("the workers sent %d policy requests, want %d (two per episode, each episode once): %v", got, 2*nTasks*group, n)
 	}

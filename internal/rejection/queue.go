@@ -12,24 +12,6 @@ import (
 	"github.com/agentworld/agentworld/internal/workqueue"
 )
 
-// Dispatcher hands work items to other processes and returns their
-// results: a [workqueue.Coordinator], whose workers run [Worker].
-//
-// With [Options.Queue] set, [Run] makes each beam one item, with the id
-// "SEQ/BEAM" (the sample's position in the input and the beam, from 1);
-// its payload is a [BeamItem], its result the scored beam as a journal
-// line. Run journals each beam that comes back as it journals its own
-// and writes the outputs as a local run does, so they end byte-identical
-// to a local run's; a rerun after a kill asks only for beams its journal
-// lacks, and the queue keeps each item's result once, so a beam a worker
-// scored meanwhile is collected, not requested again.
-type Dispatcher interface {
-	Do(ctx context.Context, it workqueue.Item) (workqueue.Result, error)
-	// Forget drops an item's stored result; Run forgets a failed item, so
-	// a rerun tries it again.
-	Forget(ctx context.Context, id string) error
-}
-
 // BeamItem is what a worker is asked to do: one beam of one sample.
 type BeamItem struct {
 	Seq    int64          `json:"seq"`

@@ -23,6 +23,7 @@ import (
 	"github.com/agentworld/agentworld/internal/reward"
 	"github.com/agentworld/agentworld/internal/runpin"
 	"github.com/agentworld/agentworld/internal/trajectory"
+	"github.com/agentworld/agentworld/internal/workqueue"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -97,10 +98,19 @@ type Options struct {
 	ProgressInterval time.Duration
 	// Logger receives failed beams; nil discards.
 	Logger *slog.Logger
-	// Queue, when set, has a work queue's workers generate and score the
-	// beams (see [Dispatcher]) instead of this process; Concurrency then
-	// bounds the beams out at once. nil does them here.
-	Queue Dispatcher
+	// Queue, when set, has a work queue's workers
+	// ([workqueue.Coordinator], whose workers run [Worker]) generate and
+	// score the beams instead of this process. Each beam is one item,
+	// with the id "SEQ/BEAM" (the sample's position in the input and the
+	// beam, from 1); its payload is a [BeamItem], its result the scored
+	// beam as a journal line, which Run journals as it journals its own
+	// beams: the outputs end byte-identical to a local run's, and a rerun
+	// after a kill asks only for beams its journal lacks (the queue keeps
+	// each item's result once, so a beam a worker scored meanwhile is
+	// collected, not requested again). A failed item is forgotten, so a
+	// rerun tries it again. Concurrency then bounds the beams out at
+	// once. nil does them here.
+	Queue workqueue.Dispatcher
 }
 
 // normalize fills in the defaults and checks the settings.

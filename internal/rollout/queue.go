@@ -10,25 +10,6 @@ import (
 	"github.com/agentworld/agentworld/internal/workqueue"
 )
 
-// Dispatcher hands work items to other processes and returns their
-// results: a [workqueue.Coordinator], whose workers run [Worker].
-//
-// With [Options.Queue] set, [Run] makes each episode of a group forked at
-// the root one item, with the id "TASK/SAMPLE" (its group and index), and
-// a tree group (BranchAt > 0) one item with the id "TASK", whose members
-// finish together as they do in a local run. An item's payload is its
-// [WorkItem], its result the members' rows as JSON. Run journals what
-// comes back exactly as it journals its own episodes, so the directory
-// ends as a local run's does, and a rerun after a kill asks only for the
-// episodes its journal lacks: the queue keeps each item's result once, so
-// an episode a worker finished meanwhile is collected, not run again.
-type Dispatcher interface {
-	Do(ctx context.Context, it workqueue.Item) (workqueue.Result, error)
-	// Forget drops an item's stored result; Run forgets a failed item, so
-	// a rerun tries it again as a local rerun would.
-	Forget(ctx context.Context, id string) error
-}
-
 // WorkItem is what a worker is asked to run: members of a task's group.
 type WorkItem struct {
 	Task    Task  `json:"task"`

@@ -18,6 +18,7 @@ import (
 	"github.com/agentworld/agentworld/internal/progress"
 	"github.com/agentworld/agentworld/internal/runpin"
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/workqueue"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -85,10 +86,20 @@ type Options struct {
 	// Logger receives episode failures; nil discards them.
 	Logger *slog.Logger
 	// Queue, when set, runs the episodes on a work queue's workers
-	// instead of on the Simulator given to Run, which may then be nil
-	// (see [Dispatcher]); MaxInFlight then bounds the items out at once.
-	// nil runs them here.
-	Queue Dispatcher
+	// ([workqueue.Coordinator], whose workers run [Worker]) instead of on
+	// the Simulator given to Run, which may then be nil. Each episode of
+	// a group forked at the root is one item, with the id "TASK/SAMPLE"
+	// (its group and index); a tree group (BranchAt > 0) is one item,
+	// "TASK", whose members finish together as in a local run. An item's
+	// payload is its [WorkItem], its result the members' rows as JSON,
+	// which Run journals exactly as it journals its own episodes: the
+	// directory ends as a local run's does, and a rerun after a kill asks
+	// only for the episodes its journal lacks (the queue keeps each
+	// item's result once, so an episode a worker finished meanwhile is
+	// collected, not run again). A failed item is forgotten, so a rerun
+	// tries it again. MaxInFlight then bounds the items out at once. nil
+	// runs the episodes here.
+	Queue workqueue.Dispatcher
 }
 
 func (o *Options) defaults() {

@@ -90,6 +90,18 @@ type Job struct {
 	Spec json.RawMessage `json:"spec,omitempty"`
 }
 
+// Dispatcher hands items to workers and takes their results back, as a
+// [Coordinator] does; a caller takes one to be testable without a NATS
+// server (package workqueuetest has an in-process one).
+type Dispatcher interface {
+	// Do runs an item and returns its result ([Coordinator.Do]).
+	Do(ctx context.Context, it Item) (Result, error)
+	// Forget drops an item's stored result ([Coordinator.Forget]).
+	Forget(ctx context.Context, id string) error
+}
+
+var _ Dispatcher = (*Coordinator)(nil)
+
 // Item is one unit of work.
 type Item struct {
 	// ID identifies the item within its job; any non-empty string.
