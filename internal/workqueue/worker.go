@@ -69,10 +69,15 @@ type Stats struct {
 	Done, Duplicate, Skipped, Failed atomic.Int64
 }
 
+// resultHeadroom is what a stored result's message carries besides its
+// value (subject, headers).
+const resultHeadroom = 4 << 10
+
 // worker is one run of [Work].
 type worker struct {
 	o     WorkerOptions
 	log   *slog.Logger
+	nc    *nats.Conn
 	js    jetstream.JetStream
 	kind  string
 	start Start
@@ -122,7 +127,7 @@ func Work(ctx context.Context, nc *nats.Conn, kind string, start Start, opts *Wo
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	w := &worker{o: o, log: log.With("worker", o.Name), js: js, kind: kind, start: start,
+	w := &worker{o: o, log: log.With("worker", o.Name), nc: nc, js: js, kind: kind, start: start,
 		slots: make(chan struct{}, o.Concurrency), stats: stats}
 	var jobs jetstream.KeyValue
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
@@ -347,6 +352,16 @@ func (w *worker) handle(ctx context.Context, log *slog.Logger, results jetstream
 		log.Error("cannot encode the result", "error", err)
 		_ = msg.Nak()
 		return
+	}
+	if limit := w.nc.MaxPayload(); limit > 0 && int64(len(val)) > limit-resultHeadroom {
+		// It would never be stored, and the item would come back for
+		// ever: what is stored instead says why.
+		log.Error("result too large for the NATS server; storing the failure", "bytes", len(val), "max_payload", limit)
+		r.Payload, r.Err = nil, fmt.Sprintf("its result is %d bytes, over the NATS server's max_payload of %d bytes: raise max_payload (up to 64 MB)", len(val), limit)
+		if val, err = json.Marshal(r); err != nil {
+			_ = msg.Nak()
+			return
+		}
 	}
 	store, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
