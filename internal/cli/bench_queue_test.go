@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,11 +17,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
 
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/testkit/natstest"
+	"github.com/agentworld/agentworld/internal/trajectory"
 	"github.com/agentworld/agentworld/internal/workqueue"
 )
 
@@ -494,5 +497,145 @@ func TestBenchQueueCoordinatorKill(t *testing.T) {
 	}
 	if len(calls) != 2*samples {
 		t.Errorf("the workers requested %d (model or judge, sample) pairs, want %d", len(calls), 2*samples)
+	}
+}
+
+// TestBenchQueueBadInput: the queue commands refuse what they cannot do,
+// naming the flag, before anything is written.
+func TestBenchQueueBadInput(t *testing.T) {
+	data := t.TempDir()
+	writeBenchData(t, data, 3)
+	out := filepath.Join(t.TempDir(), "run")
+	run := []string{"bench", "run", "--data", data, "--model-url", "http://127.0.0.1:1/v1", "--model", "wm", "--judge", "rules", "--out", out}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"worker without a queue", []string{"bench", "worker"}, "missing required flag: --queue"},
+		{"worker, no server", []string{"bench", "worker", "--queue", "nats://127.0.0.1:1"}, "--queue: connect to NATS at nats://127.0.0.1:1"},
+		{"run, no server", append(run, "--queue", "nats://127.0.0.1:1"), "--queue: connect to NATS at nats://127.0.0.1:1"},
+		{"run, not a URL", append(run, "--queue", "http://[::1"), "--queue: connect to NATS"},
+		{"otel", append(run, "--queue", "nats://127.0.0.1:1", "--otel-endpoint", "http://127.0.0.1:1"), "--otel-endpoint cannot be used with --queue"},
+		{"cache", append(run, "--queue", "nats://127.0.0.1:1", "--cache", t.TempDir()), "--cache cannot be used with --queue"},
+		{"ack-wait", append(run, "--queue", "nats://127.0.0.1:1", "--ack-wait", "-1s"), "--ack-wait"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, stderr, err := runBenchCLI(t, c.args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to say %q\n%s", err, c.want, stderr)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("%s was created by a refused command", out)
+			}
+		})
+	}
+}
+
+// TestBenchJobCarriesFlagsAndFiles: a bench job carries the flags that
+// decide results and the files of --prompts and --template-dir, never an
+// API key or the coordinator's paths; a worker prepared from it sends the
+// requests a local run sends and writes the same rows.
+func TestBenchJobCarriesFlagsAndFiles(t *testing.T) {
+	prompts := testkit.WriteOfficialPrompts(t, testkit.OfficialTemplates)
+	lib := t.TempDir()
+	if _, stderr, err := runBenchCLI(t, "template", "import", "--official", prompts, "--template-dir", lib); err != nil {
+		t.Fatalf("template import: %v\n%s", err, stderr)
+	}
+	const gen = "<predicted_observation>\n**Environment Observation:**\nok\n</predicted_observation>"
+	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		if r.Model == "judge" {
+			return fakellm.Reply{Content: fixedVerdict}
+		}
+		return fakellm.Reply{Content: gen}
+	})
+	t.Cleanup(srv.Close)
+	data := filepath.Join("..", "..", "examples", "bench", "terminal_test.jsonl")
+	out := filepath.Join(t.TempDir(), "local")
+	args := []string{"--data", data, "--out", out, "--model-url", srv.URL, "--model", "wm", "--max-tokens", "512",
+		"--judge-url", srv.URL, "--judge-model", "judge", "--prompts", prompts, "--template-dir", lib, "--template", "official-0123456",
+		"--api-key", "sk-model-secret", "--judge-api-key", "sk-judge-secret"}
+	if _, stderr, err := runBenchCLI(t, append([]string{"bench", "run"}, args...)...); err != nil {
+		t.Fatalf("local run: %v\n%s", err, stderr)
+	}
+	localReqs := srv.Requests()
+	srv.Reset()
+
+	var f benchRunFlags
+	cmd := &cobra.Command{Use: "run"}
+	f.register(cmd)
+	cmd.SetContext(context.Background())
+	if err := cmd.ParseFlags(append(args, "--queue", "nats://127.0.0.1:1")); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := f.jobSpec(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(spec)
+	for _, leak := range []string{"sk-", data, out, "nats://", prompts, lib} {
+		if strings.Contains(string(raw), leak) {
+			t.Errorf("the job description holds %q: %s", leak, raw)
+		}
+	}
+	if len(spec.Files["prompts"]) == 0 || len(spec.Files["template-dir"]) == 0 {
+		t.Fatalf("the job carries no files of --prompts or --template-dir: %v", spec.Files)
+	}
+
+	process, err := startBenchJob(cmd, workqueue.Job{ID: "bench-test", Kind: benchJobKind, Spec: raw}, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := trajectory.ReadFile(data, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, bench.JudgedFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := testkit.DecodeLines[bench.Judged](t, b)
+	var got []bench.Judged
+	for _, row := range want {
+		payload, err := bench.MarshalSample(&bench.Sample{Sample: row.Sample, File: row.File, Line: row.Line, Record: recs[row.Line-1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := process(context.Background(), workqueue.Item{ID: row.Sample, Payload: payload})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r bench.SampleResult
+		if err := json.Unmarshal(res, &r); err != nil || r.Judged == nil {
+			t.Fatalf("result %s: %v", res, err)
+		}
+		got = append(got, *r.Judged)
+	}
+	for _, rows := range [][]bench.Judged{want, got} {
+		for i := range rows {
+			if rows[i].Usage != nil {
+				rows[i].Usage.LatencyMS = 0
+			}
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("the worker's rows differ from the local run's (-local +worker):\n%s", d)
+	}
+	msgs := func(reqs []*fakellm.Request) []string {
+		var out []string
+		for _, r := range reqs {
+			b, _ := json.Marshal(r.Messages)
+			out = append(out, r.Model+" "+string(b))
+		}
+		slices.Sort(out)
+		return out
+	}
+	if d := cmp.Diff(msgs(localReqs), msgs(srv.Requests())); d != "" {
+		t.Errorf("the worker's requests differ from the local run's (-local +worker):\n%s", d)
+	}
+	for _, r := range srv.Requests() {
+		if k := r.Header.Get("Authorization"); strings.Contains(k, "secret") {
+			t.Errorf("the worker sent the coordinator's key %q", k)
+		}
 	}
 }
