@@ -43,7 +43,9 @@ type WorkerOptions struct {
 	// after AckWait: tests of redelivery use it).
 	Heartbeat time.Duration
 	// MaxAttempts is the delivery of an item after which a Process error
-	// is stored as the item's failed result; 0 means DefaultMaxAttempts.
+	// is stored as the item's failed result, and beyond which the item
+	// is not processed at all but stored as failed (its workers died or
+	// went silent on it every time); 0 means DefaultMaxAttempts.
 	MaxAttempts int
 	// FetchWait is how long one pull for an item waits; 0 means
 	// DefaultFetchWait.
@@ -307,6 +309,17 @@ func (w *worker) handle(ctx context.Context, log *slog.Logger, results jetstream
 		return
 	}
 
+	if delivered > uint64(w.o.MaxAttempts) {
+		// Every earlier delivery ended without a result or an error: the
+		// item kills or stalls its workers. Stored as failed, it stops
+		// going round.
+		w.stats.Failed.Add(1)
+		log.Error("item delivered too often without a result; storing the failure", "delivery", delivered)
+		w.store(log, results, key, msg, Result{ID: id, Worker: w.o.Name, Deliveries: delivered,
+			Err: fmt.Sprintf("delivered %d times and never finished: its workers died or stopped reporting on it each time", delivered)})
+		return
+	}
+
 	stopBeat := make(chan struct{})
 	var beating sync.WaitGroup
 	if beat > 0 {
@@ -347,6 +360,13 @@ func (w *worker) handle(ctx context.Context, log *slog.Logger, results jetstream
 		log.Error("item failed on its last attempt; storing the failure", "delivery", delivered, "error", perr)
 		r.Payload, r.Err = nil, perr.Error()
 	}
+	w.store(log, results, key, msg, r)
+}
+
+// store creates an item's result (refused when it already has one) and
+// acknowledges the delivery; a result that cannot be stored now hands the
+// item back.
+func (w *worker) store(log *slog.Logger, results jetstream.KeyValue, key string, msg jetstream.Msg, r Result) {
 	val, err := json.Marshal(r)
 	if err != nil {
 		log.Error("cannot encode the result", "error", err)
@@ -363,19 +383,19 @@ func (w *worker) handle(ctx context.Context, log *slog.Logger, results jetstream
 			return
 		}
 	}
-	store, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	store, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := results.Create(store, key, val); errors.Is(err, jetstream.ErrKeyExists) {
 		// Another delivery of the item finished first: its result stands.
 		w.stats.Duplicate.Add(1)
-		log.Info("result refused: the item already has one", "delivery", delivered)
+		log.Info("result refused: the item already has one", "delivery", r.Deliveries)
 	} else if err != nil {
 		log.Warn("cannot store the result; handed back", "error", err)
 		_ = msg.Nak()
 		return
 	} else {
 		w.stats.Done.Add(1)
-		log.Debug("result stored", "delivery", delivered)
+		log.Debug("result stored", "delivery", r.Deliveries)
 	}
 	// Not waited for: the result is stored, so a delivery that comes
 	// again because this ack was lost is skipped.

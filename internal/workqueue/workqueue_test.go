@@ -449,3 +449,20 @@ func TestResultOverMaxPayload(t *testing.T) {
 		t.Fatalf("Do = %+v, %v; want a failure naming max_payload", r, err)
 	}
 }
+
+// TestItemThatStallsItsWorkers: an item whose every delivery ends without
+// a result or an error (its workers die or go silent on it) is stored as
+// failed once delivered more than MaxAttempts times, instead of going
+// round for ever.
+func TestItemThatStallsItsWorkers(t *testing.T) {
+	connect := server(t)
+	c := open(t, connect(), testJob("stalls"), &workqueue.Options{AckWait: time.Second})
+	stall := newBlocker()
+	worker(t, connect(), stall.start, &workqueue.WorkerOptions{Name: "w", Heartbeat: -1, MaxAttempts: 2})
+	ctx, cancel := context.WithTimeout(t.Context(), hang)
+	defer cancel()
+	r, err := c.Do(ctx, workqueue.Item{ID: "stuck"})
+	if !errors.Is(err, workqueue.ErrItemFailed) || r.Deliveries != 3 || !strings.Contains(r.Err, "delivered 3 times") {
+		t.Fatalf("Do = %+v, %v; want a failure stored on delivery 3", r, err)
+	}
+}
