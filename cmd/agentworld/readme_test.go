@@ -333,6 +333,9 @@ type readmeRunner struct {
 	serve *exec.Cmd
 	// exited receives the server's Wait result.
 	exited chan error
+	// portWait is how long startServe waits for a server's port taken by
+	// another process to be free; 0 means five minutes (a hang guard).
+	portWait time.Duration
 	// log is the file the server writes its output to (the server's own
 	// descriptor: nothing of this process writes it while a report reads
 	// it), "" before the first server.
@@ -373,8 +376,20 @@ func (r *readmeRunner) script(bi int, cmds []string) {
 func (r *readmeRunner) startServe(bi int, c string) error {
 	r.stopServe()
 	addr := serveAddrOf(c)
-	if err := portFree(addr); err != nil {
-		return fmt.Errorf("block %d: %s: port %s is taken by another process before the server starts, so /health would not test this one: %v", bi+1, c, addr, err)
+	// Another process on the port (another checkout's run of this test,
+	// whose server holds it for one page) is waited out, for portWait.
+	wait := r.portWait
+	if wait == 0 {
+		wait = 5 * time.Minute
+	}
+	for wait := time.Now().Add(wait); ; time.Sleep(200 * time.Millisecond) {
+		err := portFree(addr)
+		if err == nil {
+			break
+		}
+		if time.Now().After(wait) {
+			return fmt.Errorf("block %d: %s: port %s is taken by another process before the server starts, so /health would not test this one: %v", bi+1, c, addr, err)
+		}
 	}
 	cmd := exec.Command("bash", "-c", "exec "+strings.TrimSuffix(strings.TrimSpace(c), "&"))
 	cmd.Dir, cmd.Env = r.dir, r.env
@@ -572,6 +587,7 @@ func TestStartServeChecksItsServer(t *testing.T) {
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	defer other.Close()
 	taken := other.Listener.Addr().String()
+	r.portWait = time.Nanosecond // the port stays taken: no need to wait it out
 	err = r.startServe(1, serve(taken))
 	if err == nil {
 		t.Fatalf("startServe accepted %s, where another process answers /health", taken)
