@@ -4,6 +4,7 @@ package httpedge
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -65,9 +66,24 @@ func TestLoopbackOwner(t *testing.T) {
 			t.Fatal("accept failed")
 		}
 		defer sc.Close()
-		uid, ok := loopbackOwner(sc.LocalAddr().(*net.TCPAddr), sc.RemoteAddr().(*net.TCPAddr))
+		local, remote := sc.LocalAddr().(*net.TCPAddr), sc.RemoteAddr().(*net.TCPAddr)
+		uid, ok := loopbackOwner(local, remote)
 		if !ok || uid != 65534 {
 			t.Fatalf("%s: owner %d %v, want 65534", network, uid, ok)
+		}
+		// The kernel's one-socket lookup answers it, not the table scan
+		// (whose cost grows with every socket of the machine).
+		if uid, err := diagOwner(remote, local); err != nil || uid != 65534 {
+			t.Fatalf("%s: sock_diag owner %d, %v; want 65534", network, uid, err)
+		}
+		// No socket from the client's port to another port of the
+		// server: not found, not a failure. (The kernel falls back to a
+		// socket listening on the source address, and none listens on the
+		// client's port.)
+		gone := *local
+		gone.Port = local.Port + 1
+		if _, err := diagOwner(remote, &gone); !errors.Is(err, syscall.ENOENT) {
+			t.Fatalf("%s: sock_diag of no socket: %v, want ENOENT", network, err)
 		}
 		if got := clientOf(sc); got != "uid 65534" {
 			t.Fatalf("%s: counted under %q", network, got)
@@ -127,4 +143,54 @@ func TestLoopbackClientsAreCappedByUser(t *testing.T) {
 	if err := other.get(addr); err == nil {
 		t.Fatal("a second user got a fourth connection beside three busy ones")
 	}
+}
+
+// BenchmarkLoopbackOwner: the owner of a loopback connection by the
+// kernel's one-socket lookup and by reading the socket tables, with 500
+// other loopback connections open (the table scan's cost grows with them).
+func BenchmarkLoopbackOwner(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	var conns []net.Conn
+	for range 500 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	c := conns[len(conns)-1]
+	src, dst := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
+	b.Run("sock_diag", func(b *testing.B) {
+		for range b.N {
+			if _, err := diagOwner(src, dst); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("tables", func(b *testing.B) {
+		want := rowKeys(src, dst)
+		for range b.N {
+			if _, ok := scanTable("/proc/net/tcp", want); !ok {
+				b.Fatal("not found")
+			}
+		}
+	})
 }
