@@ -13,7 +13,8 @@ Run by hand:
 Every setup answers with the embedded replay (no model server), so the
 CPU measured is the nodes' own: HTTP, routing, forwarding, storage. Each
 client steps its sessions through a random node (but sticky), over one
-kept-alive connection per node (as an RL trainer's HTTP client does). The script
+kept-alive connection per node, opened before the measured window (as an
+RL trainer's HTTP client holds its connections). The script
 reads each node process's user+system time from /proc before and after
 the stepping and prints CPU per step, steps per second and their ratios,
 all measured in this one run. Three nodes with R3 then lose one node to
@@ -182,6 +183,13 @@ def run(setup):
         ids = [create(c, p) for p in homes]
         sticky = setup.endswith("sticky")
         c.close()
+        # Every client opens its connections before the measured window:
+        # what is measured is the steps, not connection set-up.
+        clients = [Client(ports) for _ in range(CLIENTS)]
+        for cl in clients:
+            for p in ports:
+                st, out = cl.request(p, "GET", "/health")
+                assert st == 200, out
         perfs = []
         if PERF:
             for k, p in enumerate(procs):
@@ -195,8 +203,7 @@ def run(setup):
         errors = []
         retries = collections.Counter()  # error code of each retryable 503
 
-        def worker():
-            c = Client(ports)
+        def worker(c):
             while True:
                 with lock:
                     if not queue:
@@ -216,7 +223,7 @@ def run(setup):
             c.close()
 
         t0 = time.time()
-        threads = [threading.Thread(target=worker) for _ in range(CLIENTS)]
+        threads = [threading.Thread(target=worker, args=(cl,)) for cl in clients]
         for t in threads:
             t.start()
         for t in threads:
