@@ -42,6 +42,17 @@ func connect(t *testing.T, srv jetstore.Embedded) *nats.Conn {
 	return nc
 }
 
+// serve runs a fresh embedded server for the test and connects to it;
+// both close when the test ends.
+func serve(t *testing.T) *nats.Conn {
+	t.Helper()
+	srv := startServer(t, t.TempDir())
+	t.Cleanup(srv.Shutdown)
+	nc := connect(t, srv)
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 func open(t *testing.T, nc *nats.Conn, o *jetstore.Options) *jetstore.Store {
 	t.Helper()
 	st, err := jetstore.New(t.Context(), nc, o)
@@ -76,10 +87,7 @@ func TestConformance(t *testing.T) {
 // one that appends second, with a copy that lacks the other's turn, is
 // refused with sim.ErrMoved and appends after loading again.
 func TestStaleWriterRefused(t *testing.T) {
-	srv := startServer(t, t.TempDir())
-	t.Cleanup(srv.Shutdown)
-	nc := connect(t, srv)
-	t.Cleanup(nc.Close)
+	nc := serve(t)
 	a, b := open(t, nc, nil), open(t, nc, nil)
 	ctx := t.Context()
 	if err := a.CreateSession(ctx, storetest.Session("s_x"), nil); err != nil {
@@ -111,10 +119,7 @@ func TestStaleWriterRefused(t *testing.T) {
 // that remembers the owner alive forgets it when a forward fails), then
 // claims it with a compare-and-set that a second claimer loses.
 func TestOwnership(t *testing.T) {
-	srv := startServer(t, t.TempDir())
-	t.Cleanup(srv.Shutdown)
-	nc := connect(t, srv)
-	t.Cleanup(nc.Close)
+	nc := serve(t)
 	ctx := t.Context()
 	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a", Lease: testLease})
 	b := open(t, nc, &jetstore.Options{Node: "b", Addr: "http://b", Lease: testLease})
@@ -154,10 +159,7 @@ func TestOwnership(t *testing.T) {
 // to forget, once the owner's clean shutdown reaches its watch of the
 // node leases.
 func TestOwnerWatchSeesShutdown(t *testing.T) {
-	srv := startServer(t, t.TempDir())
-	t.Cleanup(srv.Shutdown)
-	nc := connect(t, srv)
-	t.Cleanup(nc.Close)
+	nc := serve(t)
 	ctx := t.Context()
 	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a", Lease: testLease})
 	b := open(t, nc, &jetstore.Options{Node: "b", Addr: "http://b", Lease: testLease})
@@ -194,10 +196,7 @@ func TestOwnerWatchSeesShutdown(t *testing.T) {
 // does not change its answer), and forgets that it owns one once another
 // writer appended to it (sim.ErrMoved): then it reads the bucket again.
 func TestOwnSessionsFromMemory(t *testing.T) {
-	srv := startServer(t, t.TempDir())
-	t.Cleanup(srv.Shutdown)
-	nc := connect(t, srv)
-	t.Cleanup(nc.Close)
+	nc := serve(t)
 	ctx := t.Context()
 	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a", Lease: testLease})
 	t.Cleanup(func() { _ = a.Close() })
