@@ -37,9 +37,9 @@ func helper(t *testing.T, mode string) ([]string, *Options) {
 		t.Fatal(err)
 	}
 	return []string{exe}, &Options{
-		Env:               []string{helperEnv + "=" + mode},
-		StartTimeout:      2 * time.Minute,
-		CallTimeout:       2 * time.Minute,
+		Env:          []string{helperEnv + "=" + mode},
+		StartTimeout: 2 * time.Minute,
+		CallTimeout:  2 * time.Minute,
 		// Each of Close's three waits (after closing stdin, after SIGTERM,
 		// after SIGKILL) gets this, and Wait half of it for a descendant
 		// holding stderr: at 200 ms a loaded machine failed Close with
