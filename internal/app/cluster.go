@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/jetstore"
+	"github.com/agentworld/agentworld/internal/natsconn"
 )
 
 // ClusterConfig keeps sessions in NATS JetStream, so that the nodes of a
@@ -62,9 +62,9 @@ func (a *App) openCluster(ctx context.Context, c *ClusterConfig, log *slog.Logge
 			return nil, fielderr.New(ErrConfig, "Cluster.URL", "join an existing NATS cluster or run an embedded server, not both")
 		}
 		var err error
-		nc, err = nats.Connect(c.URL, nats.MaxReconnects(-1), nats.Name("agentworld "+c.Node))
+		nc, err = natsconn.Dial(c.URL, "agentworld "+c.Node)
 		if err != nil {
-			return nil, fielderr.Wrap(ErrConfig, "Cluster.URL", fmt.Errorf("connect to %s: %w", c.URL, err))
+			return nil, fielderr.Wrap(ErrConfig, "Cluster.URL", err)
 		}
 		if replicas == 0 {
 			replicas = 1

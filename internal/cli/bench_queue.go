@@ -18,6 +18,7 @@ import (
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/judge"
+	"github.com/agentworld/agentworld/internal/natsconn"
 	"github.com/agentworld/agentworld/internal/workqueue"
 )
 
@@ -163,7 +164,7 @@ func (f *benchRunFlags) runQueued(cmd *cobra.Command, o *bench.Options) error {
 		data = a
 	}
 	job := workqueue.Job{ID: workqueue.JobID(benchJobKind, raw, []byte(out), []byte(data)), Kind: benchJobKind, Spec: raw}
-	nc, err := workqueue.Dial(f.queue, "agentworld bench run")
+	nc, err := natsconn.Dial(f.queue, "agentworld bench run")
 	if err != nil {
 		return fmt.Errorf("--queue: %w", err)
 	}
@@ -254,7 +255,7 @@ stored twice.`,
 				return err
 			}
 			defer func() { _ = os.RemoveAll(files) }()
-			nc, err := workqueue.Dial(queue, "agentworld bench worker")
+			nc, err := natsconn.Dial(queue, "agentworld bench worker")
 			if err != nil {
 				return fmt.Errorf("--queue: %w", err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/agentworld/agentworld/internal/natsconn"
 	"github.com/agentworld/agentworld/internal/workqueue"
 )
 
@@ -44,7 +45,7 @@ func (q *queueFlags) open(cmd *cobra.Command, kind string, args []string, pin ..
 	if err != nil {
 		return nil, err
 	}
-	nc, err := workqueue.Dial(q.url, "agentworld "+kind)
+	nc, err := natsconn.Dial(q.url, "agentworld "+kind)
 	if err != nil {
 		return nil, flagErr("queue", err)
 	}
@@ -143,7 +144,7 @@ func (w *workerFlags) work(cmd *cobra.Command, kind string, start workqueue.Star
 	if w.url == "" {
 		return flagErr("queue", errors.New("required"))
 	}
-	nc, err := workqueue.Dial(w.url, "agentworld "+kind+" worker")
+	nc, err := natsconn.Dial(w.url, "agentworld "+kind+" worker")
 	if err != nil {
 		return flagErr("queue", err)
 	}

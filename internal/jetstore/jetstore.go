@@ -38,6 +38,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentworld/agentworld/internal/natsconn"
 	"github.com/agentworld/agentworld/internal/sim"
 )
 
@@ -155,11 +156,11 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	s := &Store{o: o, log: log, nc: nc, js: js, last: map[string]uint64{}, own: newOwnership()}
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
 	defer cancel()
-	if err := retry(setup, s.setup); err != nil {
+	if err := natsconn.Retry(setup, 5*time.Second, s.setup); err != nil {
 		return nil, fmt.Errorf("set up JetStream stream %s and buckets: %w", o.Stream, err)
 	}
 	if o.Node != "" {
-		if err := retry(setup, s.heartbeat); err != nil {
+		if err := natsconn.Retry(setup, 5*time.Second, s.heartbeat); err != nil {
 			return nil, fmt.Errorf("put node %s's heartbeat: %w", o.Node, err)
 		}
 		s.stop, s.done = make(chan struct{}), make(chan struct{})
@@ -167,26 +168,6 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		s.watchNodes()
 	}
 	return s, nil
-}
-
-// retry calls fn until it succeeds or ctx ends, as a cluster forming
-// answers "JetStream not available" for a while.
-func retry(ctx context.Context, fn func(context.Context) error) error {
-	wait := 100 * time.Millisecond
-	for {
-		call, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := fn(call)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
 }
 
 func (s *Store) setup(ctx context.Context) error {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentworld/agentworld/internal/natsconn"
 )
 
 // Options configure a [Coordinator]. Nil means every default.
@@ -97,7 +99,7 @@ func Open(ctx context.Context, nc *nats.Conn, job Job, opts *Options) (*Coordina
 		waiters: map[string][]chan Result{}, closed: make(chan struct{}), done: make(chan struct{})}
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
 	defer cancel()
-	if err := retry(setup, c.setup); err != nil {
+	if err := natsconn.Retry(setup, 10*time.Second, c.setup); err != nil {
 		return nil, fmt.Errorf("work queue: set up job %s (stream %s, bucket %s): %w", job.ID, JobStream(job.ID), ResultsBucket(job.ID), err)
 	}
 	// Watching starts before any Do reads a result, so that a result

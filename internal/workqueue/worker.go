@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentworld/agentworld/internal/natsconn"
 )
 
 // Process does one item of a job and returns its result payload. An
@@ -133,7 +135,7 @@ func Work(ctx context.Context, nc *nats.Conn, kind string, start Start, opts *Wo
 		slots: make(chan struct{}, o.Concurrency), stats: stats}
 	var jobs jetstream.KeyValue
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
-	err = retry(setup, func(ctx context.Context) (err error) {
+	err = natsconn.Retry(setup, 10*time.Second, func(ctx context.Context) (err error) {
 		jobs, err = openJobs(ctx, js, o.JobsBucket, 1)
 		return err
 	})
@@ -203,7 +205,7 @@ func (w *worker) serve(ctx context.Context, job Job) {
 		cons    jetstream.Consumer
 		results jetstream.KeyValue
 	)
-	if err := retry(ctx, func(ctx context.Context) (err error) {
+	if err := natsconn.Retry(ctx, 10*time.Second, func(ctx context.Context) (err error) {
 		if cons, err = w.js.Consumer(ctx, JobStream(job.ID), consumerName); err != nil {
 			return err
 		}

@@ -42,8 +42,6 @@ import (
 	"fmt"
 	"regexp"
 	"time"
-
-	"github.com/nats-io/nats.go"
 )
 
 // Defaults of [Options] and [WorkerOptions].
@@ -165,37 +163,6 @@ func checkJob(j Job) error {
 		return errors.New("work queue: job " + j.ID + " has no kind")
 	}
 	return nil
-}
-
-// Dial connects to the NATS server(s) at url (comma-separated
-// nats://HOST:PORT addresses), reconnecting for as long as the connection
-// is open. name labels the connection in the server's monitoring.
-func Dial(url, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.Name(name))
-	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
-	}
-	return nc, nil
-}
-
-// retry calls fn until it succeeds or ctx ends, as a cluster forming
-// answers "JetStream not available" for a while.
-func retry(ctx context.Context, fn func(context.Context) error) error {
-	wait := 100 * time.Millisecond
-	for {
-		call, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := fn(call)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
 }
 
 // decodeResult reads a stored result.
