@@ -133,6 +133,15 @@ contradiction is found.`,
 			}
 			var facts fiction.Store
 			if ledgerDir != "" {
+				// Reading must not create: a mistyped directory would
+				// otherwise report every world clean (no facts, rate n/a),
+				// as a missing --db is refused below.
+				if st, err := os.Stat(ledgerDir); err != nil || !st.IsDir() {
+					if err == nil {
+						err = errors.New("not a directory")
+					}
+					return flagErr("ledger", fmt.Errorf("ledger directory %s: %w", ledgerDir, err))
+				}
 				fs, err := fiction.NewFileStore(ledgerDir, logger(cmd))
 				if err != nil {
 					return err

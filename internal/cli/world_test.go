@@ -95,6 +95,14 @@ facts:
 	if _, _, err := runCLI(t, "world", "check", spec, "--db", filepath.Join(dir, "missing.db")); err == nil || !strings.Contains(err.Error(), "missing.db") {
 		t.Errorf("missing db: %v", err)
 	}
+	// A ledger directory that is not there is refused, and not created.
+	missing := filepath.Join(dir, "no-ledger")
+	if _, _, err := runCLI(t, "world", "check", spec, "--ledger", missing); err == nil || !strings.Contains(err.Error(), "--ledger") || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing ledger directory: %v", err)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Error("world check created the ledger directory it was to read")
+	}
 }
 
 // TestWorldFromMCP imports the real npm memory server through the CLI.
