@@ -18,6 +18,9 @@
 // session it owned when the key expires. [Store.Claim] takes a session
 // over with a compare-and-set on its owner record.
 //
+// A third bucket, DefaultGroupsBucket, names the one root session that the
+// resets of an OpenEnv group_key fork on every node ([Store.GroupRoot]).
+//
 // Durability is the server's: JetStream acknowledges a write once it is
 // in memory on a quorum and flushes to disk every two minutes by default,
 // which lost acknowledged writes in Jepsen's analysis of 2.12. The
@@ -76,6 +79,12 @@ type Options struct {
 	// Lease is how long a node keeps its sessions after its last
 	// heartbeat; 0 means DefaultLease.
 	Lease time.Duration
+	// GroupsBucket names the bucket of reset groups' roots (groups.go);
+	// "" means DefaultGroupsBucket.
+	GroupsBucket string
+	// GroupTTL is how long a reset group keeps its root after the last
+	// write of its entry; 0 means DefaultGroupTTL.
+	GroupTTL time.Duration
 	// SetupTimeout bounds New's wait for JetStream; 0 means
 	// DefaultSetupTimeout.
 	SetupTimeout time.Duration
@@ -93,10 +102,16 @@ type Store struct {
 	stream jetstream.Stream
 	owners jetstream.KeyValue
 	nodes  jetstream.KeyValue
+	groups jetstream.KeyValue
+	// onWait, when set, is told of every wait for another claim of a
+	// reset group (tests).
+	onWait func(key string)
 
 	mu   sync.Mutex
 	last map[string]uint64 // session id → its subject's last sequence this store saw
 	own  ownership         // what this node knows of who owns what (owners.go)
+	// claims are the tokens of this store's GroupRoot calls in progress
+	claims map[string]struct{}
 
 	stop    chan struct{}
 	done    chan struct{}
@@ -142,6 +157,12 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	if o.Lease == 0 {
 		o.Lease = DefaultLease
 	}
+	if o.GroupsBucket == "" {
+		o.GroupsBucket = DefaultGroupsBucket
+	}
+	if o.GroupTTL == 0 {
+		o.GroupTTL = DefaultGroupTTL
+	}
 	if o.SetupTimeout == 0 {
 		o.SetupTimeout = DefaultSetupTimeout
 	}
@@ -153,7 +174,8 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	s := &Store{o: o, log: log, nc: nc, js: js, last: map[string]uint64{}, own: newOwnership()}
+	s := &Store{o: o, log: log, nc: nc, js: js, last: map[string]uint64{}, own: newOwnership(),
+		claims: map[string]struct{}{}}
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
 	defer cancel()
 	if err := natsconn.Retry(setup, 5*time.Second, s.setup); err != nil {
@@ -196,7 +218,14 @@ func (s *Store) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.stream, s.owners, s.nodes = st, owners, nodes
+	groups, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: s.o.GroupsBucket, Description: "agentworld reset groups' root sessions", History: 1,
+		TTL: s.o.GroupTTL, Storage: jetstream.FileStorage, Replicas: s.o.Replicas,
+	})
+	if err != nil {
+		return err
+	}
+	s.stream, s.owners, s.nodes, s.groups = st, owners, nodes, groups
 	return nil
 }
 

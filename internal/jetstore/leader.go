@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/textproto"
+	"time"
 )
 
 // OwnerFromLeader is Owner read from the owners stream's leader. Owner's
@@ -18,16 +19,41 @@ import (
 // the create would be served by two nodes.
 func (s *Store) OwnerFromLeader(ctx context.Context, id string) (Lease, error) {
 	epoch := s.currentEpoch()
-	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + s.o.OwnersBucket + "." + key(id)})
-	msg, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+s.o.OwnersBucket, req)
-	if err != nil {
+	e, err := s.lastFromLeader(ctx, s.o.OwnersBucket, key(id))
+	switch {
+	case err != nil:
 		return Lease{}, fmt.Errorf("owner of session %s from the leader: %w", id, err)
+	case e.seq == 0 || e.deleted:
+		return Lease{}, nil
+	}
+	return s.leaseOf(ctx, id, e.data, e.seq, epoch)
+}
+
+// leaderEntry is a key-value entry as its stream's leader has it.
+type leaderEntry struct {
+	data []byte
+	// seq is the entry's revision; 0 when the key has none.
+	seq uint64
+	// deleted marks a delete or purge marker at seq.
+	deleted bool
+	// at is when the leader stored it.
+	at time.Time
+}
+
+// lastFromLeader reads key's latest entry in bucket from the bucket
+// stream's leader, never from a replica that may lag behind it.
+func (s *Store) lastFromLeader(ctx context.Context, bucket, k string) (leaderEntry, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + k})
+	msg, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
+	if err != nil {
+		return leaderEntry{}, err
 	}
 	var resp struct {
 		Message *struct {
-			Seq  uint64 `json:"seq"`
-			Hdrs []byte `json:"hdrs"`
-			Data []byte `json:"data"`
+			Seq  uint64    `json:"seq"`
+			Hdrs []byte    `json:"hdrs"`
+			Data []byte    `json:"data"`
+			Time time.Time `json:"time"`
 		} `json:"message"`
 		Error *struct {
 			Code        int    `json:"code"`
@@ -35,19 +61,18 @@ func (s *Store) OwnerFromLeader(ctx context.Context, id string) (Lease, error) {
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return Lease{}, fmt.Errorf("owner of session %s from the leader: %w", id, err)
+		return leaderEntry{}, err
 	}
 	switch {
 	case resp.Error != nil && resp.Error.Code == 404:
-		return Lease{}, nil
+		return leaderEntry{}, nil
 	case resp.Error != nil:
-		return Lease{}, fmt.Errorf("owner of session %s from the leader: %d %s", id, resp.Error.Code, resp.Error.Description)
+		return leaderEntry{}, fmt.Errorf("%d %s", resp.Error.Code, resp.Error.Description)
 	case resp.Message == nil:
-		return Lease{}, errors.New("owner of session " + id + " from the leader: an empty answer")
-	case deleted(resp.Message.Hdrs):
-		return Lease{}, nil
+		return leaderEntry{}, errors.New("an empty answer")
 	}
-	return s.leaseOf(ctx, id, resp.Message.Data, resp.Message.Seq, epoch)
+	m := resp.Message
+	return leaderEntry{data: m.Data, seq: m.Seq, deleted: deleted(m.Hdrs), at: m.Time}, nil
 }
 
 // deleted says whether a key-value message's headers mark a delete or

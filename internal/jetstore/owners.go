@@ -242,28 +242,47 @@ func (s *Store) leaseOf(ctx context.Context, id string, value []byte, rev, epoch
 	}
 	s.mu.Lock()
 	s.keepOwner(id, l)
-	addr, ok := s.alive(l.Node)
 	s.mu.Unlock()
-	if ok {
-		l.Alive, l.Addr = true, addr
-		return l, nil
+	addr, alive, err := s.nodeAlive(ctx, l.Node)
+	if err != nil {
+		return Lease{}, err
 	}
-	// not known alive here: the bucket says
-	n, err := s.nodes.Get(ctx, l.Node)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case err != nil:
-		return Lease{}, fmt.Errorf("lease of node %s: %w", l.Node, err)
-	default:
+	if alive {
 		l.Alive = true
-		if a := string(n.Value()); a != "" {
-			l.Addr = a
+		if addr != "" {
+			l.Addr = addr
 		}
-		s.mu.Lock()
-		s.own.nodes[l.Node] = nodeLease{addr: l.Addr, until: n.Created().Add(s.o.Lease)}
-		s.mu.Unlock()
 	}
 	return l, nil
+}
+
+// nodeAlive reports whether node's lease lives, and the address its
+// heartbeat gives: from the watch of the nodes bucket when that knows it
+// alive, else read from the bucket.
+func (s *Store) nodeAlive(ctx context.Context, node string) (addr string, alive bool, err error) {
+	s.mu.Lock()
+	addr, ok := s.alive(node)
+	s.mu.Unlock()
+	if ok {
+		return addr, true, nil
+	}
+	return s.readNode(ctx, node) // not known alive here: the bucket says
+}
+
+// readNode is nodeAlive read from the nodes bucket.
+func (s *Store) readNode(ctx context.Context, node string) (addr string, alive bool, err error) {
+	n, err := s.nodes.Get(ctx, node)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("lease of node %s: %w", node, err)
+	}
+	addr = string(n.Value())
+	s.mu.Lock()
+	s.own.nodes[node] = nodeLease{addr: addr, until: n.Created().Add(s.o.Lease)}
+	s.mu.Unlock()
+	return addr, true, nil
 }
 
 // keepOwner keeps l, another node's owner record of session id, with s.mu
