@@ -135,6 +135,7 @@ func (f *simFlags) serve(cmd *cobra.Command) (*simulator, error) {
 	o.Registry, o.Metrics, o.MCP, o.Logger = reg, met, a.MCP, logger(cmd)
 	if a.Cluster != nil {
 		o.Sessions = cluster.New(a.Cluster, &cluster.Options{Evict: a.Manager.Evict, Logger: logger(cmd)})
+		o.Groups = a.Cluster
 	}
 	o.Edge.Hints = settingHints("serve", serveSettingFlags)
 	return &simulator{App: a, Server: server.New(a.Manager, &o), Tracer: tr}, nil

@@ -47,6 +47,9 @@ type harness struct {
 	spec  *world.Spec
 	key   string
 	base  string // server URL when not srv (a server process)
+	// store, when set, keeps the sessions instead of the dbPath start
+	// is given.
+	store sim.Store
 }
 
 func newHarness(t *testing.T, dbPath string, opts *Options) *harness {
@@ -62,7 +65,7 @@ func newHarness(t *testing.T, dbPath string, opts *Options) *harness {
 
 func (h *harness) start(dbPath string, opts *Options) {
 	t := h.t
-	var st sim.Store
+	st := h.store
 	if dbPath != "" {
 		db, err := store.Open(dbPath)
 		if err != nil {

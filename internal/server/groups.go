@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -22,10 +23,35 @@ const maxGroupRoots = 4096
 // fork, read or delete it, so every member starts from the world's
 // initial state whatever other clients do. The zero value is ready to
 // use.
+//
+// In a cluster (shared set) a group's resets land on any node, so its root
+// is the cluster's: shared names it (and makes it once), every node forks
+// it from the store, and roots are forgotten when the shared record
+// expires, not by maxGroupRoots. A reset of an inline spec is a group of
+// its own and stays local.
 type groupRoots struct {
 	mu    sync.Mutex
 	roots map[string]*groupRoot
 	order []string
+
+	shared GroupRegistry
+	// busy serializes this node's resets of one shared group, so one of
+	// them asks the cluster to make the root and the others fork it.
+	busy map[string]*busyGroup
+}
+
+// GroupRegistry names the root session of each reset group for every node
+// of a cluster (*jetstore.Store): GroupRoot returns the group's root, made
+// once with create when the cluster has none or only stale (a root this
+// node could not fork); a root create made that another node's beat is
+// given to discard.
+type GroupRegistry interface {
+	GroupRoot(ctx context.Context, key, stale string, create func(context.Context) (string, error), discard func(id string)) (string, error)
+}
+
+type busyGroup struct {
+	mu    sync.Mutex
+	users int // guarded by groupRoots.mu
 }
 
 type groupRoot struct {
@@ -51,6 +77,9 @@ func groupCacheKey(key string, c sim.CreateRequest) string {
 // first reset of the key or again when the old one expired.
 func (g *groupRoots) fork(ctx context.Context, m *sim.Manager, key string, c sim.CreateRequest) (*sim.Reply, error) {
 	ck := groupCacheKey(key, c)
+	if g.shared != nil && c.World == nil {
+		return g.forkShared(ctx, m, key, hex.EncodeToString([]byte(ck)), c)
+	}
 	g.mu.Lock()
 	if g.roots == nil {
 		g.roots = map[string]*groupRoot{}
@@ -77,8 +106,7 @@ func (g *groupRoots) fork(ctx context.Context, m *sim.Manager, key string, c sim
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	root := c
-	root.ID, root.Labels, root.Private = "", map[string]string{"group_key": key}, true
+	root := rootRequest(key, c)
 	for attempt := 0; ; attempt++ {
 		if r.id == "" {
 			rep, err := m.Create(ctx, root)
@@ -90,6 +118,62 @@ func (g *groupRoots) fork(ctx context.Context, m *sim.Manager, key string, c sim
 		f, err := m.ForkPrivate(ctx, r.id, sim.ForkRequest{Labels: c.Labels})
 		if attempt == 0 && (errors.Is(err, sim.ErrUnknownSession) || errors.Is(err, sim.ErrSessionClosed)) {
 			r.id = "" // the root expired: start the group's root anew
+			continue
+		}
+		return f, err
+	}
+}
+
+// rootRequest is the create request of the root of group key for resets
+// asking c.
+func rootRequest(key string, c sim.CreateRequest) sim.CreateRequest {
+	root := c
+	root.ID, root.Labels, root.Private = "", map[string]string{"group_key": key}, true
+	return root
+}
+
+// forkShared is fork with the cluster's root of the group (ck its cache
+// key, hex-encoded): the root is made here only when the cluster has
+// none, and forked from the store wherever it was made.
+func (g *groupRoots) forkShared(ctx context.Context, m *sim.Manager, key, ck string, c sim.CreateRequest) (*sim.Reply, error) {
+	g.mu.Lock()
+	if g.busy == nil {
+		g.busy = map[string]*busyGroup{}
+	}
+	b := g.busy[ck]
+	if b == nil {
+		b = &busyGroup{}
+		g.busy[ck] = b
+	}
+	b.users++
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		if b.users--; b.users == 0 {
+			delete(g.busy, ck)
+		}
+		g.mu.Unlock()
+	}()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	create := func(ctx context.Context) (string, error) {
+		rep, err := m.Create(ctx, rootRequest(key, c))
+		if err != nil {
+			return "", err
+		}
+		return rep.SessionID, nil
+	}
+	discard := func(id string) { _ = m.DeletePrivate(context.WithoutCancel(ctx), id) }
+	stale := ""
+	for attempt := 0; ; attempt++ {
+		id, err := g.shared.GroupRoot(ctx, ck, stale, create, discard)
+		if err != nil {
+			return nil, err
+		}
+		f, err := m.ForkPrivate(ctx, id, sim.ForkRequest{Labels: c.Labels})
+		if attempt == 0 && (errors.Is(err, sim.ErrUnknownSession) || errors.Is(err, sim.ErrSessionClosed)) {
+			stale = id // gone from the store: the group starts a new root
 			continue
 		}
 		return f, err

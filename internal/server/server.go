@@ -64,6 +64,11 @@ type Options struct {
 	// cluster's owner routing ([cluster.Router]). Nil serves every
 	// session here.
 	Sessions SessionRouter
+	// Groups, when set, shares the roots of reset groups (resets carrying
+	// a group_key) with the other nodes of a cluster, so that a group's
+	// resets fork one root whichever nodes they reach (*jetstore.Store).
+	// Nil keeps each group's root in this server's memory.
+	Groups GroupRegistry
 	// Logger receives request logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -137,6 +142,7 @@ func New(m *sim.Manager, opts *Options) *Server {
 		guard, _ = httpedge.New(e, eo)
 	}
 	s := &Server{m: m, opts: o, log: log, mux: http.NewServeMux(), reg: o.Registry, metrics: met, edge: guard.Edge(), gate: guard, wsStop: make(chan struct{})}
+	s.groups.shared = o.Groups
 	s.routes()
 	if o.MCP != nil {
 		f := o.MCP
