@@ -188,7 +188,8 @@ func (s *Store) putOwner(ctx context.Context, id, backend string) error {
 	b, _ := json.Marshal(Owner{Node: s.o.Node, Addr: s.o.Addr, Backend: backend})
 	rev, err := s.owners.Put(ctx, key(id), b)
 	if err != nil {
-		return fmt.Errorf("record node %s as owner of session %s: %w", s.o.Node, id, err)
+		// a stream electing its leader: the client retries (503)
+		return unavailable(fmt.Errorf("record node %s as owner of session %s: %w", s.o.Node, id, err))
 	}
 	s.mark(id, rev, backend, epoch)
 	return nil
