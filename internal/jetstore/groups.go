@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentworld/agentworld/internal/sim"
 )
 
 // Reset groups share one root session across the cluster. A server hands
@@ -45,7 +47,7 @@ const (
 // maxClaimAge is how long a claim of a live node is waited for: a node
 // whose root creation hangs (or whose failed claim could not be removed)
 // holds its group up for no longer.
-const maxClaimAge = 5 * time.Minute
+const maxClaimAge = 2 * time.Minute
 
 // groupRecord is a reset group's entry in the groups bucket.
 type groupRecord struct {
@@ -91,8 +93,8 @@ func (s *Store) GroupRoot(ctx context.Context, key, stale string, create func(co
 			return "", err
 		}
 		e, err := s.lastFromLeader(ctx, s.o.GroupsBucket, key)
-		if err != nil {
-			return "", unavailable(fmt.Errorf("reset group %s: %w", key, err))
+		if err != nil { // no leader, or none answered in time
+			return "", fmt.Errorf("%w: reset group %s: %w", sim.ErrStoreUnavailable, key, err)
 		}
 		var rec groupRecord
 		found := e.seq != 0 && !e.deleted

@@ -40,9 +40,19 @@ type leaderEntry struct {
 	at time.Time
 }
 
+// leaderReadTimeout bounds a leader read whose context has no deadline
+// (a stream electing its leader may not answer at all), as jetstream's
+// own API calls are bounded.
+const leaderReadTimeout = 5 * time.Second
+
 // lastFromLeader reads key's latest entry in bucket from the bucket
 // stream's leader, never from a replica that may lag behind it.
 func (s *Store) lastFromLeader(ctx context.Context, bucket, k string) (leaderEntry, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, leaderReadTimeout)
+		defer cancel()
+	}
 	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + k})
 	msg, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
 	if err != nil {
