@@ -35,6 +35,10 @@ type Options struct {
 	// SetupTimeout bounds Open's wait for JetStream; 0 means
 	// DefaultSetupTimeout.
 	SetupTimeout time.Duration
+	// InlineLimit is the largest item payload or job spec sent in one
+	// message; a larger one goes through the job's object store. 0 means
+	// DefaultInlineLimit; the server's max_payload lowers it.
+	InlineLimit int
 	// Logger receives what the coordinator does; nil discards it.
 	Logger *slog.Logger
 }
@@ -45,13 +49,16 @@ type Coordinator struct {
 	o       Options
 	log     *slog.Logger
 	job     Job
+	nc      *nats.Conn
 	js      jetstream.JetStream
 	jobs    jetstream.KeyValue
 	results jetstream.KeyValue
+	objects jetstream.ObjectStore
 	watch   jetstream.KeyWatcher
+	inline  int // the largest value sent in one message
 
 	mu      sync.Mutex
-	waiters map[string][]chan Result // item key → the Do calls waiting for it
+	waiters map[string][]chan found // item key → the Do calls waiting for it
 
 	stopWatch context.CancelFunc
 	closed    chan struct{}
@@ -95,8 +102,8 @@ func Open(ctx context.Context, nc *nats.Conn, job Job, opts *Options) (*Coordina
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	c := &Coordinator{o: o, log: log.With("job", job.ID), job: job, js: js,
-		waiters: map[string][]chan Result{}, closed: make(chan struct{}), done: make(chan struct{})}
+	c := &Coordinator{o: o, log: log.With("job", job.ID), job: job, nc: nc, js: js, inline: inlineLimit(nc, o.InlineLimit),
+		waiters: map[string][]chan found{}, closed: make(chan struct{}), done: make(chan struct{})}
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
 	defer cancel()
 	if err := natsconn.Retry(setup, 10*time.Second, c.setup); err != nil {
@@ -153,12 +160,26 @@ func (c *Coordinator) setup(ctx context.Context) error {
 		return err
 	}
 	c.results = results
+	if c.objects, err = openObjects(ctx, c.js, id, c.o.Replicas); err != nil {
+		return err
+	}
 	jobs, err := openJobs(ctx, c.js, c.o.JobsBucket, c.o.Replicas)
 	if err != nil {
 		return err
 	}
 	c.jobs = jobs
-	desc, err := json.Marshal(c.job)
+	d := jobDesc{ID: id, Kind: c.job.Kind, Spec: c.job.Spec}
+	if len(d.Spec) > c.inline {
+		// Named by its digest: a restarted coordinator with the same
+		// spec finds it there, and a worker reading it is never cut
+		// short by a rewrite.
+		ref, err := c.putOnce(ctx, "spec/"+strings.TrimPrefix(digestOf(d.Spec), digestPrefix), d.Spec)
+		if err != nil {
+			return err
+		}
+		d.Spec, d.SpecObject = nil, &ref
+	}
+	desc, err := json.Marshal(d)
 	if err != nil {
 		return err
 	}
@@ -200,11 +221,17 @@ func (c *Coordinator) dispatch() {
 			c.log.Warn("unreadable result", "key", e.Key(), "error", err)
 			continue
 		}
-		c.deliver(e.Key(), r)
+		c.deliver(e.Key(), found{r, e.Revision()})
 	}
 }
 
-func (c *Coordinator) deliver(key string, r Result) {
+// found is a stored result as read, with its revision in the bucket.
+type found struct {
+	r   storedResult
+	rev uint64
+}
+
+func (c *Coordinator) deliver(key string, r found) {
 	c.mu.Lock()
 	ws := c.waiters[key]
 	delete(c.waiters, key)
@@ -219,37 +246,54 @@ func (c *Coordinator) deliver(key string, r Result) {
 // being worked on, from an earlier coordinator) and waits until a worker
 // stores its result or ctx ends. A result whose Err is set (the item
 // failed on every attempt) is returned with an error wrapping
-// ErrItemFailed.
+// ErrItemFailed. A result stored as an object is read and checked
+// against its reference; one that is missing or damaged is dropped and
+// the item done again (up to maxBadObjects times).
 func (c *Coordinator) Do(ctx context.Context, it Item) (Result, error) {
 	if it.ID == "" {
 		return Result{}, errors.New("work queue: an item needs an id")
 	}
 	key := itemKey(it.ID)
-	w := make(chan Result, 1)
-	c.mu.Lock()
-	c.waiters[key] = append(c.waiters[key], w)
-	c.mu.Unlock()
+	w := make(chan found, 1)
+	c.wait(key, w)
 	defer c.unwait(key, w)
 
-	r, ok, err := c.stored(ctx, key)
+	f, ok, err := c.stored(ctx, key)
 	if err != nil {
 		return Result{}, err
 	}
-	if ok {
-		return r, r.failed()
-	}
-	if err := c.enqueue(ctx, key, it.Payload); err != nil {
-		return Result{}, err
+	if !ok {
+		if err := c.enqueue(ctx, key, it.Payload); err != nil {
+			return Result{}, err
+		}
 	}
 	poll := time.NewTicker(c.o.PollInterval)
 	defer poll.Stop()
-	for {
+	for bad := 0; ; {
+		if ok {
+			r, err := c.resolve(ctx, it.ID, f)
+			if !errors.Is(err, errBadObject) {
+				return r, err
+			}
+			if bad++; bad >= maxBadObjects {
+				return Result{}, fmt.Errorf("%w: item %s: %d stored results could not be read: %w", ErrItemFailed, it.ID, bad, err)
+			}
+			c.log.Warn("the item's result object is unreadable; doing the item again", "item", it.ID, "error", err)
+			c.wait(key, w) // the watch handed w its one result
+			if err := c.drop(ctx, key, f); err != nil {
+				return Result{}, err
+			}
+			if err := c.enqueue(ctx, key, it.Payload); err != nil {
+				return Result{}, err
+			}
+			ok = false
+		}
 		select {
-		case r := <-w:
-			return r, r.failed()
+		case f = <-w:
+			ok = true
 		case <-poll.C:
-			if r, ok, err := c.stored(ctx, key); err == nil && ok {
-				return r, r.failed()
+			if g, stored, err := c.stored(ctx, key); err == nil && stored && g.rev != f.rev {
+				f, ok = g, true
 			}
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
@@ -259,33 +303,111 @@ func (c *Coordinator) Do(ctx context.Context, it Item) (Result, error) {
 	}
 }
 
-// Forget deletes an item's stored result, so that a later Do runs the
-// item again: for a result the caller does not keep (an endpoint failure
-// a rerun should retry). Forgetting an item without a result does nothing.
-func (c *Coordinator) Forget(ctx context.Context, id string) error {
-	if err := c.results.Delete(ctx, itemKey(id)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("work queue: forget job %s item %s: %w", c.job.ID, id, err)
+// resolve is the result f records, its payload read from the object
+// store when it is there. A transient failure to read it is retried a
+// few times; an object that is missing or not the one referred to fails
+// with errBadObject at once.
+func (c *Coordinator) resolve(ctx context.Context, id string, f found) (Result, error) {
+	r := f.r.result()
+	if f.r.Object == nil {
+		return r, r.failed()
+	}
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return Result{}, ctx.Err()
+			case <-time.After(time.Duration(attempt) * time.Second):
+			}
+		}
+		if r.Payload, err = getObject(ctx, c.objects, *f.r.Object); err == nil || errors.Is(err, errBadObject) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("work queue: read the result of job %s item %s: %w", c.job.ID, id, err)
+	}
+	return r, nil
+}
+
+// drop deletes a stored result that cannot be read, unless another
+// replaced it meanwhile, and its object.
+func (c *Coordinator) drop(ctx context.Context, key string, f found) error {
+	err := c.results.Delete(ctx, key, jetstream.LastRevision(f.rev))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !isWrongLastSequence(err) {
+		return fmt.Errorf("work queue: drop the unreadable result of job %s item %s: %w", c.job.ID, key, err)
+	}
+	if f.r.Object != nil {
+		if err := deleteObject(ctx, c.objects, f.r.Object.Name); err != nil {
+			c.log.Warn("cannot delete an unreadable result object", "error", err)
+		}
 	}
 	return nil
 }
 
-// stored reads an item's result, if one is stored.
-func (c *Coordinator) stored(ctx context.Context, key string) (Result, bool, error) {
+// isWrongLastSequence reports a write refused for naming a stale revision.
+func isWrongLastSequence(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// Forget deletes an item's stored result, so that a later Do runs the
+// item again: for a result the caller does not keep (an endpoint failure
+// a rerun should retry). Forgetting an item without a result does nothing.
+func (c *Coordinator) Forget(ctx context.Context, id string) error {
+	key := itemKey(id)
+	f, ok, err := c.stored(ctx, key)
+	if err != nil && !ok {
+		// Unreadable: deleted all the same.
+		c.log.Warn("forgetting an unreadable result", "item", id, "error", err)
+	}
+	if err := c.results.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("work queue: forget job %s item %s: %w", c.job.ID, id, err)
+	}
+	if ok && f.r.Object != nil {
+		if err := deleteObject(ctx, c.objects, f.r.Object.Name); err != nil {
+			return fmt.Errorf("work queue: forget job %s item %s: %w", c.job.ID, id, err)
+		}
+	}
+	return nil
+}
+
+// stored reads an item's result record, if one is stored.
+func (c *Coordinator) stored(ctx context.Context, key string) (found, bool, error) {
 	e, err := c.results.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Result{}, false, nil
+		return found{}, false, nil
 	}
 	if err != nil {
-		return Result{}, false, fmt.Errorf("work queue: read the result of job %s item %s: %w", c.job.ID, key, err)
+		return found{}, false, fmt.Errorf("work queue: read the result of job %s item %s: %w", c.job.ID, key, err)
 	}
 	r, err := decodeResult(e.Value())
-	return r, err == nil, err
+	return found{r, e.Revision()}, err == nil, err
 }
 
 // enqueue publishes an item; the stream refuses a second message on the
 // item's subject while the first is there, which is not an error here.
+// A payload over the inline limit goes to the object store first, and
+// the message refers to it.
 func (c *Coordinator) enqueue(ctx context.Context, key string, payload []byte) error {
-	_, err := c.js.Publish(ctx, subjectPrefix(c.job.ID)+key, payload)
+	m := nats.NewMsg(subjectPrefix(c.job.ID) + key)
+	m.Data = payload
+	if len(payload) > c.inline {
+		// Named by item and digest: a restarted coordinator enqueuing
+		// the item again finds the object in place.
+		ref, err := c.putOnce(ctx, "item/"+key+"/"+strings.TrimPrefix(digestOf(payload), digestPrefix), payload)
+		if err != nil {
+			return fmt.Errorf("work queue: enqueue job %s item %s: %w", c.job.ID, key, err)
+		}
+		h, err := json.Marshal(ref)
+		if err != nil {
+			return err
+		}
+		m.Data = nil
+		m.Header.Set(objectHeader, string(h))
+	}
+	_, err := c.js.PublishMsg(ctx, m)
 	if err == nil {
 		c.log.Debug("enqueued", "item", key)
 		return nil
@@ -309,7 +431,27 @@ func alreadyQueued(err error) bool {
 		strings.Contains(api.Description, "maximum messages per subject exceeded")
 }
 
-func (c *Coordinator) unwait(key string, w chan Result) {
+// putOnce stores data as object name unless an object of that name
+// already holds it.
+func (c *Coordinator) putOnce(ctx context.Context, name string, data []byte) (objectRef, error) {
+	want := objectRef{Name: name, Size: uint64(len(data)), Digest: digestOf(data)}
+	info, err := c.objects.GetInfo(ctx, name)
+	if err == nil && info.Size == want.Size && info.Digest == want.Digest {
+		return want, nil
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return want, fmt.Errorf("object %s: %w", name, err)
+	}
+	return putObject(ctx, c.objects, c.nc, name, data, nil)
+}
+
+func (c *Coordinator) wait(key string, w chan found) {
+	c.mu.Lock()
+	c.waiters[key] = append(c.waiters[key], w)
+	c.mu.Unlock()
+}
+
+func (c *Coordinator) unwait(key string, w chan found) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ws := c.waiters[key]
@@ -340,7 +482,8 @@ func (c *Coordinator) Close() error {
 }
 
 // Finish closes the coordinator and removes the job: its description
-// (so workers stop serving it), its stream and its results. Call it once
+// (so workers stop serving it), its stream, its results and its objects
+// (large values, including uploads workers left half done). Call it once
 // every result is kept elsewhere.
 func (c *Coordinator) Finish(ctx context.Context) error {
 	cerr := c.Close()
@@ -354,6 +497,9 @@ func (c *Coordinator) Finish(ctx context.Context) error {
 	}
 	if err := c.js.DeleteKeyValue(ctx, ResultsBucket(id)); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 		errs = append(errs, fmt.Errorf("delete bucket %s: %w", ResultsBucket(id), err))
+	}
+	if err := c.js.DeleteObjectStore(ctx, ObjectsBucket(id)); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		errs = append(errs, fmt.Errorf("delete object store %s: %w", ObjectsBucket(id), err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("work queue: finish: %w", err)

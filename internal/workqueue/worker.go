@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -58,10 +59,18 @@ type WorkerOptions struct {
 	// SetupTimeout bounds the wait for JetStream at start; 0 means
 	// DefaultSetupTimeout.
 	SetupTimeout time.Duration
+	// InlineLimit is the largest result stored in one message; a larger
+	// one goes through the job's object store. 0 means
+	// DefaultInlineLimit; the server's max_payload lowers it.
+	InlineLimit int
 	// Logger receives what the worker does; nil discards it.
 	Logger *slog.Logger
 	// Stats, when set, is updated as items are done.
 	Stats *Stats
+
+	// upload, when set, gives the reader a result object's upload reads
+	// (tests stop an upload half way with it).
+	upload func(data []byte) io.Reader
 }
 
 // Stats count what a worker did.
@@ -73,21 +82,18 @@ type Stats struct {
 	Done, Duplicate, Skipped, Failed atomic.Int64
 }
 
-// resultHeadroom is what a stored result's message carries besides its
-// value (subject, headers).
-const resultHeadroom = 4 << 10
-
 // worker is one run of [Work].
 type worker struct {
-	o     WorkerOptions
-	log   *slog.Logger
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	kind  string
-	start Start
-	slots chan struct{}
-	stats *Stats
-	wg    sync.WaitGroup
+	o      WorkerOptions
+	log    *slog.Logger
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	kind   string
+	start  Start
+	slots  chan struct{}
+	stats  *Stats
+	inline int // the largest result stored in one message
+	wg     sync.WaitGroup
 }
 
 // Work serves every job of kind (those opened now and later) on nc until
@@ -132,7 +138,7 @@ func Work(ctx context.Context, nc *nats.Conn, kind string, start Start, opts *Wo
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	w := &worker{o: o, log: log.With("worker", o.Name), nc: nc, js: js, kind: kind, start: start,
-		slots: make(chan struct{}, o.Concurrency), stats: stats}
+		slots: make(chan struct{}, o.Concurrency), stats: stats, inline: inlineLimit(nc, o.InlineLimit)}
 	var jobs jetstream.KeyValue
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
 	err = natsconn.Retry(setup, 10*time.Second, func(ctx context.Context) (err error) {
@@ -179,8 +185,8 @@ func Work(ctx context.Context, nc *nats.Conn, kind string, start Start, opts *Wo
 			if _, ok := running[id]; ok {
 				continue
 			}
-			var job Job
-			if err := json.Unmarshal(e.Value(), &job); err != nil {
+			job, err := decodeJob(e.Value())
+			if err != nil {
 				w.log.Warn("unreadable job description", "job", id, "error", err)
 				continue
 			}
@@ -198,18 +204,34 @@ func Work(ctx context.Context, nc *nats.Conn, kind string, start Start, opts *Wo
 	}
 }
 
+// jobQueue is what a worker uses of one job.
+type jobQueue struct {
+	log     *slog.Logger
+	results jetstream.KeyValue
+	objects jetstream.ObjectStore
+	process Process
+	beat    time.Duration
+}
+
 // serve pulls one job's items while ctx lasts, one per free slot.
-func (w *worker) serve(ctx context.Context, job Job) {
-	log := w.log.With("job", job.ID)
-	var (
-		cons    jetstream.Consumer
-		results jetstream.KeyValue
-	)
+func (w *worker) serve(ctx context.Context, d jobDesc) {
+	q := &jobQueue{log: w.log.With("job", d.ID)}
+	log := q.log
+	var cons jetstream.Consumer
+	job := Job{ID: d.ID, Kind: d.Kind, Spec: d.Spec}
 	if err := natsconn.Retry(ctx, 10*time.Second, func(ctx context.Context) (err error) {
-		if cons, err = w.js.Consumer(ctx, JobStream(job.ID), consumerName); err != nil {
+		if cons, err = w.js.Consumer(ctx, JobStream(d.ID), consumerName); err != nil {
 			return err
 		}
-		results, err = w.js.KeyValue(ctx, ResultsBucket(job.ID))
+		if q.results, err = w.js.KeyValue(ctx, ResultsBucket(d.ID)); err != nil {
+			return err
+		}
+		if q.objects, err = w.js.ObjectStore(ctx, ObjectsBucket(d.ID)); err != nil {
+			return err
+		}
+		if d.SpecObject != nil && job.Spec == nil {
+			job.Spec, err = getObject(ctx, q.objects, *d.SpecObject)
+		}
 		return err
 	}); err != nil {
 		if ctx.Err() == nil {
@@ -222,9 +244,9 @@ func (w *worker) serve(ctx context.Context, job Job) {
 		log.Error("cannot serve the job; left to other workers", "error", err)
 		return
 	}
-	beat := w.o.Heartbeat
-	if beat == 0 {
-		beat = cons.CachedInfo().Config.AckWait / 3
+	q.process, q.beat = process, w.o.Heartbeat
+	if q.beat == 0 {
+		q.beat = cons.CachedInfo().Config.AckWait / 3
 	}
 	log.Info("serving job")
 	var wg sync.WaitGroup
@@ -251,7 +273,7 @@ func (w *worker) serve(ctx context.Context, job Job) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-w.slots }()
-			w.handle(ctx, log, results, process, beat, msg)
+			w.handle(ctx, q, msg)
 		}()
 	}
 }
@@ -285,7 +307,8 @@ func (w *worker) next(ctx context.Context, cons jetstream.Consumer) (jetstream.M
 
 // handle works on one delivered item: skip it when done, else process it
 // with heartbeats, store its result with Create and acknowledge it.
-func (w *worker) handle(ctx context.Context, log *slog.Logger, results jetstream.KeyValue, process Process, beat time.Duration, msg jetstream.Msg) {
+func (w *worker) handle(ctx context.Context, q *jobQueue, msg jetstream.Msg) {
+	log, results := q.log, q.results
 	subj := msg.Subject()
 	key := subj[strings.LastIndexByte(subj, '.')+1:]
 	id, err := itemID(key)
@@ -317,18 +340,21 @@ func (w *worker) handle(ctx context.Context, log *slog.Logger, results jetstream
 		// going round.
 		w.stats.Failed.Add(1)
 		log.Error("item delivered too often without a result; storing the failure", "delivery", delivered)
-		w.store(log, results, key, msg, Result{ID: id, Worker: w.o.Name, Deliveries: delivered,
-			Err: fmt.Sprintf("delivered %d times and never finished: its workers died or stopped reporting on it each time", delivered)})
+		r := Result{ID: id, Worker: w.o.Name, Deliveries: delivered,
+			Err: fmt.Sprintf("delivered %d times and never finished: its workers died or stopped reporting on it each time", delivered)}
+		if val, ok := w.encode(context.Background(), q, log, key, msg, r); ok {
+			w.commit(q, log, key, msg, val, itemObject(msg))
+		}
 		return
 	}
 
 	stopBeat := make(chan struct{})
 	var beating sync.WaitGroup
-	if beat > 0 {
+	if q.beat > 0 {
 		beating.Add(1)
 		go func() {
 			defer beating.Done()
-			t := time.NewTicker(beat)
+			t := time.NewTicker(q.beat)
 			defer t.Stop()
 			for {
 				select {
@@ -342,12 +368,22 @@ func (w *worker) handle(ctx context.Context, log *slog.Logger, results jetstream
 			}
 		}()
 	}
-	payload, perr := process(ctx, Item{ID: id, Payload: msg.Data()})
-	close(stopBeat)
-	beating.Wait()
+	stop := func() {
+		if stopBeat != nil {
+			close(stopBeat)
+			beating.Wait()
+			stopBeat = nil
+		}
+	}
+	defer stop()
+	payload, itemObj, perr := w.payload(ctx, q, msg)
+	if perr == nil {
+		payload, perr = q.process(ctx, Item{ID: id, Payload: payload})
+	}
 
 	r := Result{ID: id, Payload: payload, Worker: w.o.Name, Deliveries: delivered}
 	if perr != nil {
+		stop()
 		w.stats.Failed.Add(1)
 		if ctx.Err() != nil {
 			// Shutting down: hand the item back at once.
@@ -362,46 +398,124 @@ func (w *worker) handle(ctx context.Context, log *slog.Logger, results jetstream
 		log.Error("item failed on its last attempt; storing the failure", "delivery", delivered, "error", perr)
 		r.Payload, r.Err = nil, perr.Error()
 	}
-	w.store(log, results, key, msg, r)
+	// A large result's upload runs while the heartbeat still does.
+	val, ok := w.encode(ctx, q, log, key, msg, r)
+	stop()
+	if ok {
+		w.commit(q, log, key, msg, val, itemObj)
+	}
 }
 
-// store creates an item's result (refused when it already has one) and
-// acknowledges the delivery; a result that cannot be stored now hands the
-// item back.
-func (w *worker) store(log *slog.Logger, results jetstream.KeyValue, key string, msg jetstream.Msg, r Result) {
-	val, err := json.Marshal(r)
+// payload is the delivered item's payload, read from the object store
+// when the message refers to it (then also returning the object's name).
+func (w *worker) payload(ctx context.Context, q *jobQueue, msg jetstream.Msg) ([]byte, string, error) {
+	h := msg.Headers().Get(objectHeader)
+	if h == "" {
+		return msg.Data(), "", nil
+	}
+	ref, err := decodeRef([]byte(h))
+	if err != nil {
+		return nil, "", fmt.Errorf("the item's message: %w", err)
+	}
+	b, err := getObject(ctx, q.objects, ref)
+	if err != nil {
+		return nil, "", fmt.Errorf("the item's payload: %w", err)
+	}
+	return b, ref.Name, nil
+}
+
+// itemObject is the name of the object the message's item payload is
+// in; "" when it is inline.
+func itemObject(msg jetstream.Msg) string {
+	if h := msg.Headers().Get(objectHeader); h != "" {
+		if ref, err := decodeRef([]byte(h)); err == nil {
+			return ref.Name
+		}
+	}
+	return ""
+}
+
+// encode is r as the value to store: inline, or a reference to the
+// object it was uploaded to when it is over the inline limit. When it
+// cannot be made the item is handed back and ok is false.
+func (w *worker) encode(ctx context.Context, q *jobQueue, log *slog.Logger, key string, msg jetstream.Msg, r Result) (val []byte, ok bool) {
+	s := toStored(r)
+	val, err := json.Marshal(s)
 	if err != nil {
 		log.Error("cannot encode the result", "error", err)
 		_ = msg.Nak()
-		return
+		return nil, false
 	}
-	if limit := w.nc.MaxPayload(); limit > 0 && int64(len(val)) > limit-resultHeadroom {
-		// It would never be stored, and the item would come back for
-		// ever: what is stored instead says why.
-		log.Error("result too large for the NATS server; storing the failure", "bytes", len(val), "max_payload", limit)
-		r.Payload, r.Err = nil, fmt.Sprintf("its result is %d bytes, over the NATS server's max_payload of %d bytes: raise max_payload (up to 64 MB)", len(val), limit)
-		if val, err = json.Marshal(r); err != nil {
-			_ = msg.Nak()
-			return
-		}
+	if len(val) <= w.inline {
+		return val, true
+	}
+	var rd io.Reader
+	if w.o.upload != nil {
+		rd = w.o.upload(r.Payload)
+	}
+	// Even when ctx ends (shutting down) the result is worth keeping.
+	// Without a deadline, each chunk's publish waits for its ack at most
+	// the JetStream default timeout, which bounds an upload that stalls.
+	up := context.WithoutCancel(ctx)
+	ref, err := putObject(up, q.objects, w.nc, uniqueName("result/"+key), r.Payload, rd)
+	if err != nil {
+		log.Warn("cannot upload the result; handed back", "bytes", len(r.Payload), "error", err)
+		_ = msg.Nak()
+		return nil, false
+	}
+	s.Payload, s.Object = nil, &ref
+	if val, err = json.Marshal(s); err != nil {
+		_ = msg.Nak()
+		return nil, false
+	}
+	log.Debug("result uploaded", "object", ref.Name, "bytes", ref.Size)
+	return val, true
+}
+
+// commit creates an item's result (refused when it already has one; a
+// refused result's object is deleted) and acknowledges the delivery; a
+// result that cannot be stored now hands the item back. Once the item
+// has a result, the object its payload came in is deleted.
+func (w *worker) commit(q *jobQueue, log *slog.Logger, key string, msg jetstream.Msg, val []byte, itemObj string) {
+	var own *objectRef
+	if s, err := decodeResult(val); err == nil {
+		own = s.Object
 	}
 	store, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := results.Create(store, key, val); errors.Is(err, jetstream.ErrKeyExists) {
+	_, err := q.results.Create(store, key, val)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
 		// Another delivery of the item finished first: its result stands.
 		w.stats.Duplicate.Add(1)
-		log.Info("result refused: the item already has one", "delivery", r.Deliveries)
-	} else if err != nil {
+		log.Info("result refused: the item already has one")
+		w.deleteObject(store, q, log, own)
+	case err != nil:
 		log.Warn("cannot store the result; handed back", "error", err)
+		w.deleteObject(store, q, log, own)
 		_ = msg.Nak()
 		return
-	} else {
+	default:
 		w.stats.Done.Add(1)
-		log.Debug("result stored", "delivery", r.Deliveries)
+		log.Debug("result stored")
+	}
+	if itemObj != "" {
+		w.deleteObject(store, q, log, &objectRef{Name: itemObj})
 	}
 	// Not waited for: the result is stored, so a delivery that comes
 	// again because this ack was lost is skipped.
 	if err := msg.Ack(); err != nil {
 		log.Debug("ack failed", "error", err)
+	}
+}
+
+// deleteObject removes an object no result refers to; one left behind
+// goes when the job is finished.
+func (w *worker) deleteObject(ctx context.Context, q *jobQueue, log *slog.Logger, ref *objectRef) {
+	if ref == nil {
+		return
+	}
+	if err := deleteObject(ctx, q.objects, ref.Name); err != nil {
+		log.Warn("cannot delete an object no result refers to; it goes when the job is finished", "error", err)
 	}
 }

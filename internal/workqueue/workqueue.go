@@ -20,7 +20,16 @@
 //   - an entry of the jobs bucket (DefaultJobsBucket) describing the job:
 //     its kind (which workers serve it) and a spec, the settings a worker
 //     needs. Secrets never go there: workers read them from their own
-//     environment.
+//     environment;
+//   - an object store (ObjectsBucket) for values too large for one NATS
+//     message (the server's max_payload, 1 MiB on a stock server): a
+//     spec, item or result over the inline limit is stored there in
+//     chunks, and its message or key holds a reference (name, size,
+//     SHA-256) that the reader checks. A result's reference is what the
+//     worker Creates, after its upload: a partial upload is never
+//     referred to, a refused result's object is deleted, and a reference
+//     whose object is gone or damaged is dropped and its item done
+//     again. Small values stay inline, with no extra round trip.
 //
 // A [Coordinator] opens a job and runs its items with [Coordinator.Do],
 // which returns an item's stored result, or enqueues the item and waits
@@ -111,15 +120,15 @@ type Item struct {
 // Result is an item's stored outcome.
 type Result struct {
 	// ID is the item's.
-	ID string `json:"id"`
-	// Payload is what the worker's handler returned.
-	Payload []byte `json:"payload,omitempty"`
+	ID string
+	// Payload is what the worker's handler returned, whatever its size.
+	Payload []byte
 	// Err is set instead when the item failed on every attempt.
-	Err string `json:"error,omitempty"`
+	Err string
 	// Worker names the worker that stored the result; Deliveries is how
 	// many times the item had been delivered then.
-	Worker     string `json:"worker"`
-	Deliveries uint64 `json:"deliveries"`
+	Worker     string
+	Deliveries uint64
 }
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -165,13 +174,70 @@ func checkJob(j Job) error {
 	return nil
 }
 
+// storedResult is the wire form of a [Result] in the results bucket: its
+// payload inline, or in the job's object store when it is too large for
+// one message.
+type storedResult struct {
+	ID         string     `json:"id"`
+	Payload    []byte     `json:"payload,omitempty"`
+	Object     *objectRef `json:"object,omitempty"`
+	Err        string     `json:"error,omitempty"`
+	Worker     string     `json:"worker"`
+	Deliveries uint64     `json:"deliveries"`
+}
+
+// toStored is r's wire form, its payload inline.
+func toStored(r Result) storedResult {
+	return storedResult{ID: r.ID, Payload: r.Payload, Err: r.Err, Worker: r.Worker, Deliveries: r.Deliveries}
+}
+
+// result is s as a Result, its payload (when inline) included.
+func (s storedResult) result() Result {
+	return Result{ID: s.ID, Payload: s.Payload, Err: s.Err, Worker: s.Worker, Deliveries: s.Deliveries}
+}
+
 // decodeResult reads a stored result.
-func decodeResult(b []byte) (Result, error) {
-	var r Result
+func decodeResult(b []byte) (storedResult, error) {
+	var r storedResult
 	if err := json.Unmarshal(b, &r); err != nil {
 		return r, fmt.Errorf("work queue: stored result: %w", err)
 	}
+	if r.Object != nil {
+		if len(r.Payload) > 0 || r.Err != "" {
+			return r, fmt.Errorf("work queue: stored result of %s: an object reference besides an inline payload or error", r.ID)
+		}
+		if err := r.Object.check(); err != nil {
+			return r, fmt.Errorf("work queue: stored result of %s: %w", r.ID, err)
+		}
+	}
 	return r, nil
+}
+
+// jobDesc is the wire form of a [Job] in the jobs bucket: its spec
+// inline, or in the job's object store when it is too large for one
+// message.
+type jobDesc struct {
+	ID         string          `json:"id"`
+	Kind       string          `json:"kind"`
+	Spec       json.RawMessage `json:"spec,omitempty"`
+	SpecObject *objectRef      `json:"spec_object,omitempty"`
+}
+
+// decodeJob reads a job description.
+func decodeJob(b []byte) (jobDesc, error) {
+	var d jobDesc
+	if err := json.Unmarshal(b, &d); err != nil {
+		return d, err
+	}
+	if d.SpecObject != nil {
+		if len(d.Spec) > 0 {
+			return d, fmt.Errorf("job %s: a spec object besides an inline spec", d.ID)
+		}
+		if err := d.SpecObject.check(); err != nil {
+			return d, fmt.Errorf("job %s: %w", d.ID, err)
+		}
+	}
+	return d, nil
 }
 
 // failed is r's error, when r is a failure.

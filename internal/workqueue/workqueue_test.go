@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentworld/agentworld/internal/jetstore"
 	_ "github.com/agentworld/agentworld/internal/natsserver" // the embedded server
-	"github.com/agentworld/agentworld/internal/testkit/natstest"
 	"github.com/agentworld/agentworld/internal/workqueue"
 )
 
@@ -426,27 +425,6 @@ func TestForget(t *testing.T) {
 	doAll(t, c, 1)
 	if n := calls.get()["item 0/x.y"]; n != 2 {
 		t.Errorf("item processed %d times, want 2 (once more after Forget)", n)
-	}
-}
-
-// TestResultOverMaxPayload: a result larger than the server takes is
-// stored as a failure saying so, instead of the item coming back for ever.
-func TestResultOverMaxPayload(t *testing.T) {
-	nc, err := nats.Connect(natstest.Start(t)) // the stock 1 MB max_payload
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	big := func(context.Context, workqueue.Job) (workqueue.Process, error) {
-		return func(context.Context, workqueue.Item) ([]byte, error) { return make([]byte, 2<<20), nil }, nil
-	}
-	worker(t, nc, big, &workqueue.WorkerOptions{Name: "w"})
-	c := open(t, nc, testJob("big"), nil)
-	ctx, cancel := context.WithTimeout(t.Context(), hang)
-	defer cancel()
-	r, err := c.Do(ctx, workqueue.Item{ID: "x"})
-	if !errors.Is(err, workqueue.ErrItemFailed) || !strings.Contains(r.Err, "max_payload") {
-		t.Fatalf("Do = %+v, %v; want a failure naming max_payload", r, err)
 	}
 }
 

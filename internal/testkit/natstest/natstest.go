@@ -17,9 +17,26 @@ import (
 // when the test ends, and returns its client URL (nats://127.0.0.1:PORT).
 func Start(t testing.TB) string {
 	t.Helper()
+	return StartWith(t, nil)
+}
+
+// Options configure [StartWith]. Nil means every default.
+type Options struct {
+	// MaxPayload is the largest message the server takes, in bytes; 0
+	// means NATS's default of 1 MiB. Tests of values larger than a
+	// message set it small, so that their values stay small too.
+	MaxPayload int32
+}
+
+// StartWith is [Start] with options.
+func StartWith(t testing.TB, o *Options) string {
+	t.Helper()
+	if o == nil {
+		o = &Options{}
+	}
 	s, err := server.NewServer(&server.Options{
 		ServerName: "natstest", Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir(), SyncAlways: true,
+		JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, MaxPayload: o.MaxPayload,
 	})
 	if err != nil {
 		t.Fatal(err)
