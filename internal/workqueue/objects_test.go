@@ -403,3 +403,30 @@ func TestUnreadableResultObject(t *testing.T) {
 		}
 	}
 }
+
+// failingReader fails every read: an upload that cannot be done.
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
+
+// TestUploadFailsEveryTime: a large result whose upload fails on every
+// delivery is stored as a failure naming why after MaxAttempts, instead
+// of the item going round for ever.
+func TestUploadFailsEveryTime(t *testing.T) {
+	connect := smallServer(t)
+	job := testJob("upload fails")
+	c := open(t, connect(), job, nil)
+	o := &workqueue.WorkerOptions{Name: "w", MaxAttempts: 2}
+	workqueue.SetUpload(o, func([]byte) io.Reader { return failingReader{} })
+	var calls counter
+	worker(t, connect(), sized(&calls, job.Spec), o)
+	ctx, cancel := context.WithTimeout(t.Context(), hang)
+	defer cancel()
+	r, err := c.Do(ctx, sizedItem("x", 10, 3*smallPayload))
+	if !errors.Is(err, workqueue.ErrItemFailed) || r.Deliveries != 2 || !strings.Contains(r.Err, "disk on fire") {
+		t.Fatalf("Do = %+v, %v; want the upload's failure stored on delivery 2", r.Err, err)
+	}
+	if n := calls.get()["x"]; n != 2 {
+		t.Errorf("item processed %d times, want 2", n)
+	}
+}

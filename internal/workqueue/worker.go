@@ -206,6 +206,7 @@ func Work(ctx context.Context, nc *nats.Conn, kind string, start Start, opts *Wo
 
 // jobQueue is what a worker uses of one job.
 type jobQueue struct {
+	job     string
 	log     *slog.Logger
 	results jetstream.KeyValue
 	objects jetstream.ObjectStore
@@ -215,7 +216,7 @@ type jobQueue struct {
 
 // serve pulls one job's items while ctx lasts, one per free slot.
 func (w *worker) serve(ctx context.Context, d jobDesc) {
-	q := &jobQueue{log: w.log.With("job", d.ID)}
+	q := &jobQueue{job: d.ID, log: w.log.With("job", d.ID)}
 	log := q.log
 	var cons jetstream.Consumer
 	job := Job{ID: d.ID, Kind: d.Kind, Spec: d.Spec}
@@ -439,6 +440,10 @@ func itemObject(msg jetstream.Msg) string {
 // object it was uploaded to when it is over the inline limit. When it
 // cannot be made the item is handed back and ok is false.
 func (w *worker) encode(ctx context.Context, q *jobQueue, log *slog.Logger, key string, msg jetstream.Msg, r Result) (val []byte, ok bool) {
+	if len(r.Err) > w.inline/2 {
+		// A failure's message is kept inline, cut to fit.
+		r.Err = r.Err[:w.inline/2] + "…"
+	}
 	s := toStored(r)
 	val, err := json.Marshal(s)
 	if err != nil {
@@ -446,7 +451,7 @@ func (w *worker) encode(ctx context.Context, q *jobQueue, log *slog.Logger, key 
 		_ = msg.Nak()
 		return nil, false
 	}
-	if len(val) <= w.inline {
+	if len(val) <= w.inline || r.Err != "" {
 		return val, true
 	}
 	var rd io.Reader
@@ -459,9 +464,16 @@ func (w *worker) encode(ctx context.Context, q *jobQueue, log *slog.Logger, key 
 	up := context.WithoutCancel(ctx)
 	ref, err := putObject(up, q.objects, w.nc, uniqueName("result/"+key), r.Payload, rd)
 	if err != nil {
-		log.Warn("cannot upload the result; handed back", "bytes", len(r.Payload), "error", err)
-		_ = msg.Nak()
-		return nil, false
+		if r.Deliveries < uint64(w.o.MaxAttempts) {
+			log.Warn("cannot upload the result; handed back", "bytes", len(r.Payload), "delivery", r.Deliveries, "error", err)
+			_ = msg.NakWithDelay(time.Duration(r.Deliveries) * time.Second)
+			return nil, false
+		}
+		// The last attempt: what is stored says why, rather than the
+		// item going round for ever.
+		log.Error("cannot upload the result on the last attempt; storing the failure", "bytes", len(r.Payload), "error", err)
+		r.Payload, r.Err = nil, fmt.Sprintf("its result of %d bytes could not be stored in the object store %s: %v", len(r.Payload), ObjectsBucket(q.job), err)
+		return w.encode(ctx, q, log, key, msg, r)
 	}
 	s.Payload, s.Object = nil, &ref
 	if val, err = json.Marshal(s); err != nil {
