@@ -299,6 +299,19 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", sim.ErrStoreUnavailable, err)
 }
 
+// overMaxPayload is err, naming the server's max_payload and marked
+// sim.ErrTooLarge, when the client refused an entry of n bytes for its
+// size: an entry is one message, so a turn (or a fork's first message,
+// which holds every inherited turn) larger than the server takes cannot
+// be stored until max_payload is raised.
+func (s *Store) overMaxPayload(err error, n int) error {
+	if !errors.Is(err, nats.ErrMaxPayload) {
+		return err
+	}
+	return fmt.Errorf("%w: an entry of %d bytes is over the NATS server's max_payload of %d bytes (raise it; the embedded server takes %d): %w",
+		sim.ErrTooLarge, n, s.nc.MaxPayload(), MaxPayload, err)
+}
+
 // isWrongLastSequence reports a failed expected-sequence check.
 func isWrongLastSequence(err error) bool {
 	var api *jetstream.APIError
@@ -320,7 +333,7 @@ func (s *Store) CreateSession(ctx context.Context, rec sim.SessionRecord, turns 
 		return fmt.Errorf("%w: %s is in the store", sim.ErrSessionExists, rec.ID)
 	}
 	if err != nil {
-		return unavailable(fmt.Errorf("store session %s: %w", rec.ID, err))
+		return unavailable(s.overMaxPayload(fmt.Errorf("store session %s: %w", rec.ID, err), len(data)))
 	}
 	s.remember(rec.ID, ack.Sequence)
 	if s.o.Node != "" {
@@ -401,7 +414,7 @@ func (s *Store) publish(ctx context.Context, id, kind, status string, data []byt
 		return fmt.Errorf("session %s: another writer appended after sequence %d: %w", id, seq, sim.ErrMoved)
 	}
 	if err != nil {
-		return unavailable(fmt.Errorf("store session %s %s: %w", id, kind, err))
+		return unavailable(s.overMaxPayload(fmt.Errorf("store session %s %s: %w", id, kind, err), len(data)))
 	}
 	if status != "" && status != sim.StatusActive {
 		s.forget(id) // ended: no more steps are expected
