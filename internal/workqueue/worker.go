@@ -499,9 +499,10 @@ func (w *worker) commit(q *jobQueue, log *slog.Logger, key string, msg jetstream
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists):
 		// Another delivery of the item finished first: its result stands.
+		// Its object goes before it is counted (tests wait on the count).
+		w.deleteObject(store, q, log, own)
 		w.stats.Duplicate.Add(1)
 		log.Info("result refused: the item already has one")
-		w.deleteObject(store, q, log, own)
 	case err != nil:
 		log.Warn("cannot store the result; handed back", "error", err)
 		w.deleteObject(store, q, log, own)

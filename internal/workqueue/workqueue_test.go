@@ -287,16 +287,7 @@ func TestLateResultRefused(t *testing.T) {
 		t.Fatalf("result = %+v, %v; want fast's", o.r, o.err)
 	}
 	close(slow.release)
-	deadline := time.Now().Add(hang)
-	for slowStats.Duplicate.Load() == 0 && slowStats.Done.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the slow worker never tried to store its result")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if d, n := slowStats.Duplicate.Load(), slowStats.Done.Load(); d != 1 || n != 0 {
-		t.Errorf("slow worker: %d refused, %d stored; want 1 refused, 0 stored", d, n)
-	}
+	refusedOnce(t, &slowStats)
 	js, _ := jetstream.New(nc)
 	kv, err := js.KeyValue(t.Context(), workqueue.ResultsBucket(job.ID))
 	if err != nil {
@@ -312,6 +303,22 @@ func TestLateResultRefused(t *testing.T) {
 	}
 	if r, _ := c.Do(t.Context(), workqueue.Item{ID: "x"}); r.Worker != "fast" {
 		t.Errorf("stored result is %s's, want fast's", r.Worker)
+	}
+}
+
+// refusedOnce waits until the slow worker of a late-result test tried to
+// store its result, and checks it was refused.
+func refusedOnce(t *testing.T, slowStats *workqueue.Stats) {
+	t.Helper()
+	deadline := time.Now().Add(hang)
+	for slowStats.Duplicate.Load() == 0 && slowStats.Done.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow worker never tried to store its result")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d, n := slowStats.Duplicate.Load(), slowStats.Done.Load(); d != 1 || n != 0 {
+		t.Errorf("slow worker: %d refused, %d stored; want 1 refused, 0 stored", d, n)
 	}
 }
 
