@@ -511,6 +511,10 @@ func TestKubernetesNATS(t *testing.T) {
 		t.Errorf("nats.conf: server_name %q: want each pod's own name", opts.ServerName)
 	}
 	checkDurableJetStream(t, opts)
+	// A session's turn is one message (docs/deployment.md, "Storage").
+	if opts.MaxPayload != jetstore.MaxPayload {
+		t.Errorf("nats.conf: max_payload %d, want %d, what agentworld's embedded server takes: each session turn is one message", opts.MaxPayload, jetstore.MaxPayload)
+	}
 	for name, port := range map[string]int{"client": opts.Port, "cluster": opts.Cluster.Port, "monitor": opts.HTTPPort} {
 		if n, ok := containerPort(c, intstr.FromString(name)); !ok || int(n) != port {
 			t.Errorf("StatefulSet nats: container port %s is %d, nats.conf says %d", name, n, port)
@@ -557,7 +561,8 @@ func TestKubernetesNATS(t *testing.T) {
 }
 
 // checkDurableJetStream checks a NATS configuration keeps agentworld's
-// data as agentworld's embedded server does.
+// data on disk as agentworld's embedded server does: every acknowledged
+// write synced.
 func checkDurableJetStream(t *testing.T, opts *server.Options) {
 	t.Helper()
 	if !opts.JetStream {
@@ -565,8 +570,5 @@ func checkDurableJetStream(t *testing.T, opts *server.Options) {
 	}
 	if !opts.SyncAlways {
 		t.Error("nats.conf: JetStream does not sync every write (sync_interval: always)")
-	}
-	if opts.MaxPayload != jetstore.MaxPayload {
-		t.Errorf("nats.conf: max_payload %d, want %d, what agentworld's embedded server takes", opts.MaxPayload, jetstore.MaxPayload)
 	}
 }
