@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentworld/agentworld/internal/bench"
+	"github.com/agentworld/agentworld/internal/rejection"
 	"github.com/agentworld/agentworld/internal/rollout"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/testkit/natstest"
@@ -55,18 +60,8 @@ func TestRolloutQueueLargeRows(t *testing.T) {
 	if _, err := runInProcess(append(q.args(q.ref, false), "--policy-api-key", "ref")...); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := os.ReadFile(filepath.Join(q.ref, rollout.EpisodesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	large := 0
-	for _, line := range bytes.Split(rows, []byte("\n")) {
-		if len(line) > 4*smallMaxPayload {
-			large++
-		}
-	}
-	if large != 12 { // 3 issue-tracker tasks × group 4
-		t.Fatalf("%d rows over 4× max_payload, want 12", large)
+	if n := countOver(t, filepath.Join(q.ref, rollout.EpisodesFile), 4*smallMaxPayload); n != 12 { // 3 issue-tracker tasks × group 4
+		t.Fatalf("%d rows over 4x max_payload, want 12", n)
 	}
 
 	startRolloutWorker(t, url, "w1")
@@ -75,7 +70,51 @@ func TestRolloutQueueLargeRows(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	sameRollout(t, q.ref, out)
+	noObjectStores(t, url)
+}
 
+// countOver counts the lines of file longer than n bytes.
+func countOver(t *testing.T, file string, n int) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := 0
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if len(line) > n {
+			c++
+		}
+	}
+	return c
+}
+
+// padField appends about n bytes to the string field of every line of
+// the JSONL file, different in each file.
+func padField(t *testing.T, file, field string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatal(err)
+		}
+		m[field] = fmt.Sprint(m[field]) + " " + longAnswer(file, n)
+		line, _ = json.Marshal(m)
+		out.Write(append(line, '\n'))
+	}
+	if err := os.WriteFile(file, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// noObjectStores checks that no object store is left on the server.
+func noObjectStores(t *testing.T, url string) {
+	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -89,4 +128,98 @@ func TestRolloutQueueLargeRows(t *testing.T) {
 	if len(left) != 0 {
 		t.Errorf("object stores left after the run: %q", left)
 	}
+}
+
+// TestBenchQueueLargeSamples: on a NATS server whose messages hold
+// 16 KiB, bench run --queue with samples (system prompts) and predictions
+// of four to five times that (items and results travel through the job's
+// object store) writes the files of a single-process run, and removes the
+// job's objects when it is done.
+func TestBenchQueueLargeSamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a worker process")
+	}
+	url := natstest.StartWith(t, &natstest.Options{MaxPayload: smallMaxPayload})
+	data := t.TempDir()
+	writeBenchData(t, data, 7)
+	files, _ := filepath.Glob(filepath.Join(data, "*.jsonl"))
+	for _, f := range files {
+		padField(t, f, "system_str", 4*smallMaxPayload)
+	}
+	answer := benchBackend(0)
+	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		rep := answer(r)
+		if r.Model != "judge" {
+			n := sampleNo(r)
+			rep.Content = fmt.Sprintf("<predicted_observation>OBS-%d-pred %s</predicted_observation>", n, longAnswer(fmt.Sprint(n), 5*smallMaxPayload))
+		}
+		return rep
+	})
+	t.Cleanup(srv.Close)
+	args := func(out string) []string {
+		return []string{"bench", "run", "--data", data, "--model-url", srv.URL, "--model", "wm",
+			"--judge-url", srv.URL, "--judge-model", "judge", "--out", out, "--retries", "0", "--judge-retries", "0"}
+	}
+	ref := t.TempDir()
+	if _, stderr, err := runBenchCLI(t, args(ref)...); err != nil {
+		t.Fatalf("reference run: %v\n%s", err, stderr)
+	}
+	if n := countOver(t, filepath.Join(ref, bench.PredictionsFile), 4*smallMaxPayload); n != 7 {
+		t.Fatalf("%d predictions over 4x max_payload, want 7", n)
+	}
+	startWorker(t, "w1", url)
+	out := t.TempDir()
+	if _, stderr, err := runBenchCLI(t, append(args(out), "--queue", url, "--ack-wait", "10s")...); err != nil {
+		t.Fatalf("queued run: %v\n%s", err, stderr)
+	}
+	compareRunDirs(t, ref, out)
+	noObjectStores(t, url)
+}
+
+// TestDataSampleQueueLargeBeams: on a NATS server whose messages hold
+// 16 KiB, data sample --queue with samples (system prompts) and teacher
+// reasoning of four to five times that (beam items and scored beams
+// travel through the job's object store) writes the bytes of a
+// single-process run, and removes the job's objects when it is done.
+func TestDataSampleQueueLargeBeams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a worker process")
+	}
+	dir := t.TempDir()
+	url := natstest.StartWith(t, &natstest.Options{MaxPayload: smallMaxPayload})
+	in := filepath.Join(dir, "samples.jsonl")
+	writeManySamples(t, in, 6)
+	padField(t, in, "system", 4*smallMaxPayload)
+	sb := &sampleBackend{counts: map[string]int{}, killed: map[string]int{}}
+	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
+		rep := sb.handle(r)
+		if r.Model == "teacher" {
+			seed, _ := r.Body["seed"].(float64)
+			long := longAnswer(fmt.Sprint(r.Messages[len(r.Messages)-1].Content, seed), 5*smallMaxPayload)
+			if rep.Reasoning != "" {
+				rep.Reasoning += " " + long
+			} else {
+				rep.Content = strings.Replace(rep.Content, "</think>", " "+long+"</think>", 1)
+			}
+		}
+		return rep
+	})
+	t.Cleanup(srv.Close)
+	args := func(out string) []string { return append(sampleArgs(srv.URL, out, in), "--concurrency", "8") }
+	ref := filepath.Join(dir, "ref")
+	if _, err := runInProcess(append(args(ref), "--teacher-api-key", "ref")...); err != nil {
+		t.Fatal(err)
+	}
+	if n := countOver(t, filepath.Join(ref, rejection.CandidatesFile), 4*smallMaxPayload); n < 6*4 {
+		t.Fatalf("%d candidates over 4x max_payload, want every one of 24", n)
+	}
+	startSampleWorker(t, url, "w1")
+	out := filepath.Join(dir, "queued")
+	if _, err := runInProcess(append(args(out), "--queue", url, "--ack-wait", "10s", "--teacher-api-key", "coordinator")...); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(readOutputs(t, ref), readOutputs(t, out)); d != "" {
+		t.Errorf("outputs differ from a single-process run's:\n%s", d)
+	}
+	noObjectStores(t, url)
 }

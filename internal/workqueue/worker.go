@@ -227,18 +227,33 @@ func (w *worker) serve(ctx context.Context, d jobDesc) {
 		if q.results, err = w.js.KeyValue(ctx, ResultsBucket(d.ID)); err != nil {
 			return err
 		}
-		if q.objects, err = w.js.ObjectStore(ctx, ObjectsBucket(d.ID)); err != nil {
-			return err
-		}
-		if d.SpecObject != nil && job.Spec == nil {
-			job.Spec, err = getObject(ctx, q.objects, *d.SpecObject)
-		}
+		q.objects, err = w.js.ObjectStore(ctx, ObjectsBucket(d.ID))
 		return err
 	}); err != nil {
 		if ctx.Err() == nil {
 			log.Error("cannot open the job's queue", "error", err)
 		}
 		return
+	}
+	if d.SpecObject != nil {
+		// Read again while the server fails to answer; an object that is
+		// gone or not the one referred to will not come back.
+		var spec []byte
+		var err error
+		_ = natsconn.Retry(ctx, time.Minute, func(ctx context.Context) error {
+			spec, err = getObject(ctx, q.objects, *d.SpecObject)
+			if errors.Is(err, errBadObject) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Error("cannot read the job's spec; left to other workers", "error", err)
+			}
+			return
+		}
+		job.Spec = spec
 	}
 	process, err := w.start(ctx, job)
 	if err != nil {
