@@ -49,6 +49,19 @@ type Store interface {
 	WorldFacts(ctx context.Context, world string) ([]Fact, error)
 }
 
+// Follower is a Store that other ledgers append to as well (the nodes of
+// a cluster, internal/jetstore). A ledger over one reads the facts
+// appended since it last looked before each use of a world, and applies
+// its own appends only as it reads them back, so every ledger over the
+// store applies the same facts in the same order.
+type Follower interface {
+	Store
+	// FactsAfter returns a world's facts appended after position after
+	// (0 means all of them), in order, and the position of the last one
+	// (after when there are none).
+	FactsAfter(ctx context.Context, world string, after uint64) ([]Fact, uint64, error)
+}
+
 // MemStore is a Store in memory, for tests and throwaway servers.
 type MemStore struct {
 	mu sync.Mutex
@@ -314,6 +327,13 @@ func (l *Ledger) world(ctx context.Context, world string) (*worldState, error) {
 	}
 	l.mu.Unlock()
 	ws.mu.Lock()
+	if f, ok := l.store.(Follower); ok {
+		if err := ws.follow(ctx, f, world); err != nil {
+			ws.mu.Unlock()
+			return nil, err
+		}
+		return ws, nil
+	}
 	if !ws.loaded {
 		facts, err := l.store.WorldFacts(ctx, world)
 		if err != nil {
@@ -355,10 +375,30 @@ func (l *Ledger) Observe(ctx context.Context, world, session string, turn int, o
 	if err := l.store.AppendFacts(ctx, world, add); err != nil {
 		return nil, fmt.Errorf("ledger %s session %s turn %d: %w", world, session, turn, err)
 	}
+	if f, ok := l.store.(Follower); ok {
+		// read back in the store's order, with what others appended
+		// meanwhile; on failure the next use of the world reads them
+		_ = ws.follow(ctx, f, world)
+		return add, nil
+	}
 	for _, f := range add {
 		ws.apply(f)
 	}
 	return add, nil
+}
+
+// follow applies the facts appended to f since ws last read it, with
+// ws.mu held.
+func (ws *worldState) follow(ctx context.Context, f Follower, world string) error {
+	facts, pos, err := f.FactsAfter(ctx, world, ws.pos)
+	if err != nil {
+		return err
+	}
+	for _, fact := range facts {
+		ws.apply(fact)
+	}
+	ws.pos, ws.loaded = pos, true
+	return nil
 }
 
 // StateHeader opens the ledger's state text.

@@ -357,3 +357,64 @@ func TestFileStoreLongLines(t *testing.T) {
 		t.Errorf("warning does not name file and line: %s", logs.String())
 	}
 }
+
+// followStore is a Follower in memory: every fact's position is its index
+// in the world's ledger plus one.
+type followStore struct{ MemStore }
+
+func (s *followStore) FactsAfter(ctx context.Context, world string, after uint64) ([]Fact, uint64, error) {
+	facts, err := s.WorldFacts(ctx, world)
+	if err != nil || uint64(len(facts)) <= after {
+		return nil, after, err
+	}
+	return facts[after:], uint64(len(facts)), nil
+}
+
+// TestLedgersShareAFollowerStore: two ledgers over one shared store (two
+// nodes of a cluster) see each other's facts at their next use of the
+// world, and, after concurrent steps on both, render what one ledger
+// holding every fact would.
+func TestLedgersShareAFollowerStore(t *testing.T) {
+	ctx := context.Background()
+	store := &followStore{}
+	a := NewLedger(store, &LedgerOptions{MaxStateChars: 800})
+	b := NewLedger(store, &LedgerOptions{MaxStateChars: 800})
+	if _, err := a.Observe(ctx, "w0", "A", 1, `{"id":"emp-77","title":"Head of Research"}`); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.StateText(ctx, "w0", "B"); !strings.Contains(got, "Head of Research") {
+		t.Fatalf("the other ledger's state text lacks the fact: %q", got)
+	}
+	// B changes it; A's next text has the change
+	if rec, _ := b.Observe(ctx, "w0", "B", 1, `{"id":"emp-77","title":"Janitor"}`); len(rec) != 1 {
+		t.Fatalf("B recorded %v", rec)
+	}
+	if got, _ := a.StateText(ctx, "w0", "C"); !strings.Contains(got, "Janitor") || strings.Contains(got, "Head of Research") {
+		t.Fatalf("A's state text after B's change: %q", got)
+	}
+	var wg sync.WaitGroup
+	for i, l := range []*Ledger{a, b, a, b} {
+		wg.Go(func() {
+			for turn := range 30 {
+				world, session := fmt.Sprintf("w%d", turn%2), fmt.Sprintf("S%d", i)
+				obs := fmt.Sprintf(`{"id":"e%d","k%d":"%d"}`, turn%5, i%2, turn)
+				if _, err := l.Observe(ctx, world, session, turn, obs); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, world := range []string{"w0", "w1"} {
+		facts, _ := store.WorldFacts(ctx, world)
+		for _, s := range []string{"", "S0", "S1", "B"} {
+			want := referenceStateText(facts, s, 800)
+			for name, l := range map[string]*Ledger{"a": a, "b": b} {
+				if got, _ := l.StateText(ctx, world, s); got != want {
+					t.Errorf("ledger %s, %s session %q:\n%s", name, world, s, cmp.Diff(want, got))
+				}
+			}
+		}
+	}
+}

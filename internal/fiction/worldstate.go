@@ -16,7 +16,8 @@ const maxCachedSessions = 1024
 type worldState struct {
 	mu       sync.Mutex
 	loaded   bool
-	maxChars int // the ledger's MaxStateChars
+	pos      uint64 // a Follower store's position of the last fact applied
+	maxChars int    // the ledger's MaxStateChars
 
 	entities map[string]*entity
 	byRank   []*entity // first-seen order
