@@ -271,7 +271,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if a.Cluster, err = a.openCluster(ctx, cfg.Cluster, log); err != nil {
 			return nil, err
 		}
-		st = a.Cluster
+		// the nodes share each fictional world's ledger, as they share
+		// sessions
+		st, ledgerStore = a.Cluster, a.Cluster
 	} else if cfg.DBPath != "" {
 		if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o755); err != nil {
 			return nil, fielderr.Wrap(ErrConfig, "DBPath", err)

@@ -20,6 +20,8 @@
 //
 // A third bucket, DefaultGroupsBucket, names the one root session that the
 // resets of an OpenEnv group_key fork on every node ([Store.GroupRoot]).
+// Fictional worlds' ledgers are a second stream, DefaultFactsStream, which
+// every node's ledger follows (facts.go).
 //
 // Durability is the server's: JetStream acknowledges a write once it is
 // in memory on a quorum and flushes to disk every two minutes by default,
@@ -79,6 +81,10 @@ type Options struct {
 	// Lease is how long a node keeps its sessions after its last
 	// heartbeat; 0 means DefaultLease.
 	Lease time.Duration
+	// FactsStream names the stream of fictional worlds' ledgers
+	// (facts.go); "" means DefaultFactsStream. FactsPrefix begins each
+	// world's subject; "" means DefaultFactsPrefix.
+	FactsStream, FactsPrefix string
 	// GroupsBucket names the bucket of reset groups' roots (groups.go);
 	// "" means DefaultGroupsBucket.
 	GroupsBucket string
@@ -100,6 +106,7 @@ type Store struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	facts  jetstream.Stream
 	owners jetstream.KeyValue
 	nodes  jetstream.KeyValue
 	groups jetstream.KeyValue
@@ -157,6 +164,12 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	if o.Lease == 0 {
 		o.Lease = DefaultLease
 	}
+	if o.FactsStream == "" {
+		o.FactsStream = DefaultFactsStream
+	}
+	if o.FactsPrefix == "" {
+		o.FactsPrefix = DefaultFactsPrefix
+	}
 	if o.GroupsBucket == "" {
 		o.GroupsBucket = DefaultGroupsBucket
 	}
@@ -204,6 +217,17 @@ func (s *Store) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	facts, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        s.o.FactsStream,
+		Description: "agentworld fictional worlds' ledgers, one subject per world",
+		Subjects:    []string{s.o.FactsPrefix + ">"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.o.Replicas,
+		Retention:   jetstream.LimitsPolicy,
+	})
+	if err != nil {
+		return err
+	}
 	owners, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: s.o.OwnersBucket, Description: "agentworld session owners", History: 1,
 		Storage: jetstream.FileStorage, Replicas: s.o.Replicas,
@@ -225,7 +249,7 @@ func (s *Store) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.stream, s.owners, s.nodes, s.groups = st, owners, nodes, groups
+	s.stream, s.facts, s.owners, s.nodes, s.groups = st, facts, owners, nodes, groups
 	return nil
 }
 

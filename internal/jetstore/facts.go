@@ -1,0 +1,83 @@
+package jetstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentworld/agentworld/internal/fiction"
+)
+
+// Fictional worlds' ledgers (internal/fiction) are kept in the stream
+// Options.FactsStream, one subject per world (Options.FactsPrefix and
+// the world's name, base64url-encoded), one message per batch of facts a
+// step recorded. The store is a [fiction.Follower]: every node's ledger
+// reads what the others appended before it uses a world, so the nodes of a
+// cluster share one ledger per world, and it outlives them as the
+// transcripts do.
+
+// Defaults of [Options] for world ledgers.
+const (
+	DefaultFactsStream = "AGENTWORLD_FACTS"
+	DefaultFactsPrefix = "agentworld.facts."
+)
+
+var _ fiction.Follower = (*Store)(nil)
+
+func (s *Store) factsSubject(world string) string { return s.o.FactsPrefix + key(world) }
+
+// AppendFacts implements fiction.Store: one message holding the batch.
+func (s *Store) AppendFacts(ctx context.Context, world string, facts []fiction.Fact) error {
+	data, err := json.Marshal(facts)
+	if err != nil {
+		return fmt.Errorf("encode ledger %s facts: %w", world, err)
+	}
+	if _, err := s.js.Publish(ctx, s.factsSubject(world), data, jetstream.WithExpectStream(s.o.FactsStream)); err != nil {
+		return unavailable(fmt.Errorf("store ledger %s facts: %w", world, err))
+	}
+	return nil
+}
+
+// WorldFacts implements fiction.Store.
+func (s *Store) WorldFacts(ctx context.Context, world string) ([]fiction.Fact, error) {
+	facts, _, err := s.FactsAfter(ctx, world, 0)
+	return facts, err
+}
+
+// FactsAfter implements fiction.Follower; a position is a stream
+// sequence. A world with nothing new costs one read of its subject's last
+// message.
+func (s *Store) FactsAfter(ctx context.Context, world string, after uint64) ([]fiction.Fact, uint64, error) {
+	subj := s.factsSubject(world)
+	last, err := s.facts.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, after, nil
+	}
+	if err != nil {
+		return nil, after, unavailable(fmt.Errorf("read ledger %s: %w", world, err))
+	}
+	if last.Sequence <= after {
+		return nil, after, nil
+	}
+	var out []fiction.Fact
+	for seq := after + 1; ; {
+		m := last
+		if seq < last.Sequence {
+			if m, err = s.facts.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj)); err != nil {
+				return nil, after, unavailable(fmt.Errorf("read ledger %s from sequence %d: %w", world, seq, err))
+			}
+		}
+		var batch []fiction.Fact
+		if err := json.Unmarshal(m.Data, &batch); err != nil {
+			return nil, after, fmt.Errorf("ledger %s: message %d: %w", world, m.Sequence, err)
+		}
+		out = append(out, batch...)
+		if m.Sequence >= last.Sequence {
+			return out, last.Sequence, nil
+		}
+		seq = m.Sequence + 1
+	}
+}
