@@ -47,29 +47,40 @@ func TestRolloutQueueLargeRows(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	url := natstest.StartWith(t, &natstest.Options{MaxPayload: smallMaxPayload})
-	pol := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
-		rep := textPolicyReply(r)
-		if rep.Content == "WS-31 duplicates WS-29." {
-			// The task's own instruction makes each answer differ.
-			rep.Content += " " + longAnswer(r.Messages[1].Content, 5*smallMaxPayload)
-		}
-		return rep
-	})
-	t.Cleanup(pol.Close)
-	q := &rolloutQueue{tasks: queueTasks(t, 6), url: url, ref: t.TempDir(), pol: pol}
-	if _, err := runInProcess(append(q.args(q.ref, false), "--policy-api-key", "ref")...); err != nil {
-		t.Fatal(err)
-	}
+	q := newRolloutQueueOn(t, url, 6, func(string, int) <-chan struct{} { return nil }, longPolicyReply)
 	if n := countOver(t, filepath.Join(q.ref, rollout.EpisodesFile), 4*smallMaxPayload); n != 12 { // 3 issue-tracker tasks × group 4
 		t.Fatalf("%d rows over 4x max_payload, want 12", n)
 	}
-
 	startRolloutWorker(t, url, "w1")
 	out := t.TempDir()
 	if stderr, err := runInProcess(append(q.args(out, true), "--policy-api-key", "coordinator")...); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	sameRollout(t, q.ref, out)
+	noObjectStores(t, url)
+}
+
+// longPolicyReply is textPolicyReply with each issue-tracker episode's
+// final answer five times smallMaxPayload long, differing per task.
+func longPolicyReply(r *fakellm.Request) fakellm.Reply {
+	rep := textPolicyReply(r)
+	if rep.Content == "WS-31 duplicates WS-29." {
+		rep.Content += " " + longAnswer(r.Messages[1].Content, 5*smallMaxPayload)
+	}
+	return rep
+}
+
+// TestRolloutQueueCoordinatorKilledLargeRows is
+// TestRolloutQueueCoordinatorKilled on a server whose messages hold
+// 16 KiB with half the rows five times that: the rows workers stored as
+// objects while no coordinator ran are collected by the rerun, none is
+// run again, and the files equal a single-process run's.
+func TestRolloutQueueCoordinatorKilledLargeRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	url := natstest.StartWith(t, &natstest.Options{MaxPayload: smallMaxPayload})
+	rolloutCoordinatorKilled(t, url, longPolicyReply)
 	noObjectStores(t, url)
 }
 

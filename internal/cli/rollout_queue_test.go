@@ -45,10 +45,16 @@ type rolloutQueue struct {
 }
 
 func newRolloutQueue(t *testing.T, n int, hold func(token string, n int) <-chan struct{}) *rolloutQueue {
-	q := &rolloutQueue{tasks: queueTasks(t, n), url: natstest.Start(t), ref: t.TempDir(), sent: &tokenCounter{hold: hold}}
+	return newRolloutQueueOn(t, natstest.Start(t), n, hold, textPolicyReply)
+}
+
+// newRolloutQueueOn is newRolloutQueue with the NATS server at url and
+// the policy answering with reply.
+func newRolloutQueueOn(t *testing.T, url string, n int, hold func(token string, n int) <-chan struct{}, reply fakellm.Handler) *rolloutQueue {
+	q := &rolloutQueue{tasks: queueTasks(t, n), url: url, ref: t.TempDir(), sent: &tokenCounter{hold: hold}}
 	q.pol = fakellm.New(func(r *fakellm.Request) fakellm.Reply {
 		q.sent.arrive(r)
-		return textPolicyReply(r)
+		return reply(r)
 	})
 	t.Cleanup(q.pol.Close)
 	if _, err := runInProcess(append(q.args(q.ref, false), "--policy-api-key", "ref")...); err != nil {
@@ -125,11 +131,17 @@ func TestRolloutQueueCoordinatorKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
+	rolloutCoordinatorKilled(t, natstest.Start(t), textPolicyReply)
+}
+
+// rolloutCoordinatorKilled is TestRolloutQueueCoordinatorKilled on the
+// NATS server at url with the policy answering with reply.
+func rolloutCoordinatorKilled(t *testing.T, url string, reply fakellm.Handler) {
 	const nTasks, group = 24, 4
 	// 60 answered requests end at least (60-8)/2 episodes: the workers
 	// hold 8 at once.
 	c := newCoordinatorKill(60)
-	q := newRolloutQueue(t, nTasks, c.hold)
+	q := newRolloutQueueOn(t, url, nTasks, c.hold, reply)
 	out := t.TempDir()
 	coord := startQueueChild(t, "coordinator", q.args(out, true)...)
 	for _, name := range []string{"w1", "w2"} {
