@@ -395,6 +395,31 @@ func TestKubernetesAgentworld(t *testing.T) {
 			}
 		}
 	}
+	// docs/deployment.md: a data sample worker is the bench worker's
+	// Deployment with its command changed.
+	for _, c := range byCmd["agentworld bench worker"] {
+		args0 := append([]string{"data", "sample", "worker"}, c.c.Args[2:]...)
+		vals := map[string]string{}
+		var names []string
+		for _, e := range c.c.Env {
+			names, vals[e.Name] = append(names, e.Name), "value-of-"+e.Name
+		}
+		args, err := expandKube(args0, vals)
+		var cmd *cobra.Command
+		if err == nil {
+			cmd, err = parseCommand(args)
+		}
+		if err == nil {
+			used := map[string]bool{}
+			for _, ref := range kubeVarRef.FindAllStringSubmatch(strings.Join(args0, " "), -1) {
+				used[ref[1]] = true
+			}
+			err = checkEnv(cmd, names, used)
+		}
+		if err != nil {
+			t.Errorf("%s as a data sample worker: %v", c.id, err)
+		}
+	}
 
 	s := byCmd["agentworld serve"][0]
 	if len(flagList(s.cmd, "nats-listen")) > 0 || flagValue(s.cmd, "nats-store") != "" {
