@@ -269,8 +269,15 @@ func (c *Coordinator) Do(ctx context.Context, it Item) (Result, error) {
 	}
 	poll := time.NewTicker(c.o.PollInterval)
 	defer poll.Stop()
+	// rewait registers w again after the watch handed it a result Do
+	// does not return (the watch hands each waiter one).
+	rewait := func() {
+		c.unwait(key, w)
+		c.wait(key, w)
+	}
+	var dropped uint64 // results up to this revision were unreadable and dropped
 	for bad := 0; ; {
-		if ok {
+		if ok && f.rev > dropped {
 			r, err := c.resolve(ctx, it.ID, f)
 			if !errors.Is(err, errBadObject) {
 				return r, err
@@ -279,20 +286,24 @@ func (c *Coordinator) Do(ctx context.Context, it Item) (Result, error) {
 				return Result{}, fmt.Errorf("%w: item %s: %d stored results could not be read: %w", ErrItemFailed, it.ID, bad, err)
 			}
 			c.log.Warn("the item's result object is unreadable; doing the item again", "item", it.ID, "error", err)
-			c.wait(key, w) // the watch handed w its one result
+			dropped = f.rev
+			rewait()
 			if err := c.drop(ctx, key, f); err != nil {
 				return Result{}, err
 			}
 			if err := c.enqueue(ctx, key, it.Payload); err != nil {
 				return Result{}, err
 			}
-			ok = false
 		}
+		ok = false
 		select {
 		case f = <-w:
 			ok = true
+			if f.rev <= dropped {
+				rewait() // a late copy of the dropped result
+			}
 		case <-poll.C:
-			if g, stored, err := c.stored(ctx, key); err == nil && stored && g.rev != f.rev {
+			if g, stored, err := c.stored(ctx, key); err == nil && stored {
 				f, ok = g, true
 			}
 		case <-ctx.Done():

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -159,6 +160,10 @@ func putObject(ctx context.Context, obs jetstream.ObjectStore, nc *nats.Conn, na
 // its size and digest (which the object store checks its chunks
 // against). An object that is missing or differs fails with errBadObject.
 func getObject(ctx context.Context, obs jetstream.ObjectStore, ref objectRef) ([]byte, error) {
+	// Without a deadline of its own the read would get JetStream's
+	// default of a few seconds for the whole object.
+	ctx, cancel := context.WithTimeout(ctx, readTimeout(ref.Size))
+	defer cancel()
 	res, err := obs.Get(ctx, ref.Name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("object %s: %w: not found", ref.Name, errBadObject)
@@ -186,6 +191,12 @@ func getObject(ctx context.Context, obs jetstream.ObjectStore, ref objectRef) ([
 		return nil, fmt.Errorf("object %s: %w: read %d bytes, want %d with digest %s", ref.Name, errBadObject, buf.Len(), ref.Size, ref.Digest)
 	}
 	return buf.Bytes(), nil
+}
+
+// readTimeout bounds the read of an object of size bytes: a minute, and
+// a second more per MiB.
+func readTimeout(size uint64) time.Duration {
+	return time.Minute + time.Duration(size>>20)*time.Second
 }
 
 // deleteObject removes an object, if it is there.
