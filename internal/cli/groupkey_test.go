@@ -16,16 +16,19 @@ import (
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 )
 
-// TestResetGroupSpansNodes starts three nodes (embedded NATS each, as
-// TestAnyNodeServesEverySurface does) and resets OpenEnv groups through
-// all of them: nine resets of one group_key at once, three per node, and
-// a group reset on node 0, then on the others, then (node 0 killed with
-// SIGKILL while idle) on the others again. Every member of a group has the
-// same parent (one root for the whole cluster, also after its maker died)
-// and initial observation, and the first steps of the second group's
-// members ask the model one request each, all alike: no root was asked
-// for, and no member's start differs.
-func TestResetGroupSpansNodes(t *testing.T) {
+// TestClusterSharesGroupsAndLedgers starts three nodes (embedded NATS
+// each, as TestAnyNodeServesEverySurface does) and resets OpenEnv groups
+// through all of them: nine resets of one group_key at once, three per
+// node, and a group reset on node 0, then on the others, then (node 0
+// killed with SIGKILL while idle) on the others again. Every member of a
+// group has the same parent (one root for the whole cluster, also after
+// its maker died) and initial observation, and the first steps of the
+// second group's members ask the model one request each, all alike: no
+// root was asked for, and no member's start differs. Before the kill, a
+// fact a session of the fictional world quillfern-search establishes on
+// node 1 reaches the prompt of a session stepped on node 2: one world
+// ledger for the cluster.
+func TestClusterSharesGroupsAndLedgers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
@@ -37,6 +40,9 @@ func TestResetGroupSpansNodes(t *testing.T) {
 		mu.Lock()
 		asked = append(asked, r.Messages)
 		mu.Unlock()
+		if strings.Contains(r.Messages[len(r.Messages)-1].Content, "session A") { // as TestFictionalWorldEndToEnd's
+			return fakellm.Reply{Content: `<predicted_observation>{"results":[{"id":"emp-9","name":"Oona Pale","title":"Head of Optics"}]}</predicted_observation>`}
+		}
 		return fakellm.Reply{Content: "ok\n"}
 	})
 	t.Cleanup(fake.Close)
@@ -103,6 +109,30 @@ func TestResetGroupSpansNodes(t *testing.T) {
 		}
 	}
 	check("race", race)
+
+	// The world ledger: a fact established on node 1, in a prompt on node 2.
+	search := func(n int, query string) {
+		t.Helper()
+		out, err := anyNodeDo(ctx, h, nodes[n], "POST", "/v1/sessions", map[string]any{"world_id": "quillfern-search"})
+		var s struct {
+			SessionID string `json:"session_id"`
+		}
+		if err != nil || json.Unmarshal(out, &s) != nil {
+			t.Fatalf("create on node %d: %s, %v", n, out, err)
+		}
+		if _, err := anyNodeDo(ctx, h, nodes[n], "POST", "/v1/sessions/"+s.SessionID+"/step",
+			map[string]any{"action": map[string]any{"name": "search", "arguments": map[string]any{"query": query}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search(1, "quillfern optics, session A")
+	search(2, "quillfern staff, session B")
+	mu.Lock()
+	last := asked[len(asked)-1]
+	mu.Unlock()
+	if b := last[len(last)-1].Content; !strings.Contains(b, "emp-9") || !strings.Contains(b, "title: Head of Optics") {
+		t.Fatalf("the prompt of session B on node 2 lacks the fact session A established on node 1:\n%s", b)
+	}
 
 	var grpo []member
 	for _, n := range []int{0, 1, 2} {
