@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -20,6 +21,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/spf13/cobra"
 
+	"github.com/agentworld/agentworld/internal/cli"
 	"github.com/agentworld/agentworld/internal/envconfig"
 )
 
@@ -168,6 +170,12 @@ func TestCompose(t *testing.T) {
 	}
 	published := map[string]string{}
 	for _, n := range nodes {
+		// Compose sends SIGTERM, then SIGKILL after stop_grace_period (10 s
+		// unless set): a node killed before its shutdown ends keeps its
+		// lease, so its sessions wait out the lease instead of moving.
+		if g := n.svc.StopGracePeriod; g == nil || time.Duration(*g) < cli.ServeStopBound {
+			t.Errorf("service %s: stop_grace_period %v: want at least serve's shutdown bound %v", n.name, g, cli.ServeStopBound)
+		}
 		checkComposeNode(t, p, n, names, published)
 	}
 

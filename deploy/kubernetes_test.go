@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/agentworld/agentworld/internal/cli"
 	"github.com/agentworld/agentworld/internal/envconfig"
 	"github.com/agentworld/agentworld/internal/jetstore"
 )
@@ -422,6 +424,12 @@ func TestKubernetesAgentworld(t *testing.T) {
 	}
 
 	s := byCmd["agentworld serve"][0]
+	// Kubernetes sends SIGTERM, then SIGKILL after the grace period (30 s
+	// unless set): a node killed before its shutdown ends keeps its lease,
+	// so its sessions wait out the lease instead of moving at once.
+	if g := m.deployments["agentworld"].Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second < cli.ServeStopBound {
+		t.Errorf("Deployment/agentworld: terminationGracePeriodSeconds %v: want at least serve's shutdown bound %v", g, cli.ServeStopBound)
+	}
 	if len(flagList(s.cmd, "nats-listen")) > 0 || flagValue(s.cmd, "nats-store") != "" {
 		t.Errorf("%s: runs an embedded NATS server; in Kubernetes the nodes join the StatefulSet's", s.id)
 	}

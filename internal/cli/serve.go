@@ -141,9 +141,24 @@ func (f *simFlags) serve(cmd *cobra.Command) (*simulator, error) {
 	return &simulator{App: a, Server: server.New(a.Manager, &o), Tracer: tr}, nil
 }
 
-// closeApp closes a, giving in-flight steps up to 30 seconds to drain.
+// How long serve's shutdown may take after SIGTERM, step by step: the
+// HTTP server drains ([server.DefaultDrainTimeout]), the app closes
+// (in-flight steps finish, a cluster node hands back its lease so its
+// sessions move at once instead of after the lease), then the last spans
+// go out. A supervisor must wait at least [ServeStopBound] before SIGKILL
+// (deploy/ sets Kubernetes' terminationGracePeriodSeconds and compose's
+// stop_grace_period from it, and its tests check them).
+const (
+	appCloseTimeout    = 30 * time.Second
+	tracerCloseTimeout = 10 * time.Second
+	// ServeStopBound is the longest a graceful `agentworld serve`
+	// shutdown takes.
+	ServeStopBound = server.DefaultDrainTimeout + appCloseTimeout + tracerCloseTimeout
+)
+
+// closeApp closes a, giving in-flight steps up to appCloseTimeout to drain.
 func closeApp(a *app.App) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), appCloseTimeout)
 	defer cancel()
 	return a.Close(ctx)
 }
@@ -151,7 +166,7 @@ func closeApp(a *app.App) error {
 // closeSim closes the app, then sends the spans of its last steps.
 func closeSim(s *simulator) error {
 	err := closeApp(s.App)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), tracerCloseTimeout)
 	defer cancel()
 	return errors.Join(err, s.Tracer.Close(ctx))
 }

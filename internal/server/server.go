@@ -31,6 +31,10 @@ import (
 	"github.com/agentworld/agentworld/internal/trajectory"
 )
 
+// DefaultDrainTimeout is how long [Server.Serve] lets in-flight steps
+// finish after its context ends when [Options.DrainTimeout] is zero.
+const DefaultDrainTimeout = 30 * time.Second
+
 // Options configures a Server. The zero value of each field is a usable
 // default.
 type Options struct {
@@ -48,7 +52,7 @@ type Options struct {
 	// Metrics, when set, is used instead of a new Metrics on Registry (pass
 	// the one given to the Manager as its Observer).
 	Metrics *Metrics
-	// DrainTimeout bounds graceful shutdown; 0 means 30 seconds.
+	// DrainTimeout bounds graceful shutdown; 0 means [DefaultDrainTimeout].
 	DrainTimeout time.Duration
 	// Edge bounds the HTTP edge: allowed Host and Origin headers,
 	// timeouts and the connection limit (see [Edge]; the zero value is the
@@ -119,7 +123,7 @@ func New(m *sim.Manager, opts *Options) *Server {
 		o.MaxBodyBytes = 8 << 20
 	}
 	if o.DrainTimeout == 0 {
-		o.DrainTimeout = 30 * time.Second
+		o.DrainTimeout = DefaultDrainTimeout
 	}
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
