@@ -40,6 +40,23 @@ func (r *roots) counts() (made, discarded int) {
 	return len(r.made), len(r.discarded)
 }
 
+// held is r.create(node) that waits until release is called; started is
+// closed when it begins.
+func (r *roots) held(node string) (create func(context.Context) (string, error), started <-chan struct{}, release func()) {
+	begun, released := make(chan struct{}), make(chan struct{})
+	return func(ctx context.Context) (string, error) {
+		close(begun)
+		<-released
+		return r.create(node)(ctx)
+	}, begun, func() { close(released) }
+}
+
+// answer is what a GroupRoot call returned.
+type answer struct {
+	id  string
+	err error
+}
+
 func openNodes(t *testing.T, n int) []*jetstore.Store {
 	t.Helper()
 	nc := serve(t)
@@ -101,17 +118,8 @@ func TestGroupRootWaitsForTheClaim(t *testing.T) {
 	nodes := openNodes(t, 2)
 	waiting := make(chan string, 8)
 	jetstore.OnGroupWait(nodes[1], func(key string) { waiting <- key })
-	started, release := make(chan struct{}), make(chan struct{})
 	var r roots
-	slow := func(ctx context.Context) (string, error) {
-		close(started)
-		<-release
-		return r.create("n0")(ctx)
-	}
-	type answer struct {
-		id  string
-		err error
-	}
+	slow, started, release := r.held("n0")
 	first, second := make(chan answer, 1), make(chan answer, 1)
 	go func() {
 		id, err := nodes[0].GroupRoot(t.Context(), "g", "", slow, r.discard)
@@ -125,7 +133,7 @@ func TestGroupRootWaitsForTheClaim(t *testing.T) {
 	if key := <-waiting; key != "g" {
 		t.Fatalf("waited for %q", key)
 	}
-	close(release)
+	release()
 	a, b := <-first, <-second
 	if a.err != nil || b.err != nil || a.id != b.id {
 		t.Fatalf("maker got %q (%v), waiter %q (%v)", a.id, a.err, b.id, b.err)
@@ -150,17 +158,8 @@ func TestGroupRootWaitsForTheClaim(t *testing.T) {
 // dead node's late root is discarded (its call answers the winner's).
 func TestGroupRootTakesOverADeadClaim(t *testing.T) {
 	nodes := openNodes(t, 2)
-	started, release := make(chan struct{}), make(chan struct{})
 	var r roots
-	slow := func(ctx context.Context) (string, error) {
-		close(started)
-		<-release
-		return r.create("n0")(ctx)
-	}
-	type answer struct {
-		id  string
-		err error
-	}
+	slow, started, release := r.held("n0")
 	dead := make(chan answer, 1)
 	go func() {
 		id, err := nodes[0].GroupRoot(t.Context(), "g", "", slow, r.discard)
@@ -174,7 +173,7 @@ func TestGroupRootTakesOverADeadClaim(t *testing.T) {
 	if err != nil || id != "root-n1-0" {
 		t.Fatalf("takeover: %q, %v", id, err)
 	}
-	close(release)
+	release()
 	a := <-dead
 	if a.err != nil || a.id != id {
 		t.Fatalf("the dead node's call: %q, %v; want %q", a.id, a.err, id)

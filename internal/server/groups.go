@@ -116,12 +116,17 @@ func (g *groupRoots) fork(ctx context.Context, m *sim.Manager, key string, c sim
 			r.id = rep.SessionID
 		}
 		f, err := m.ForkPrivate(ctx, r.id, sim.ForkRequest{Labels: c.Labels})
-		if attempt == 0 && (errors.Is(err, sim.ErrUnknownSession) || errors.Is(err, sim.ErrSessionClosed)) {
+		if attempt == 0 && rootGone(err) {
 			r.id = "" // the root expired: start the group's root anew
 			continue
 		}
 		return f, err
 	}
+}
+
+// rootGone reports a fork that failed because the group's root is gone.
+func rootGone(err error) bool {
+	return errors.Is(err, sim.ErrUnknownSession) || errors.Is(err, sim.ErrSessionClosed)
 }
 
 // rootRequest is the create request of the root of group key for resets
@@ -172,7 +177,7 @@ func (g *groupRoots) forkShared(ctx context.Context, m *sim.Manager, key, ck str
 			return nil, err
 		}
 		f, err := m.ForkPrivate(ctx, id, sim.ForkRequest{Labels: c.Labels})
-		if attempt == 0 && (errors.Is(err, sim.ErrUnknownSession) || errors.Is(err, sim.ErrSessionClosed)) {
+		if attempt == 0 && rootGone(err) {
 			stale = id // gone from the store: the group starts a new root
 			continue
 		}
