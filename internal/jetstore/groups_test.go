@@ -184,3 +184,33 @@ func TestGroupRootTakesOverADeadClaim(t *testing.T) {
 		t.Fatalf("discarded %v, want the dead node's late root", r.discarded)
 	}
 }
+
+// TestGroupRootTakesOverItsPreviousProcess: a node restarted under the same
+// name (a new store, its lease alive) takes over the claim its previous
+// process left while making a root, instead of waiting for itself.
+func TestGroupRootTakesOverItsPreviousProcess(t *testing.T) {
+	nc := serve(t)
+	old := open(t, nc, &jetstore.Options{Node: "n0", Lease: testLease})
+	t.Cleanup(func() { _ = old.Close() })
+	var r roots
+	slow, started, release := r.held("n0")
+	done := make(chan answer, 1)
+	go func() {
+		id, err := old.GroupRoot(t.Context(), "g", "", slow, r.discard)
+		done <- answer{id, err}
+	}()
+	<-started
+	restarted := open(t, nc, &jetstore.Options{Node: "n0", Lease: testLease})
+	t.Cleanup(func() { _ = restarted.Close() })
+	id, err := restarted.GroupRoot(t.Context(), "g", "", r.create("n0"), r.discard)
+	if err != nil || id != "root-n0-0" {
+		t.Fatalf("the restarted node: %q, %v", id, err)
+	}
+	release()
+	if a := <-done; a.err != nil || a.id != id {
+		t.Fatalf("the previous process's call: %q, %v; want %q", a.id, a.err, id)
+	}
+	if made, discarded := r.counts(); made != 2 || discarded != 1 {
+		t.Fatalf("%d roots made, %d discarded; want 2 and 1", made, discarded)
+	}
+}
