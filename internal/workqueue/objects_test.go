@@ -261,20 +261,23 @@ func TestLateLargeResultRefused(t *testing.T) {
 	c := open(t, nc, job, &workqueue.Options{AckWait: time.Second})
 	slow := newBlocker()
 	var slowStats workqueue.Stats
-	worker(t, connect(), slow.startLarge(4*smallPayload), &workqueue.WorkerOptions{Name: "slow", Concurrency: 1, Heartbeat: -1, Stats: &slowStats})
+	stopSlow := worker(t, connect(), slow.startLarge(4*smallPayload), &workqueue.WorkerOptions{Name: "slow", Concurrency: 1, Heartbeat: -1, Stats: &slowStats})
 	it := sizedItem("x", 10, 3*smallPayload)
 	res := doAsync(t, c, it)
 	recv(t, slow.got, "item at the slow worker")
 	var calls counter
-	worker(t, connect(), sized(&calls, job.Spec), &workqueue.WorkerOptions{Name: "fast"})
+	stopFast := worker(t, connect(), sized(&calls, job.Spec), &workqueue.WorkerOptions{Name: "fast"})
 	o := recv(t, res, "result")
 	if o.err != nil || o.r.Worker != "fast" || !bytes.Equal(o.r.Payload, sizedResult("x", it.Payload, 3*smallPayload)) {
 		t.Fatalf("result = %s's %d bytes, %v; want fast's", o.r.Worker, len(o.r.Payload), o.err)
 	}
 	close(slow.release)
 	refusedOnce(t, &slowStats)
-	// The refused result's object is deleted before its Duplicate count
-	// and the ack: the count above orders this listing after it.
+	// Stopped, the workers are done with every delivery (fast may have
+	// got the item once more if a heartbeat came late on a loaded
+	// machine; its refused result's object is gone by then too).
+	stopSlow()
+	stopFast()
 	js, _ := jetstream.New(nc)
 	if names := objectNames(t, js, job.ID); prefixed(names, "result/") != 1 {
 		t.Errorf("result objects %q; want only the stored result's", names)
@@ -336,7 +339,7 @@ func TestWorkerKilledMidUpload(t *testing.T) {
 		t.Errorf("objects while the upload is cut short: %q, want none", names)
 	}
 	var calls counter
-	worker(t, connect(), sized(&calls, job.Spec), &workqueue.WorkerOptions{Name: "alive"})
+	stopAlive := worker(t, connect(), sized(&calls, job.Spec), &workqueue.WorkerOptions{Name: "alive"})
 	out := recv(t, res, "result")
 	if out.err != nil {
 		t.Fatal(out.err)
@@ -344,6 +347,7 @@ func TestWorkerKilledMidUpload(t *testing.T) {
 	if out.r.Worker != "alive" || out.r.Deliveries < 2 || !bytes.Equal(out.r.Payload, sizedResult("x", it.Payload, 5*smallPayload)) {
 		t.Errorf("result = %s's %d bytes on delivery %d; want alive's, on a later delivery, byte for byte", out.r.Worker, len(out.r.Payload), out.r.Deliveries)
 	}
+	stopAlive() // done with every delivery, a late second one included
 	if names := objectNames(t, js, job.ID); len(names) != 1 {
 		t.Errorf("objects %q; want the one stored result's", names)
 	}
