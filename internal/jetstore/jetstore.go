@@ -18,6 +18,11 @@
 // session it owned when the key expires. [Store.Claim] takes a session
 // over with a compare-and-set on its owner record.
 //
+// While a stream or bucket has no leader (RAFT elects one after a
+// node died), store calls wait for it under short, repeated deadlines,
+// up to Options.Wait (retry.go); a node whose own heartbeats fail meanwhile
+// does not take other nodes' expired leases for their death.
+//
 // A third bucket, DefaultGroupsBucket, names the one root session that the
 // resets of an OpenEnv group_key fork on every node ([Store.GroupRoot]).
 // Fictional worlds' ledgers are a second stream, DefaultFactsStream, which
@@ -31,6 +36,7 @@
 package jetstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -94,6 +100,10 @@ type Options struct {
 	// SetupTimeout bounds New's wait for JetStream; 0 means
 	// DefaultSetupTimeout.
 	SetupTimeout time.Duration
+	// Wait bounds how long one store call keeps trying while the cluster
+	// does not answer (a stream electing a leader: retry.go) before it
+	// fails with sim.ErrStoreUnavailable; 0 means DefaultWait.
+	Wait time.Duration
 	// Logger receives heartbeat failures; nil discards them.
 	Logger *slog.Logger
 }
@@ -110,6 +120,9 @@ type Store struct {
 	owners jetstream.KeyValue
 	nodes  jetstream.KeyValue
 	groups jetstream.KeyValue
+	// pub publishes to the transcript stream: js.Publish, or a test's
+	// wrapper of it.
+	pub func(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 	// onWait, when set, is told of every wait for another claim of a
 	// reset group (tests).
 	onWait func(key string)
@@ -179,6 +192,9 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	if o.SetupTimeout == 0 {
 		o.SetupTimeout = DefaultSetupTimeout
 	}
+	if o.Wait == 0 {
+		o.Wait = DefaultWait
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -189,6 +205,7 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	}
 	s := &Store{o: o, log: log, nc: nc, js: js, last: map[string]uint64{}, own: newOwnership(),
 		claims: map[string]struct{}{}}
+	s.pub = js.Publish
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
 	defer cancel()
 	if err := natsconn.Retry(setup, 5*time.Second, s.setup); err != nil {
@@ -198,6 +215,10 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		if err := natsconn.Retry(setup, 5*time.Second, s.heartbeat); err != nil {
 			return nil, fmt.Errorf("put node %s's heartbeat: %w", o.Node, err)
 		}
+		// A node starting now judges other nodes' leases at once (judge):
+		// the bucket just took its heartbeat, and waiting would only slow
+		// a takeover by a node that was restarted for it.
+		s.own.upSince = s.own.upSince.Add(-s.judgeAfter())
 		s.stop, s.done = make(chan struct{}), make(chan struct{})
 		go s.beat()
 		s.watchNodes()
@@ -301,23 +322,13 @@ func (s *Store) forget(id string) {
 }
 
 // unavailable marks err as [sim.ErrStoreUnavailable] when it says the
-// cluster did not answer (a stream without a leader while RAFT elects one
-// after a node died, a timeout, a connection being re-established) rather
-// than refusing the request: clients are told to retry instead of getting
-// a 500. A write's cached last sequence is kept, so if the write did land
-// the retry's expected-sequence check finds it ([sim.ErrMoved]) and the
-// session is reloaded, never appended twice.
+// cluster did not answer ([transient]) rather than refusing the request:
+// clients are told to retry instead of getting a 500. A write's cached
+// last sequence is kept, so if the write did land the retry's
+// expected-sequence check finds it ([sim.ErrMoved]) and the session is
+// reloaded, never appended twice.
 func unavailable(err error) error {
-	if err == nil || errors.Is(err, sim.ErrStoreUnavailable) {
-		return err
-	}
-	var api *jetstream.APIError
-	transient := errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionClosed) ||
-		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
-		(errors.As(err, &api) && api.Code == 503)
-	if !transient {
+	if err == nil || errors.Is(err, sim.ErrStoreUnavailable) || !transient(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", sim.ErrStoreUnavailable, err)
@@ -351,15 +362,14 @@ func (s *Store) CreateSession(ctx context.Context, rec sim.SessionRecord, turns 
 	if err != nil {
 		return fmt.Errorf("encode session %s: %w", rec.ID, err)
 	}
-	ack, err := s.js.Publish(ctx, s.subject(rec.ID), data,
-		jetstream.WithExpectStream(s.o.Stream), jetstream.WithExpectLastSequencePerSubject(0))
+	seq, err := s.put(ctx, s.subject(rec.ID), data, 0)
 	if isWrongLastSequence(err) {
 		return fmt.Errorf("%w: %s is in the store", sim.ErrSessionExists, rec.ID)
 	}
 	if err != nil {
 		return unavailable(s.overMaxPayload(fmt.Errorf("store session %s: %w", rec.ID, err), len(data)))
 	}
-	s.remember(rec.ID, ack.Sequence)
+	s.remember(rec.ID, seq)
 	if s.o.Node != "" {
 		if err := s.putOwner(ctx, rec.ID, rec.Backend); err != nil {
 			return err
@@ -422,17 +432,16 @@ func (s *Store) publish(ctx context.Context, id, kind, status string, data []byt
 	seq, ok := s.last[id]
 	s.mu.Unlock()
 	if !ok {
-		m, err := s.stream.GetLastMsgForSubject(ctx, s.subject(id))
+		m, err := s.lastMsg(ctx, s.subject(id))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
 		}
 		if err != nil {
-			return fmt.Errorf("session %s: %w", id, err)
+			return unavailable(fmt.Errorf("session %s: %w", id, err))
 		}
 		seq = m.Sequence
 	}
-	ack, err := s.js.Publish(ctx, s.subject(id), data,
-		jetstream.WithExpectStream(s.o.Stream), jetstream.WithExpectLastSequencePerSubject(seq))
+	at, err := s.put(ctx, s.subject(id), data, seq)
 	if isWrongLastSequence(err) {
 		s.forget(id)
 		return fmt.Errorf("session %s: another writer appended after sequence %d: %w", id, seq, sim.ErrMoved)
@@ -443,15 +452,61 @@ func (s *Store) publish(ctx context.Context, id, kind, status string, data []byt
 	if status != "" && status != sim.StatusActive {
 		s.forget(id) // ended: no more steps are expected
 	} else {
-		s.remember(id, ack.Sequence)
+		s.remember(id, at)
 	}
 	return nil
+}
+
+// put publishes data to subj if the subject's last message is seq (0:
+// the subject is empty) and returns the new message's sequence, trying
+// again while the stream does not answer (retry). An attempt that timed
+// out may have stored data without its acknowledgement arriving; then a
+// later attempt fails the sequence check on that very message, so such a
+// failure is looked at: a last message equal to data (entries carry their
+// time, so another writer's never is) is this call's, and its sequence
+// the answer. Any other failed check is returned as it is.
+func (s *Store) put(ctx context.Context, subj string, data []byte, seq uint64) (uint64, error) {
+	var at uint64
+	unsure := false // an attempt got no answer: it may have been stored
+	err := s.retry(ctx, func(ctx context.Context) error {
+		ack, err := s.pub(ctx, subj, data, jetstream.WithExpectStream(s.o.Stream),
+			jetstream.WithExpectLastSequencePerSubject(seq), jetstream.WithRetryAttempts(0))
+		switch {
+		case err == nil:
+			at = ack.Sequence
+			return nil
+		case isWrongLastSequence(err) && unsure:
+			m, gerr := s.stream.GetLastMsgForSubject(ctx, subj)
+			if gerr == nil && bytes.Equal(m.Data, data) {
+				at = m.Sequence
+				return nil
+			}
+			if gerr != nil && transient(gerr) {
+				return gerr // look again on the next attempt
+			}
+		case !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders):
+			unsure = true // nobody took it: not stored
+		}
+		return err
+	})
+	return at, err
+}
+
+// lastMsg is subj's last message, read from the stream's leader (retried
+// while it does not answer).
+func (s *Store) lastMsg(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
+	var m *jetstream.RawStreamMsg
+	err := s.retry(ctx, func(ctx context.Context) (err error) {
+		m, err = s.stream.GetLastMsgForSubject(ctx, subj)
+		return err
+	})
+	return m, err
 }
 
 // LoadSession implements sim.Store: it replays the session's subject.
 func (s *Store) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []sim.TurnRecord, error) {
 	subj := s.subject(id)
-	last, err := s.stream.GetLastMsgForSubject(ctx, subj)
+	last, err := s.lastMsg(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return sim.SessionRecord{}, nil, fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
 	}
@@ -464,7 +519,10 @@ func (s *Store) LoadSession(ctx context.Context, id string) (sim.SessionRecord, 
 	for seq := uint64(1); ; {
 		m := last
 		if seq < last.Sequence {
-			if m, err = s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj)); err != nil {
+			if err = s.retry(ctx, func(ctx context.Context) (err error) {
+				m, err = s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+				return err
+			}); err != nil {
 				return sim.SessionRecord{}, nil, unavailable(fmt.Errorf("load session %s from sequence %d: %w", id, seq, err))
 			}
 		}

@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"net/textproto"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // OwnerFromLeader is Owner read from the owners stream's leader. Owner's
@@ -40,22 +43,17 @@ type leaderEntry struct {
 	at time.Time
 }
 
-// leaderReadTimeout bounds a leader read whose context has no deadline
-// (a stream electing its leader may not answer at all), as jetstream's
-// own API calls are bounded.
-const leaderReadTimeout = 5 * time.Second
-
 // lastFromLeader reads key's latest entry in bucket from the bucket
-// stream's leader, never from a replica that may lag behind it.
+// stream's leader, never from a replica that may lag behind it. A stream
+// electing its leader does not answer at all, so the read is retried
+// under short deadlines (retry).
 func (s *Store) lastFromLeader(ctx context.Context, bucket, k string) (leaderEntry, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, leaderReadTimeout)
-		defer cancel()
-	}
 	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + k})
-	msg, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
-	if err != nil {
+	var msg *nats.Msg
+	if err := s.retry(ctx, func(ctx context.Context) (err error) {
+		msg, err = s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
+		return err
+	}); err != nil {
 		return leaderEntry{}, err
 	}
 	var resp struct {
@@ -77,7 +75,7 @@ func (s *Store) lastFromLeader(ctx context.Context, bucket, k string) (leaderEnt
 	case resp.Error != nil && resp.Error.Code == 404:
 		return leaderEntry{}, nil
 	case resp.Error != nil:
-		return leaderEntry{}, fmt.Errorf("%d %s", resp.Error.Code, resp.Error.Description)
+		return leaderEntry{}, &jetstream.APIError{Code: resp.Error.Code, Description: resp.Error.Description}
 	case resp.Message == nil:
 		return leaderEntry{}, errors.New("an empty answer")
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentworld/agentworld/internal/sim"
 )
 
 // Owner is a session's owner record.
@@ -56,13 +58,17 @@ const maxOthers = 1 << 16
 //   - nodes: each node's address and lease end (its last heartbeat's
 //     server time + Lease), from a watch of the nodes bucket; a clean
 //     shutdown's delete removes it. A node not known alive here is read
-//     from the bucket before anyone calls it dead.
+//     from the bucket before anyone calls it dead, and only by a node
+//     whose own heartbeats have been succeeding for a while (judge).
 type ownership struct {
 	beatAt time.Time // local start of the last heartbeat that succeeded
-	epoch  uint64    // bumped whenever mine is emptied
-	mine   map[string]mine
-	others map[string]Lease
-	nodes  map[string]nodeLease
+	// upSince is the local start of the first heartbeat of the current
+	// run of successful ones; zero after one failed.
+	upSince time.Time
+	epoch   uint64 // bumped whenever mine is emptied
+	mine    map[string]mine
+	others  map[string]Lease
+	nodes   map[string]nodeLease
 }
 
 type mine struct {
@@ -89,9 +95,15 @@ func (s *Store) Self() string { return s.o.Node }
 func (s *Store) heartbeat(ctx context.Context) error {
 	start := time.Now()
 	if _, err := s.nodes.PutString(ctx, s.o.Node, s.o.Addr); err != nil {
+		s.mu.Lock()
+		s.own.upSince = time.Time{}
+		s.mu.Unlock()
 		return err
 	}
 	s.mu.Lock()
+	if s.own.upSince.IsZero() {
+		s.own.upSince = start
+	}
 	if !s.own.beatAt.IsZero() && start.Sub(s.own.beatAt) >= s.trusted() {
 		// mine was not trusted for a while: the lease may have lapsed
 		// and other nodes taken sessions over
@@ -103,24 +115,67 @@ func (s *Store) heartbeat(ctx context.Context) error {
 	return nil
 }
 
-// beat renews this node's lease every third of it until Close.
+// beat renews this node's lease every third of it until Close, and
+// sooner after a failure (beatRetry), so that the lease outlives a
+// leader election of the nodes bucket.
 func (s *Store) beat() {
 	defer close(s.done)
-	t := time.NewTicker(s.o.Lease / 3)
+	period := s.o.Lease / 3
+	t := time.NewTimer(period)
 	defer t.Stop()
+	var failing time.Time // start of the first heartbeat of the current failing run
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), s.o.Lease/3)
-			if err := s.heartbeat(ctx); err != nil {
-				s.log.Warn("renew node lease", "node", s.o.Node, "err", err)
-			}
-			cancel()
 		}
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), period)
+		err := s.heartbeat(ctx)
+		cancel()
+		next := period - time.Since(start)
+		switch {
+		case err != nil && failing.IsZero():
+			failing = start
+			s.log.Warn("renew node lease; retrying", "node", s.o.Node, "every", s.beatRetry(), "err", err)
+			fallthrough
+		case err != nil:
+			next = s.beatRetry()
+		case !failing.IsZero():
+			s.log.Warn("node lease renewed again", "node", s.o.Node, "after", time.Since(failing).Round(time.Millisecond))
+			failing = time.Time{}
+		}
+		t.Reset(max(next, 0))
 	}
 }
+
+// beatRetry is the pause before a heartbeat after a failed one.
+func (s *Store) beatRetry() time.Duration { return min(s.o.Lease/10, 250*time.Millisecond) }
+
+// judge reports whether this node may take another node's missing
+// heartbeat for its death: its own heartbeats have been succeeding for
+// the last judgeAfter. While the nodes bucket elects a leader no node can
+// renew its lease and every key expires, the live nodes' too; once it has
+// one again, the live nodes put theirs back within a beatRetry or two.
+// A node that cannot renew its own lease (or only just can again) does
+// not claim anybody's sessions. With s.mu held.
+func (s *Store) judge() bool {
+	if s.o.Node == "" {
+		return true // no lease of its own to go by
+	}
+	now := time.Now()
+	return !s.own.upSince.IsZero() && now.Sub(s.own.upSince) >= s.judgeAfter() && now.Sub(s.own.beatAt) < s.trusted()
+}
+
+// judgeAfter is how long a node's heartbeats must have been succeeding
+// before it judges another node's lease.
+func (s *Store) judgeAfter() time.Duration { return min(s.o.Lease/3, time.Second) }
+
+// ErrCannotJudge: this node's own heartbeats are failing (or resumed only
+// a moment ago), so another node's missing heartbeat may be the nodes
+// bucket's election, not its death.
+var ErrCannotJudge = errors.New("this node cannot renew its own lease just now (the cluster may be electing a leader), so it does not take another node's missing lease for its death")
 
 // watchNodes starts following the nodes bucket's heartbeats. Without
 // the watch (it could not start) every route reads the bucket instead.
@@ -186,7 +241,11 @@ func (s *Store) currentEpoch() uint64 {
 func (s *Store) putOwner(ctx context.Context, id, backend string) error {
 	epoch := s.currentEpoch()
 	b, _ := json.Marshal(Owner{Node: s.o.Node, Addr: s.o.Addr, Backend: backend})
-	rev, err := s.owners.Put(ctx, key(id), b)
+	var rev uint64
+	err := s.retry(ctx, func(ctx context.Context) (err error) {
+		rev, err = s.owners.Put(ctx, key(id), b)
+		return err
+	})
 	if err != nil {
 		// a stream electing its leader: the client retries (503)
 		return unavailable(fmt.Errorf("record node %s as owner of session %s: %w", s.o.Node, id, err))
@@ -216,12 +275,16 @@ func (s *Store) Owner(ctx context.Context, id string) (Lease, error) {
 	epoch := s.own.epoch
 	s.mu.Unlock()
 
-	e, err := s.owners.Get(ctx, key(id))
+	var e jetstream.KeyValueEntry
+	err := s.retry(ctx, func(ctx context.Context) (err error) {
+		e, err = s.owners.Get(ctx, key(id))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Lease{}, nil
 	}
 	if err != nil {
-		return Lease{}, fmt.Errorf("owner of session %s: %w", id, err)
+		return Lease{}, unavailable(fmt.Errorf("owner of session %s: %w", id, err))
 	}
 	return s.leaseOf(ctx, id, e.Value(), e.Revision(), epoch)
 }
@@ -272,12 +335,22 @@ func (s *Store) nodeAlive(ctx context.Context, node string) (addr string, alive 
 
 // readNode is nodeAlive read from the nodes bucket.
 func (s *Store) readNode(ctx context.Context, node string) (addr string, alive bool, err error) {
-	n, err := s.nodes.Get(ctx, node)
+	var n jetstream.KeyValueEntry
+	err = s.retry(ctx, func(ctx context.Context) (err error) {
+		n, err = s.nodes.Get(ctx, node)
+		return err
+	})
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
+		s.mu.Lock()
+		judge := s.judge()
+		s.mu.Unlock()
+		if !judge {
+			return "", false, fmt.Errorf("lease of node %s: %w: %w", node, sim.ErrStoreUnavailable, ErrCannotJudge)
+		}
 		return "", false, nil
 	case err != nil:
-		return "", false, fmt.Errorf("lease of node %s: %w", node, err)
+		return "", false, unavailable(fmt.Errorf("lease of node %s: %w", node, err))
 	}
 	addr = string(n.Value())
 	s.mu.Lock()
@@ -318,12 +391,17 @@ func (s *Store) Claim(ctx context.Context, id string, prev Lease) error {
 	epoch := s.currentEpoch()
 	b, _ := json.Marshal(Owner{Node: s.o.Node, Addr: s.o.Addr, Backend: prev.Backend})
 	var rev uint64
-	var err error
-	if prev.Revision == 0 {
-		rev, err = s.owners.Create(ctx, key(id), b)
-	} else {
-		rev, err = s.owners.Update(ctx, key(id), b, prev.Revision)
-	}
+	// A retried attempt whose earlier one did land finds the record
+	// changed and reports the claim lost; the router then reads the
+	// record again and finds this node in it.
+	err := s.retry(ctx, func(ctx context.Context) (err error) {
+		if prev.Revision == 0 {
+			rev, err = s.owners.Create(ctx, key(id), b)
+		} else {
+			rev, err = s.owners.Update(ctx, key(id), b, prev.Revision)
+		}
+		return err
+	})
 	s.mu.Lock()
 	delete(s.own.others, id) // taken here, or by someone else: read it again
 	s.mu.Unlock()
@@ -331,7 +409,7 @@ func (s *Store) Claim(ctx context.Context, id string, prev Lease) error {
 		return fmt.Errorf("session %s: %w", id, ErrClaimLost)
 	}
 	if err != nil {
-		return fmt.Errorf("claim session %s: %w", id, err)
+		return unavailable(fmt.Errorf("claim session %s: %w", id, err))
 	}
 	s.mark(id, rev, prev.Backend, epoch)
 	return nil

@@ -1,0 +1,71 @@
+package jetstore_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/agentworld/agentworld/internal/jetstore"
+	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/store/storetest"
+)
+
+// TestAppendAfterLostAck: an append whose message was stored but whose
+// acknowledgement never came (a leader that died after storing it, a
+// loaded server) is tried again and recognised as this store's own
+// message: the step is recorded once and not reported as moved.
+func TestAppendAfterLostAck(t *testing.T) {
+	nc := serve(t)
+	ctx := t.Context()
+	st := open(t, nc, nil)
+	rec := storetest.Session("s_ack")
+	jetstore.LoseAcks(st, 1)
+	if err := st.CreateSession(ctx, rec, nil); err != nil {
+		t.Fatalf("create with a lost ack: %v", err)
+	}
+	jetstore.LoseAcks(st, 1)
+	turn := sim.TurnRecord{Turn: 1, HistoryTurn: sim.HistoryTurn{Action: "ls", Observation: "a b"}}
+	if err := st.AppendTurn(ctx, rec.ID, turn, sim.StatusActive); err != nil {
+		t.Fatalf("append with a lost ack: %v", err)
+	}
+	turn2 := sim.TurnRecord{Turn: 2, HistoryTurn: sim.HistoryTurn{Action: "pwd", Observation: "/"}}
+	if err := st.AppendTurn(ctx, rec.ID, turn2, sim.StatusActive); err != nil {
+		t.Fatalf("the next append: %v", err)
+	}
+	_, turns, err := open(t, nc, nil).LoadSession(ctx, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(turns) != 2 || turns[0].Action != "ls" || turns[1].Action != "pwd" {
+		t.Fatalf("transcript %+v, want ls then pwd once each", turns)
+	}
+}
+
+// TestNoJudgingWhileOwnLeaseFails: a node whose own heartbeats fail (the
+// nodes bucket electing a leader, when every key expires, the live
+// nodes' too) does not take another node's missing lease for its death:
+// its owner lookup is a retryable ErrStoreUnavailable. Once its own
+// heartbeats have succeeded a while, the missing lease means a dead
+// owner.
+func TestNoJudgingWhileOwnLeaseFails(t *testing.T) {
+	nc := serve(t)
+	ctx := t.Context()
+	a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a", Lease: testLease})
+	b := open(t, nc, &jetstore.Options{Node: "b", Addr: "http://b", Lease: testLease})
+	t.Cleanup(func() { _ = b.Close() })
+	if err := a.CreateSession(ctx, storetest.Session("s_judge"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil { // a's key is gone, as an expired one is
+		t.Fatal(err)
+	}
+	b.Forget("s_judge")
+	jetstore.SetHeartbeatsHealthy(b, false)
+	l, err := b.Owner(ctx, "s_judge")
+	if !errors.Is(err, jetstore.ErrCannotJudge) || !errors.Is(err, sim.ErrStoreUnavailable) {
+		t.Fatalf("owner seen by a node whose heartbeats fail = %+v, %v; want ErrCannotJudge (store unavailable)", l, err)
+	}
+	jetstore.SetHeartbeatsHealthy(b, true)
+	if l, err = b.Owner(ctx, "s_judge"); err != nil || l.Node != "a" || l.Alive {
+		t.Fatalf("owner seen by a healthy node = %+v, %v; want a, dead", l, err)
+	}
+}
