@@ -151,6 +151,9 @@ type session struct {
 	lastUsed time.Time
 	users    int
 	resident bool // held in Manager.sessions
+	// pending is a step computed but not recorded, kept for its retry
+	// (pending.go); nil when none.
+	pending *pendingTurn
 }
 
 // New makes a Manager and starts its idle-session reaper; Close stops it.

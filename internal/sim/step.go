@@ -292,6 +292,9 @@ type stepFrame struct {
 }
 
 func (m *Manager) step(ctx context.Context, s *session, env Environment, info *SessionInfo, act *conversation.Action, req *StepRequest, turn int, wantJSON bool) (*StepResult, []byte, error) {
+	if p := s.takePending(req, turn, m.opts.Now()); p != nil {
+		return m.commit(ctx, s, info, p, wantJSON)
+	}
 	f := &stepFrame{in: StepInput{Turn: turn, Action: *act, History: info.History, Control: req.Control, WorldState: req.WorldState}}
 	if len(req.Labels) > 0 {
 		f.in.Labels = maps.Clone(req.Labels)
@@ -299,7 +302,7 @@ func (m *Manager) step(ctx context.Context, s *session, env Environment, info *S
 	if err := m.observe(ctx, s, env, info, &f.in, turn, &f.obs); err != nil {
 		return nil, nil, err
 	}
-	return m.record(ctx, s, info, act, f, turn, wantJSON)
+	return m.record(ctx, s, info, act, req, f, turn, wantJSON)
 }
 
 // observe fills obs with the step's observation: the end of the episode
@@ -405,7 +408,7 @@ func (m *Manager) resume(ctx context.Context, s *session, info *SessionInfo) (En
 // caller wants it (wantJSON) or the store takes it (a ResultAppender).
 //
 //go:noinline
-func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act *conversation.Action, f *stepFrame, turn int, wantJSON bool) (*StepResult, []byte, error) {
+func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act *conversation.Action, req *StepRequest, f *stepFrame, turn int, wantJSON bool) (*StepResult, []byte, error) {
 	in, obs, res := &f.in, &f.obs, &f.res
 	if obs.Message == "" {
 		obs.Message = conversation.UserMessage(turn, act.Text, in.WorldState, in.Control)
@@ -454,40 +457,53 @@ func (m *Manager) record(ctx context.Context, s *session, info *SessionInfo, act
 			res.Info.EndReason = fmt.Sprintf("session size limit of %d bytes reached", lim)
 		}
 	}
-	rec := TurnRecord{Turn: turn, HistoryTurn: ht, Result: *res} // for the store
+	return m.commit(ctx, s, info, &pendingTurn{turn: turn, req: *req, f: f, ht: ht, status: status}, wantJSON)
+}
+
+// commit records p, a computed turn, and runs the hooks' AfterStep. A
+// turn the store did not take for want of an answer is kept for the
+// client's retry (pending.go).
+func (m *Manager) commit(ctx context.Context, s *session, info *SessionInfo, p *pendingTurn, wantJSON bool) (*StepResult, []byte, error) {
+	res := &p.f.res
+	rec := TurnRecord{Turn: p.turn, HistoryTurn: p.ht, Result: *res} // for the store
 	ra, _ := m.store.(ResultAppender)
-	var enc []byte
-	if wantJSON || ra != nil {
+	if p.enc == nil && (wantJSON || ra != nil) {
 		var err error
-		if enc, err = EncodeResult(res); err != nil {
-			return nil, nil, fmt.Errorf("record session %s turn %d: %w", info.ID, turn, err)
+		if p.enc, err = EncodeResult(res); err != nil {
+			return nil, nil, fmt.Errorf("record session %s turn %d: %w", info.ID, p.turn, err)
 		}
 	}
 	// A computed step is recorded even if the client went away meanwhile.
 	var err error
 	if ra != nil {
-		err = ra.AppendTurnResult(context.WithoutCancel(ctx), info.ID, rec, enc, status)
+		err = ra.AppendTurnResult(context.WithoutCancel(ctx), info.ID, rec, p.enc, p.status)
 	} else {
-		err = m.store.AppendTurn(context.WithoutCancel(ctx), info.ID, rec, status)
+		err = m.store.AppendTurn(context.WithoutCancel(ctx), info.ID, rec, p.status)
 	}
 	if err != nil {
-		if errors.Is(err, ErrMoved) {
+		switch {
+		case errors.Is(err, ErrMoved):
 			m.drop(s) // its turns are stale; the next request loads them
+		case errors.Is(err, ErrStoreUnavailable):
+			p.until = m.opts.Now().Add(pendingTTL)
+			s.mu.Lock()
+			s.pending = p
+			s.mu.Unlock()
 		}
-		return nil, nil, fmt.Errorf("record session %s turn %d: %w", info.ID, turn, err)
+		return nil, nil, fmt.Errorf("record session %s turn %d: %w", info.ID, p.turn, err)
 	}
 	s.mu.Lock()
-	s.appendTurnLocked(ht, res)
-	s.rec.Status = status
+	s.appendTurnLocked(p.ht, res)
+	s.rec.Status = p.status
 	s.rec.UpdatedAt = m.opts.Now().UTC()
 	s.mu.Unlock()
-	if status != StatusActive {
+	if p.status != StatusActive {
 		m.drop(s)
 	}
 	for _, h := range m.opts.Hooks {
-		h.AfterStep(ctx, *info, *in, *res)
+		h.AfterStep(ctx, *info, p.f.in, *res)
 	}
-	return res, enc, nil
+	return res, p.enc, nil
 }
 
 // reap expires sessions idle longer than IdleTTL.
