@@ -106,7 +106,9 @@ func Open(ctx context.Context, nc *nats.Conn, job Job, opts *Options) (*Coordina
 		waiters: map[string][]chan found{}, closed: make(chan struct{}), done: make(chan struct{})}
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
 	defer cancel()
-	if err := natsconn.Retry(setup, 10*time.Second, c.setup); err != nil {
+	// A try may upload a large spec: a second more per MiB of it.
+	per := 10*time.Second + time.Duration(len(job.Spec)>>20)*time.Second
+	if err := natsconn.Retry(setup, per, c.setup); err != nil {
 		return nil, fmt.Errorf("work queue: set up job %s (stream %s, bucket %s): %w", job.ID, JobStream(job.ID), ResultsBucket(job.ID), err)
 	}
 	// Watching starts before any Do reads a result, so that a result
