@@ -18,6 +18,7 @@ import (
 	"github.com/agentworld/agentworld/internal/bench"
 	"github.com/agentworld/agentworld/internal/rejection"
 	"github.com/agentworld/agentworld/internal/rollout"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/testkit/natstest"
 )
@@ -142,10 +143,11 @@ func noObjectStores(t *testing.T, url string) {
 }
 
 // TestBenchQueueLargeSamples: on a NATS server whose messages hold
-// 16 KiB, bench run --queue with samples (system prompts) and predictions
-// of four to five times that (items and results travel through the job's
-// object store) writes the files of a single-process run, and removes the
-// job's objects when it is done.
+// 16 KiB, bench run --queue with a judge prompt file (in the job's
+// description), samples (system prompts) and predictions of four to five
+// times that (the description, items and results travel through the
+// job's object store) writes the files of a single-process run, and
+// removes the job's objects when it is done.
 func TestBenchQueueLargeSamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a worker process")
@@ -156,6 +158,13 @@ func TestBenchQueueLargeSamples(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(data, "*.jsonl"))
 	for _, f := range files {
 		padField(t, f, "system_str", 4*smallMaxPayload)
+	}
+	// A judge prompt of 4x the limit makes the job's description (which
+	// carries the --prompts files) go through the object store too.
+	prompts := testkit.WriteOfficialPrompts(t, testkit.OfficialTemplates)
+	judgePrompt := filepath.Join(prompts, "prompts", "terminal", "judge_system_prompt.txt")
+	if err := os.WriteFile(judgePrompt, []byte("You judge terminal observations. "+longAnswer("judge", 4*smallMaxPayload)), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	answer := benchBackend(0)
 	srv := fakellm.New(func(r *fakellm.Request) fakellm.Reply {
@@ -169,7 +178,7 @@ func TestBenchQueueLargeSamples(t *testing.T) {
 	t.Cleanup(srv.Close)
 	args := func(out string) []string {
 		return []string{"bench", "run", "--data", data, "--model-url", srv.URL, "--model", "wm",
-			"--judge-url", srv.URL, "--judge-model", "judge", "--out", out, "--retries", "0", "--judge-retries", "0"}
+			"--judge-url", srv.URL, "--judge-model", "judge", "--out", out, "--retries", "0", "--judge-retries", "0", "--prompts", prompts}
 	}
 	ref := t.TempDir()
 	if _, stderr, err := runBenchCLI(t, args(ref)...); err != nil {
