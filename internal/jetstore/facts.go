@@ -36,7 +36,7 @@ func (s *Store) AppendFacts(ctx context.Context, world string, facts []fiction.F
 		return fmt.Errorf("encode ledger %s facts: %w", world, err)
 	}
 	if _, err := s.js.Publish(ctx, s.factsSubject(world), data, jetstream.WithExpectStream(s.o.FactsStream)); err != nil {
-		return unavailable(fmt.Errorf("store ledger %s facts: %w", world, err))
+		return unavailable(s.overMaxPayload(fmt.Errorf("store ledger %s facts: %w", world, err), len(data)))
 	}
 	return nil
 }

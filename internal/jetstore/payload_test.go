@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/sim"
 	"github.com/agentworld/agentworld/internal/store/storetest"
 	"github.com/agentworld/agentworld/internal/testkit/natstest"
@@ -44,5 +45,11 @@ func TestEntryOverMaxPayload(t *testing.T) {
 	}
 	if _, turns, err := st.LoadSession(ctx, "s_x"); err != nil || len(turns) != 1 {
 		t.Errorf("session after the refused turn: %d turns, %v; want 1", len(turns), err)
+	}
+	// A fictional world's ledger batch is one message too.
+	big := []fiction.Fact{{Entity: "e", Attribute: "a", Value: strings.Repeat("v", 2*limit), Source: fiction.SourceObservation}}
+	check("a ledger batch", st.AppendFacts(ctx, "w", big))
+	if facts, err := st.WorldFacts(ctx, "w"); err != nil || len(facts) != 0 {
+		t.Errorf("ledger after the refused batch: %v, %v; want none", facts, err)
 	}
 }
