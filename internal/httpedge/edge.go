@@ -95,8 +95,9 @@ type Edge struct {
 	// runs as one of them); 0 means half of MaxConns (none when MaxConns
 	// is negative), negative means no cap. A client at its cap has its own
 	// idle connection (or waiting WebSocket, see [Waiting]) closed for a
-	// new one; with none, the new one is answered 503 and closed. Clients
-	// behind one proxy or NAT share one cap.
+	// new one; with none, the new one is answered 503 and closed at once,
+	// before any other client's connection is closed to make room under
+	// MaxConns. Clients behind one proxy or NAT share one cap.
 	MaxConnsPerClient int
 	// PressureIdleTimeout replaces IdleTimeout while the held connections
 	// reach three quarters of MaxConns: idle connections older than it

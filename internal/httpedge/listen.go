@@ -66,22 +66,22 @@ type connKey struct{}
 // served by a [Guard.HTTPServer] on a [Guard.Listen] listener are left
 // alone.
 func Waiting(r *http.Request, waiting bool) {
-	c, ok := r.Context().Value(connKey{}).(*trackedConn)
-	if !ok {
-		return
+	if c, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
+		c.p.setWaiting(c, waiting)
 	}
-	p := c.p
+}
+
+// setWaiting is [Waiting] for c.
+func (p *connPool) setWaiting(c *trackedConn, waiting bool) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.unquietLocked(c)
 	c.parked = waiting
-	if waiting && !c.closed {
+	if waiting && !c.closed && !c.taken {
 		c.since = time.Now()
 		c.elem = p.quiet.PushBack(c)
 	}
-	p.mu.Unlock()
-	if waiting {
-		p.signal()
-	}
+	p.changedLocked()
 }
 
 // pressureQuarters is the share of MaxConns, in quarters, held from
@@ -111,6 +111,9 @@ const (
 // sent nothing since it connected, after newConnGrace) is closed to make
 // room, oldest first, and under pressure idle connections are closed
 // after PressureIdleTimeout instead of IdleTimeout.
+//
+// Its one lock, mu, is never held while a connection is closed (closing
+// one takes it, to give the slot back).
 type connPool struct {
 	edge         Edge
 	max          int // <= 0: no cap
@@ -118,27 +121,36 @@ type connPool struct {
 	pressureIdle time.Duration
 
 	mu sync.Mutex
-	// n counts the connections held, slots reserved for an Accept
-	// included.
+	// n counts the connections held.
 	n int
 	// quiet lists the connections that are idle or have not sent a
 	// request yet, in the order they became so (oldest first).
 	quiet    list.List
 	byClient map[string]int
-	// wake gets a value when a connection becomes quiet or closes, for an
-	// Accept waiting for room.
-	wake     chan struct{}
+	// changed is closed, and replaced, at every change of the counts or
+	// of the quiet list, when watched (someone took it since the last
+	// change). Each Accept waiting for room waits on the one it saw when
+	// it last looked, so every waiter (one per listener) sees every
+	// change: a single buffered wake-up went to one waiter only and left
+	// another listener's Accept asleep beside a free slot.
+	changed chan struct{}
+	watched bool
+	// waiting counts the Accepts waiting for room.
+	waiting  int
 	refusing int
 	// refusals are the goroutines writing refusals; Close of a listener
 	// waits for them.
 	refusals sync.WaitGroup
 	// shed counts connections closed to make room, for tests and logs.
 	shed int
+	// waitHook, when set (by tests, before any Accept), runs each time
+	// an Accept starts waiting for room, after it has let go of mu.
+	waitHook func()
 }
 
 func newConnPool(e Edge) *connPool {
 	return &connPool{edge: e, max: e.MaxConns, perClient: e.MaxConnsPerClient, pressureIdle: e.PressureIdleTimeout,
-		byClient: map[string]int{}, wake: make(chan struct{}, 1)}
+		byClient: map[string]int{}, changed: make(chan struct{})}
 }
 
 // trackedConn is a held connection. Its first Close gives its slot back.
@@ -155,6 +167,7 @@ type trackedConn struct {
 	since  time.Time     // when it became quiet
 	asked  bool          // it has sent a request (idle, not new)
 	parked bool          // a long-lived connection waiting for its client (see Waiting)
+	taken  bool          // chosen to be closed to make room: never quiet again
 	closed bool
 }
 
@@ -168,6 +181,7 @@ func (c *trackedConn) Close() error {
 func (p *connPool) release(c *trackedConn) func() {
 	return func() {
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		c.closed = true
 		p.unquietLocked(c)
 		p.n--
@@ -176,16 +190,22 @@ func (p *connPool) release(c *trackedConn) func() {
 				delete(p.byClient, c.client)
 			}
 		}
-		p.mu.Unlock()
-		p.signal()
+		p.changedLocked()
 	}
 }
 
-func (p *connPool) signal() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
+// changedLocked wakes whoever waits on p.changed.
+func (p *connPool) changedLocked() {
+	if p.watched {
+		close(p.changed)
+		p.changed, p.watched = make(chan struct{}), false
 	}
+}
+
+// watchLocked is the channel closed at the next change.
+func (p *connPool) watchLocked() <-chan struct{} {
+	p.watched = true
+	return p.changed
 }
 
 func (p *connPool) unquietLocked(c *trackedConn) {
@@ -202,34 +222,35 @@ func (p *connPool) connState(nc net.Conn, st http.ConnState) {
 		return
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if st != http.StateHijacked {
 		c.parked = false // a request ended or began: Waiting's mark was for the last one
 	}
 	switch st {
 	case http.StateIdle:
 		p.unquietLocked(c)
-		if !c.closed {
+		if !c.closed && !c.taken {
 			c.since, c.asked = time.Now(), true
 			c.elem = p.quiet.PushBack(c)
 		}
 	case http.StateActive, http.StateHijacked, http.StateClosed:
 		p.unquietLocked(c)
 	}
-	p.mu.Unlock()
-	if st == http.StateIdle {
-		p.signal()
-	}
+	p.changedLocked()
 }
 
-// sheddable reports whether c may be closed now to make room: an idle
-// keep-alive connection at once, a new one after newConnGrace, a parked
-// one (a WebSocket waiting for its client, whose episode closing it
-// ends) after PressureIdleTimeout.
-func (p *connPool) sheddable(c *trackedConn, now time.Time) bool {
-	if c.parked {
-		return now.Sub(c.since) >= p.pressureIdle
+// grace is how long c must have been quiet before it may be closed to
+// make room: an idle keep-alive connection at once, a new one after
+// newConnGrace, a parked one (a WebSocket waiting for its client, whose
+// episode closing it ends) after PressureIdleTimeout.
+func (p *connPool) grace(c *trackedConn) time.Duration {
+	switch {
+	case c.parked:
+		return p.pressureIdle
+	case c.asked:
+		return 0
 	}
-	return c.asked || now.Sub(c.since) >= newConnGrace
+	return newConnGrace
 }
 
 // takeLocked removes from the quiet list and returns the oldest quiet
@@ -240,14 +261,34 @@ func (p *connPool) takeLocked(client string, now time.Time) *trackedConn {
 	for _, parked := range []bool{false, true} {
 		for e := p.quiet.Front(); e != nil; e = e.Next() {
 			c := e.Value.(*trackedConn)
-			if c.parked == parked && (client == "" || c.client == client) && p.sheddable(c, now) {
-				p.unquietLocked(c)
-				p.shed++
+			if c.parked == parked && (client == "" || c.client == client) && now.Sub(c.since) >= p.grace(c) {
+				p.takeConnLocked(c)
 				return c
 			}
 		}
 	}
 	return nil
+}
+
+// takeConnLocked marks c chosen to be closed to make room.
+func (p *connPool) takeConnLocked(c *trackedConn) {
+	p.unquietLocked(c)
+	c.taken = true
+	p.shed++
+	p.changedLocked()
+}
+
+// nextLocked is when the next quiet connection may be closed to make
+// room (the zero time with none quiet).
+func (p *connPool) nextLocked() time.Time {
+	var next time.Time
+	for e := p.quiet.Front(); e != nil; e = e.Next() {
+		c := e.Value.(*trackedConn)
+		if at := c.since.Add(p.grace(c)); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next
 }
 
 // staleLocked removes from the quiet list and returns the connections
@@ -267,84 +308,87 @@ func (p *connPool) staleLocked(now time.Time) []*trackedConn {
 		if c.parked {
 			continue // closed only for a client that is there (takeLocked)
 		}
-		p.unquietLocked(c)
-		p.shed++
+		p.takeConnLocked(c)
 		out = append(out, c)
 	}
 	return out
 }
 
-// reserve waits for room for one more connection, closing quiet ones to
-// make it, and takes it; under pressure it closes the stale quiet ones
-// too. It returns net.ErrClosed once done is closed.
-func (p *connPool) reserve(done <-chan struct{}) error {
+// accept holds nc, just accepted, to the caps. A client at its
+// MaxConnsPerClient has its own oldest quiet connection closed to make
+// room; with none that may be closed it is refused (nil) at once, before
+// any other client's connection is closed for it. Otherwise accept waits
+// for room under MaxConns, closing quiet connections to make it, and
+// under pressure closes the stale quiet ones too. It returns
+// net.ErrClosed once done is closed.
+func (p *connPool) accept(nc net.Conn, done <-chan struct{}) (*trackedConn, error) {
+	c := &trackedConn{Conn: nc, p: p, client: clientOf(nc)}
 	for {
-		now := time.Now()
 		p.mu.Lock()
-		if p.max <= 0 || p.n < p.max {
+		now := time.Now()
+		var victim *trackedConn
+		switch {
+		case c.client != "" && p.perClient > 0 && p.byClient[c.client] >= p.perClient:
+			if victim = p.takeLocked(c.client, now); victim == nil {
+				p.mu.Unlock()
+				p.refuse(nc)
+				return nil, nil
+			}
+		case p.max <= 0 || p.n < p.max:
 			p.n++
+			if c.client != "" {
+				p.byClient[c.client]++
+			}
+			c.since = now
+			c.elem = p.quiet.PushBack(c)
+			p.changedLocked()
 			stale := p.staleLocked(now)
 			p.mu.Unlock()
-			for _, c := range stale {
-				_ = c.Close()
+			for _, s := range stale {
+				_ = s.Close()
 			}
-			return nil
+			return c, nil
+		default:
+			victim = p.takeLocked("", now)
 		}
-		victim := p.takeLocked("", now)
-		young := p.quiet.Len() > 0
-		p.mu.Unlock()
 		if victim != nil {
+			p.mu.Unlock()
 			_ = victim.Close() // gives its slot back
 			continue
 		}
-		// Every held connection is working, or quiet for less than
-		// newConnGrace: wait for one to become quiet or close (or for
-		// the grace of the young ones to pass).
+		// Every held connection is working, or quiet for less than its
+		// grace: wait for a change (one becomes quiet or closes) or for
+		// the grace of the first quiet one to pass.
+		wake := p.watchLocked()
 		var t *time.Timer
 		var tick <-chan time.Time
-		if young {
-			t = time.NewTimer(newConnGrace / 4)
+		if next := p.nextLocked(); !next.IsZero() {
+			t = time.NewTimer(next.Sub(now))
 			tick = t.C
 		}
+		p.waiting++
+		hook := p.waitHook
+		p.mu.Unlock()
+		if hook != nil {
+			hook()
+		}
+		var err error
 		select {
-		case <-p.wake:
+		case <-wake:
 		case <-tick:
 		case <-done:
-			return net.ErrClosed
+			err = net.ErrClosed
 		}
 		if t != nil {
 			t.Stop()
 		}
-	}
-}
-
-// admit holds nc in its reserved slot, within its client's cap: the
-// client's own oldest quiet connection is closed to make room; with none,
-// nc is refused (nil).
-func (p *connPool) admit(nc net.Conn) *trackedConn {
-	c := &trackedConn{Conn: nc, p: p, client: clientOf(nc)}
-	now := time.Now()
-	p.mu.Lock()
-	var victim *trackedConn
-	if c.client != "" && p.perClient > 0 && p.byClient[c.client] >= p.perClient {
-		if victim = p.takeLocked(c.client, now); victim == nil {
-			p.n--
-			p.mu.Unlock()
-			p.signal()
-			p.refuse(nc)
-			return nil
+		p.mu.Lock()
+		p.waiting-- // no change to wake anyone for: waiters would wake each other
+		p.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
 	}
-	if c.client != "" {
-		p.byClient[c.client]++
-	}
-	c.since = now
-	c.elem = p.quiet.PushBack(c)
-	p.mu.Unlock()
-	if victim != nil {
-		_ = victim.Close()
-	}
-	return c
 }
 
 // refuse answers a client over its cap 503 and closes its connection, off
@@ -435,11 +479,12 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := l.p.reserve(l.done); err != nil {
+		c, err := l.p.accept(nc, l.done)
+		if err != nil {
 			_ = nc.Close()
 			return nil, err
 		}
-		if c := l.p.admit(nc); c != nil {
+		if c != nil {
 			return c, nil
 		}
 	}

@@ -282,10 +282,11 @@ func TestPerClientCap(t *testing.T) {
 		t.Helper()
 		server, client := net.Pipe()
 		t.Cleanup(func() { server.Close(); client.Close() })
-		if err := p.reserve(nil); err != nil {
+		c, err := p.accept(remoteConn{Conn: server, addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 1}}, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return p.admit(remoteConn{Conn: server, addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 1}}), client
+		return c, client
 	}
 	a1, _ := from("203.0.113.7")
 	a2, _ := from("203.0.113.7")

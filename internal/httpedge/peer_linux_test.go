@@ -145,6 +145,42 @@ func TestLoopbackClientsAreCappedByUser(t *testing.T) {
 	}
 }
 
+// TestLoopbackUserOverItsCapClosesNoOtherConnection: with the server's
+// cap full, a local user at its own cap (its connection busy) is refused
+// at once, and another user's idle connection, which a client within its
+// cap could have had closed for it, is left alone: the listener used to
+// make room under MaxConns first, closing it for a client it then
+// refused.
+func TestLoopbackUserOverItsCapClosesNoOtherConnection(t *testing.T) {
+	needRoot(t)
+	g, addr := edgeServer(t, Edge{MaxConns: 2, MaxConnsPerClient: 1, PressureIdleTimeout: time.Hour})
+	busy := dialAs(t, 65534, addr)
+	if _, err := fmt.Fprintf(busy, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: 100\r\n\r\n{", addr); err != nil {
+		t.Fatal(err)
+	}
+	other := &heldConn{Conn: dialAs(t, 65533, addr)}
+	other.br = bufio.NewReader(other.Conn)
+	if err := other.get(addr); err != nil {
+		t.Fatal(err)
+	}
+	waitStats(t, g, "one connection busy and one idle", func(st ConnStats) bool {
+		return st.Held == 2 && len(st.Quiet) == 1 && st.Quiet[0].Asked
+	})
+	over := dialAs(t, 65534, addr)
+	_ = over.SetReadDeadline(time.Now().Add(hangGuard))
+	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
+	if err != nil {
+		t.Fatalf("the user's second connection got no answer: %v; %v", err, g.ConnStats())
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("the user's second connection: %d", resp.StatusCode)
+	}
+	if err := other.get(addr); err != nil {
+		t.Fatalf("another user's idle connection was closed for a user over its cap: %v; %v", err, g.ConnStats())
+	}
+}
+
 // BenchmarkLoopbackOwner: the owner of a loopback connection by the
 // kernel's one-socket lookup and by reading the socket tables, with 500
 // other loopback connections open (the table scan's cost grows with them).
