@@ -26,6 +26,14 @@ import (
 // included) on a loopback socket with cfg's edge, and returns its base URL.
 func serveApp(t *testing.T, opts *Options) string {
 	t.Helper()
+	base, _ := serveAppServer(t, opts)
+	return base
+}
+
+// serveAppServer is serveApp with the server, whose connection caps a
+// test can watch (s.gate.ConnStats).
+func serveAppServer(t *testing.T, opts *Options) (string, *Server) {
+	t.Helper()
 	_, s := newAppServer(t, app.Config{}, opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -40,7 +48,7 @@ func serveApp(t *testing.T, opts *Options) string {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), s
 }
 
 // edgeRoutes is every route of a served app, with a body that would be
