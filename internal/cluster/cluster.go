@@ -33,9 +33,11 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/agentworld/agentworld/internal/fielderr"
 	"github.com/agentworld/agentworld/internal/jetstore"
+	"github.com/agentworld/agentworld/internal/sim"
 )
 
 // ForwardedHeader marks a request one node forwarded to another, which
@@ -83,9 +85,10 @@ type Options struct {
 	// Movable reports whether a backend's sessions can move to another
 	// node; nil means every backend but the real environments ("real:…").
 	Movable func(backend string) bool
-	// Transport carries forwarded requests; nil means a copy of
-	// http.DefaultTransport keeping DefaultMaxIdleConnsPerNode idle
-	// connections to each node.
+	// Transport carries forwarded requests; nil means this package's own
+	// forwarding (see forward.go) for plain requests with a small body, and
+	// a copy of http.DefaultTransport for the rest, each keeping
+	// DefaultMaxIdleConnsPerNode idle connections to each node.
 	Transport http.RoundTripper
 	// Logger receives takeovers and forwarding failures; nil discards
 	// them.
@@ -97,6 +100,7 @@ type Router struct {
 	own Ownership
 	o   Options
 	log *slog.Logger
+	fwd *forwarder // nil when Options.Transport was given
 }
 
 // New makes a Router over own.
@@ -108,16 +112,18 @@ func New(own Ownership, opts *Options) *Router {
 	if o.Movable == nil {
 		o.Movable = func(b string) bool { return !strings.HasPrefix(b, "real") }
 	}
+	var fwd *forwarder
 	if o.Transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, DefaultMaxIdleConnsPerNode
 		o.Transport = t
+		fwd = newForwarder(DefaultMaxIdleConnsPerNode)
 	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Router{own: own, o: o, log: log}
+	return &Router{own: own, o: o, log: log, fwd: fwd}
 }
 
 // claimTries bounds the claims of one request that other nodes win.
@@ -209,6 +215,27 @@ func (r *Router) forward(w http.ResponseWriter, req *http.Request, id string, l 
 		return err
 	}
 	var failed error
+	if r.fwd != nil && canForward(req, target) {
+		failed = r.fwd.forward(w, req, target, r.own.Self(), func() { r.own.Forget(id) })
+	} else {
+		failed = r.proxy(w, req, id, target)
+	}
+	if be, ok := errors.AsType[*bodyError](failed); ok {
+		return fielderr.Wrap(sim.ErrBadRequest, "body", be.err)
+	}
+	if failed != nil {
+		r.own.Forget(id)
+		r.log.Warn("forward to owner failed", "session", id, "owner", l.Node, "err", failed)
+		return fielderr.New(ErrOwnerUnreachable, "session_id", "session %s: owner node %s did not answer; retry after its lease", id, l.Node)
+	}
+	return nil
+}
+
+// proxy carries a request [forwarder] does not (a body of unknown or
+// large size, an event stream, TLS, a caller's Transport) through
+// httputil.ReverseProxy; the error says the owner did not answer.
+func (r *Router) proxy(w http.ResponseWriter, req *http.Request, id string, target *url.URL) error {
+	var failed error
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -230,12 +257,17 @@ func (r *Router) forward(w http.ResponseWriter, req *http.Request, id string, l 
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
 			failed = err
 		},
+		BufferPool: proxyBuffers{},
 	}
 	p.ServeHTTP(w, req)
-	if failed != nil {
-		r.own.Forget(id)
-		r.log.Warn("forward to owner failed", "session", id, "owner", l.Node, "err", failed)
-		return fielderr.New(ErrOwnerUnreachable, "session_id", "session %s: owner node %s did not answer; retry after its lease", id, l.Node)
-	}
-	return nil
+	return failed
 }
+
+// proxyBuffers lends ReverseProxy its copy buffers, which it would
+// otherwise allocate (32 KiB) for every answer.
+type proxyBuffers struct{}
+
+var proxyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (proxyBuffers) Get() []byte  { return *proxyBufPool.Get().(*[]byte) }
+func (proxyBuffers) Put(b []byte) { proxyBufPool.Put(&b) }

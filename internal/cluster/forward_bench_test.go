@@ -1,0 +1,99 @@
+package cluster
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentworld/agentworld/internal/jetstore"
+)
+
+// BenchmarkForward measures what forwarding a step to its owner costs:
+// 64 clients send step-sized requests over kept-alive connections, either
+// straight to the owner ("direct") or to another node that forwards them
+// ("forwarder": this package's own forwarding; "reverseproxy":
+// httputil.ReverseProxy over net/http's Transport, which a caller's
+// Options.Transport selects). Clients, both nodes and the owner's handler
+// run in this one process, so cpu_us/op is the CPU of a whole request;
+// the difference to "direct" is the forward's.
+func BenchmarkForward(b *testing.B) {
+	answer := bytes.Repeat([]byte("x"), 1500)
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	}))
+	b.Cleanup(owner.Close)
+	own := func() Ownership {
+		return &owners{self: "me", leases: map[string]jetstore.Lease{"s1": lease("a", owner.URL, "model", 3, true)}}
+	}
+	front := func(opts *Options) string {
+		r := New(own(), opts)
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if handled, err := r.Route(w, req, "s1"); err != nil || !handled {
+				http.Error(w, "not forwarded", http.StatusInternalServerError)
+			}
+		}))
+		b.Cleanup(s.Close)
+		return s.URL
+	}
+	proxied := http.DefaultTransport.(*http.Transport).Clone()
+	proxied.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerNode
+	for _, mode := range []struct{ name, url string }{
+		{"direct", owner.URL},
+		{"forwarder", front(nil)},
+		{"reverseproxy", front(&Options{Transport: proxied})},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			benchmarkSteps(b, mode.url+"/v1/sessions/s1/step")
+		})
+	}
+}
+
+// benchmarkSteps sends b.N step requests to url from 64 clients and
+// reports the process's CPU per request.
+func benchmarkSteps(b *testing.B, url string) {
+	const clients = 64
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = clients
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	body := `{"action":[{"keystrokes":"echo 1\n","duration":0.1}],"turn":1}`
+	step := func() {
+		resp, err := c.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Errorf("status %d", resp.StatusCode)
+		}
+	}
+	for range clients { // connections are open before the clock starts
+		step()
+	}
+	var wg sync.WaitGroup
+	next := make(chan struct{})
+	b.ResetTimer()
+	cpu := cpuTime()
+	for range clients {
+		wg.Go(func() {
+			for range next {
+				step()
+			}
+		})
+	}
+	for range b.N {
+		next <- struct{}{}
+	}
+	close(next)
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu_us/op")
+}
