@@ -58,6 +58,7 @@ func TestNoJudgingWhileOwnLeaseFails(t *testing.T) {
 	if err := a.Close(); err != nil { // a's key is gone, as an expired one is
 		t.Fatal(err)
 	}
+	waitOwnerDead(t, b, "s_judge") // b has seen the key go
 	b.Forget("s_judge")
 	jetstore.SetHeartbeatsHealthy(b, false)
 	l, err := b.Owner(ctx, "s_judge")

@@ -173,19 +173,25 @@ func TestOwnerWatchSeesShutdown(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// the delete reaches b's watch asynchronously; the deadline only
-	// bounds a hang
+	waitOwnerDead(t, b, "s_w")
+}
+
+// waitOwnerDead waits until st sees session id's owner dead: a shut-down
+// node's delete reaches the others' watch of the nodes bucket
+// asynchronously. The deadline only bounds a hang.
+func waitOwnerDead(t *testing.T, st *jetstore.Store, id string) {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		l, err := b.Owner(ctx, "s_w")
+		l, err := st.Owner(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !l.Alive {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("b still sees a alive a minute after a shut down")
+			t.Fatalf("owner of %s still seen alive a minute after it shut down", id)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
