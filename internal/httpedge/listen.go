@@ -62,7 +62,10 @@ type connKey struct{}
 // finds MaxConns (or its own client's MaxConnsPerClient) full, after
 // every idle keep-alive connection: so idle WebSockets cannot keep
 // other clients out, as idle keep-alive connections cannot. A handler
-// whose connection is closed so sees its reads fail. Requests not
+// whose connection is closed so sees its reads fail; a message its
+// client sent just as the connection was chosen (not yet read, so the
+// connection still marked waiting) is lost with it, as with any
+// connection the server closes. Requests not
 // served by a [Guard.HTTPServer] on a [Guard.Listen] listener are left
 // alone.
 func Waiting(r *http.Request, waiting bool) {

@@ -35,6 +35,13 @@ func serveApp(t *testing.T, opts *Options) string {
 func serveAppServer(t *testing.T, opts *Options) (string, *Server) {
 	t.Helper()
 	_, s := newAppServer(t, app.Config{}, opts)
+	return serveEdge(t, s), s
+}
+
+// serveEdge serves s (behind its edge: its connection caps hold) on a
+// loopback socket until the test ends, and returns the base URL.
+func serveEdge(t *testing.T, s *Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +55,7 @@ func serveAppServer(t *testing.T, opts *Options) (string, *Server) {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return "http://" + ln.Addr().String(), s
+	return "http://" + ln.Addr().String()
 }
 
 // edgeRoutes is every route of a served app, with a body that would be

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -277,10 +279,19 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 	in := make(chan wsIn)
 	done := make(chan struct{})
 	defer close(done)
+	marks := &wsMarks{r: r, busy: 1}
 	go func() {
 		for {
 			rctx, cancel := context.WithTimeout(context.Background(), s.edge.WebSocketIdle)
-			_, frame, err := c.Read(rctx)
+			_, rd, err := c.Reader(rctx)
+			// Working from a message's first frame on (an error is
+			// handled by the loop too), so a message that takes a while
+			// to arrive is not cut for a new client.
+			marks.add(+1)
+			var frame []byte
+			if err == nil {
+				frame, err = io.ReadAll(rd)
+			}
 			cancel()
 			var msg api.OpenEnvWSMessage
 			if err != nil {
@@ -336,16 +347,17 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 			return
 		default:
 		}
-		// Between messages the connection only waits for its client: the
-		// edge may close it for a new client when the cap is full.
-		httpedge.Waiting(r, true)
+		// The last message is handled (or the upgrade done): unless the
+		// next is arriving, the connection only waits for its client,
+		// and the edge may close it for a new client when the cap is
+		// full.
+		marks.add(-1)
 		select {
 		case <-s.wsStop:
 			c.Close(websocket.StatusGoingAway, "server shutting down")
 			return
 		case got = <-in:
 		}
-		httpedge.Waiting(r, false)
 		msg := got.msg
 		if err := got.err; err != nil {
 			var ce websocket.CloseError
@@ -385,7 +397,7 @@ func (s *Server) openEnvWS(w http.ResponseWriter, r *http.Request) {
 						err = sendErr(fielderr.New(cluster.ErrOwnerUnreachable, "session_id", "session %s: its owner node did not answer; retry", req.SessionID))
 						break
 					}
-					s.wsProxy(stepCtx, r, c, up, msg, in)
+					s.wsProxy(stepCtx, marks, c, up, msg, in)
 					return
 				}
 				st, serr := s.m.State(stepCtx, req.SessionID)
@@ -486,4 +498,29 @@ func wsCode(e *Error) string {
 		return "VALIDATION_ERROR"
 	}
 	return "EXECUTION_ERROR"
+}
+
+// wsMarks keeps a WebSocket's mark for the connection caps (see
+// [httpedge.Waiting]): working from the first frame of a client's message
+// on until it is handled here (or answered by the session's owner node),
+// waiting for its client otherwise.
+type wsMarks struct {
+	r  *http.Request
+	mu sync.Mutex
+	// busy counts the client's messages arriving, being handled or
+	// awaiting their answer; the upgrade counts as one until the loop
+	// first waits.
+	busy int
+}
+
+// add changes busy by d and tells the edge when the connection starts or
+// stops waiting.
+func (m *wsMarks) add(d int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	was := m.busy
+	m.busy = max(m.busy+d, 0)
+	if (was == 0) != (m.busy == 0) {
+		httpedge.Waiting(m.r, m.busy == 0)
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -18,7 +17,6 @@ import (
 	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/cluster"
 	"github.com/agentworld/agentworld/internal/fielderr"
-	"github.com/agentworld/agentworld/internal/httpedge"
 )
 
 // Requests that name a session, on every surface, go through
@@ -130,20 +128,12 @@ func (s *Server) dialOwner(ctx context.Context, r *http.Request, owner *url.URL)
 // wsProxy carries a WebSocket to the owner of the session it attaches to:
 // first the attach, then every message the client sends (from in, the
 // connection's reader) and every frame the owner answers, until either
-// side closes; the client's connection closes as the owner's did.
-func (s *Server) wsProxy(ctx context.Context, r *http.Request, c, up *websocket.Conn, attach api.OpenEnvWSMessage, in <-chan wsIn) {
+// side closes; the client's connection closes as the owner's did. Each
+// of the client's messages, the attach included, is counted working in
+// marks by the reader from its first frame on; the owner's answer (one
+// each) ends it.
+func (s *Server) wsProxy(ctx context.Context, marks *wsMarks, c, up *websocket.Conn, attach api.OpenEnvWSMessage, in <-chan wsIn) {
 	defer up.CloseNow()
-	// pending counts the client's messages the owner has not answered
-	// (each gets one answer); with none the connection only waits for its
-	// client, and tells the edge so, as the local loop does.
-	var mu sync.Mutex
-	pending := 0
-	busy := func(d int) {
-		mu.Lock()
-		defer mu.Unlock()
-		pending = max(pending+d, 0)
-		httpedge.Waiting(r, pending == 0)
-	}
 	send := func(m api.OpenEnvWSMessage) error {
 		b, err := json.Marshal(m)
 		if err != nil {
@@ -168,7 +158,7 @@ func (s *Server) wsProxy(ctx context.Context, r *http.Request, c, up *websocket.
 				upDone <- nil // the client went away; closing up ends the owner's side
 				return
 			}
-			busy(-1)
+			marks.add(-1)
 		}
 	}()
 	closeLike := func(err error) {
@@ -179,7 +169,6 @@ func (s *Server) wsProxy(ctx context.Context, r *http.Request, c, up *websocket.
 		}
 		c.Close(websocket.StatusGoingAway, "the session's node went away; reconnect and attach again")
 	}
-	busy(+1)
 	if err := send(attach); err != nil {
 		closeLike(err)
 		return
@@ -204,6 +193,7 @@ func (s *Server) wsProxy(ctx context.Context, r *http.Request, c, up *websocket.
 					werr := wsjson.Write(wctx, c, api.OpenEnvWSMessage{Type: "error", Data: b})
 					cancel()
 					if werr == nil {
+						marks.add(-1) // answered
 						continue
 					}
 				}
@@ -219,7 +209,6 @@ func (s *Server) wsProxy(ctx context.Context, r *http.Request, c, up *websocket.
 				}
 				return
 			}
-			busy(+1)
 			if err := send(got.msg); err != nil {
 				closeLike(err)
 				return
