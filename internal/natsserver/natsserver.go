@@ -124,10 +124,17 @@ func (s *Server) Shutdown() {
 	s.s.WaitForShutdown()
 }
 
-// natsLog passes the server's warnings and errors to a slog.Logger.
+// natsLog passes the server's warnings and errors to a slog.Logger, and
+// of its notices those about RAFT leaders at info level: a stream that
+// elects a new leader after a node died holds its sessions until then,
+// so the log says when that happened and where.
 type natsLog struct{ l *slog.Logger }
 
-func (n natsLog) Noticef(string, ...any)    {}
+func (n natsLog) Noticef(f string, a ...any) {
+	if strings.Contains(f, "leader") {
+		n.l.Info(fmt.Sprintf(f, a...))
+	}
+}
 func (n natsLog) Debugf(string, ...any)     {}
 func (n natsLog) Tracef(string, ...any)     {}
 func (n natsLog) Warnf(f string, a ...any)  { n.l.Warn(fmt.Sprintf(f, a...)) }

@@ -1,6 +1,9 @@
 package natsserver
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/jetstore"
@@ -26,5 +29,18 @@ func TestRaftClockIsSet(t *testing.T) {
 	}
 	if err := setRaftClock(fastRaft); err == nil {
 		t.Fatal("setRaftClock changed a clock that no longer held nats-server's defaults")
+	}
+}
+
+// TestLeaderNoticesLogged: of the server's notices, those about RAFT
+// leaders reach the log at info level; the rest are dropped.
+func TestLeaderNoticesLogged(t *testing.T) {
+	var buf bytes.Buffer
+	n := natsLog{slog.New(slog.NewTextHandler(&buf, nil))}
+	n.Noticef("JetStream cluster new stream leader for '%s > %s'", "$G", "S")
+	n.Noticef("Listening for route connections on %s", "127.0.0.1:1")
+	out := buf.String()
+	if !strings.Contains(out, `level=INFO msg="JetStream cluster new stream leader for '$G > S'"`) || strings.Contains(out, "Listening") {
+		t.Fatalf("log:\n%s\nwant the leader notice at info level only", out)
 	}
 }
