@@ -444,7 +444,7 @@ func (s *Store) publish(ctx context.Context, id, kind, status string, data []byt
 	at, err := s.put(ctx, s.subject(id), data, seq)
 	if isWrongLastSequence(err) {
 		s.forget(id)
-		return fmt.Errorf("session %s: another writer appended after sequence %d: %w", id, seq, sim.ErrMoved)
+		return fmt.Errorf("session %s: another writer appended after sequence %d (%v): %w", id, seq, err, sim.ErrMoved)
 	}
 	if err != nil {
 		return unavailable(s.overMaxPayload(fmt.Errorf("store session %s %s: %w", id, kind, err), len(data)))
