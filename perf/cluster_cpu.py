@@ -28,7 +28,11 @@ nodes are stopped at the end. Linux only (/proc).
 
 With CLUSTER_CPU_PERF=DIR set, `perf record -g` samples every node during
 the stepping into DIR/SETUP-NODE.data (for `perf report`); CLUSTER_CPU_SETUPS
-names the setups to run, comma-separated (default all).
+names the setups to run, comma-separated (default all). CLUSTER_CPU_ROUNDS=N
+runs all of them N times, one after the other in each round, and gives
+every ratio for each round (setups of one round ran within minutes of each
+other on a machine whose load changes) and their median; the takeover is
+measured in the first round only.
 """
 import collections
 import http.client
@@ -53,6 +57,7 @@ TAKEOVER_SESSIONS = 50
 TICK = os.sysconf("SC_CLK_TCK")
 SETUPS = tuple(os.environ.get("CLUSTER_CPU_SETUPS", "sqlite x1,jetstream x1,jetstream x3 R3,jetstream x3 R3 sticky,jetstream x3 R1").split(","))
 PERF = os.environ.get("CLUSTER_CPU_PERF")
+ROUNDS = int(os.environ.get("CLUSTER_CPU_ROUNDS", "1"))
 
 
 def free_port():
@@ -184,7 +189,7 @@ def takeover(procs, ports):
     return min(dead), max(dead), max(served[TAKEOVER_SESSIONS:])
 
 
-def run(setup):
+def run(setup, measure_takeover=True):
     work = tempfile.mkdtemp(prefix="aw-cluster-cpu-")
     procs, ports = start(setup, work)
     try:
@@ -249,7 +254,7 @@ def run(setup):
         steps = SESSIONS * TURNS
         if retries:
             print(f"  {setup}: retryable 503s asked again: {dict(retries)}")
-        taken = takeover(procs, ports) if setup == "jetstream x3 R3" else None
+        taken = takeover(procs, ports) if setup == "jetstream x3 R3" and measure_takeover else None
         return used / steps * 1000, steps / wall, taken, used / wall
     finally:
         for p in procs:
@@ -260,38 +265,53 @@ def run(setup):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def spread(xs):
+    """A list of per-round values as "a (a-b, median m)" when there are several."""
+    xs = sorted(xs)
+    med = xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+    if len(xs) == 1:
+        return f"{med:.2f}x"
+    return f"{med:.2f}x median ({xs[0]:.2f}-{xs[-1]:.2f} over {len(xs)} rounds)"
+
+
 def main():
     print(f"{SESSIONS} sessions x {TURNS} turns, {CLIENTS} clients, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
-    results = {}
-    for setup in SETUPS:
-        ms, sps, taken, busy = results[setup] = run(setup)
-        print(f"{setup:22s} {ms:5.2f} ms CPU per step (all nodes) {sps:6.0f} steps/s {busy:5.2f} cores busy")
-        if taken:
-            first, last, live = taken
-            print(f"  takeover after SIGKILL of one node ({TAKEOVER_SESSIONS} of its sessions, lease {LEASE:g} s): "
-                  f"first step served {first:.2f} s after the kill, last {last:.2f} s; "
-                  f"after the lease ran out: {first - LEASE:.2f}-{first - LEASE * 2 / 3:.2f} s to the first, "
-                  f"{last - LEASE:.2f}-{last - LEASE * 2 / 3:.2f} s to the last; "
-                  f"the live nodes' sessions ({TAKEOVER_SESSIONS}) all served again {live:.2f} s after the kill")
-    for base in ("sqlite x1", "jetstream x1"):
-        if base not in results:
-            continue
-        b_ms, b_sps, _, _ = results[base]
+    rounds = []  # each round's results by setup
+    for r in range(ROUNDS):
+        results = {}
         for setup in SETUPS:
-            if setup == base or setup not in results or (base == "jetstream x1" and setup == "sqlite x1"):
+            ms, sps, taken, busy = results[setup] = run(setup, measure_takeover=r == 0)
+            tag = f"round {r + 1} " if ROUNDS > 1 else ""
+            print(f"{tag}{setup:22s} {ms:5.2f} ms CPU per step (all nodes) {sps:6.0f} steps/s {busy:5.2f} cores busy"
+                  f", load {os.getloadavg()[0]:.1f}")
+            if taken:
+                first, last, live = taken
+                print(f"  takeover after SIGKILL of one node ({TAKEOVER_SESSIONS} of its sessions, lease {LEASE:g} s): "
+                      f"first step served {first:.2f} s after the kill, last {last:.2f} s; "
+                      f"after the lease ran out: {first - LEASE:.2f}-{first - LEASE * 2 / 3:.2f} s to the first, "
+                      f"{last - LEASE:.2f}-{last - LEASE * 2 / 3:.2f} s to the last; "
+                      f"the live nodes' sessions ({TAKEOVER_SESSIONS}) all served again {live:.2f} s after the kill")
+        rounds.append(results)
+    for base in ("sqlite x1", "jetstream x1"):
+        if base not in SETUPS:
+            continue
+        for setup in SETUPS:
+            if setup == base or (base == "jetstream x1" and setup == "sqlite x1"):
                 continue
-            ms, sps, _, _ = results[setup]
-            print(f"{setup} / {base}: CPU per step {ms / b_ms:.2f}x, steps/s {sps / b_sps:.2f}x")
+            cpu_ratio = [res[setup][0] / res[base][0] for res in rounds]
+            sps_ratio = [res[setup][1] / res[base][1] for res in rounds]
+            print(f"{setup} / {base}: CPU per step {spread(cpu_ratio)}, steps/s {spread(sps_ratio)}")
     # Linear scaling would be 3x one node's steps/s; it needs the cores
     # for it, and one JetStream node that is bound by its CPU, not by
     # waiting for its disk ("cores busy" says which).
-    if "jetstream x1" in results:
-        one = results["jetstream x1"]
+    if "jetstream x1" in SETUPS:
         for setup in SETUPS:
-            if "x3" in setup and setup in results:
-                print(f"scaling, {setup} / jetstream x1: steps/s {results[setup][1] / one[1]:.2f}x "
-                      f"({results[setup][1] / one[1] / 3:.2f} of linear); cores busy {results[setup][3]:.2f} vs {one[3]:.2f} "
+            if "x3" in setup:
+                scale = [res[setup][1] / res["jetstream x1"][1] for res in rounds]
+                busy = ", ".join(f"{res[setup][3]:.2f} vs {res['jetstream x1'][3]:.2f}" for res in rounds)
+                print(f"scaling, {setup} / jetstream x1: steps/s {spread(scale)} (linear: 3x); cores busy {busy} "
                       f"of {os.cpu_count()}, load {os.getloadavg()[0]:.1f}")
+
 
 if __name__ == "__main__":
     main()
