@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentworld/agentworld/internal/jetstore"
+	"github.com/agentworld/agentworld/internal/testkit"
 )
 
 // BenchmarkForward measures what forwarding a step to its owner costs:
@@ -81,7 +82,7 @@ func benchmarkSteps(b *testing.B, url string) {
 	var wg sync.WaitGroup
 	next := make(chan struct{})
 	b.ResetTimer()
-	cpu := cpuTime()
+	cpu := testkit.CPUTime()
 	for range clients {
 		wg.Go(func() {
 			for range next {
@@ -95,5 +96,5 @@ func benchmarkSteps(b *testing.B, url string) {
 	close(next)
 	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu_us/op")
+	b.ReportMetric(float64((testkit.CPUTime()-cpu).Microseconds())/float64(b.N), "cpu_us/op")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/domain"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
 
@@ -93,13 +94,13 @@ func BenchmarkRule(b *testing.B) {
 	action := "### Turn 1\n**Action:**\n[{\"keystrokes\": \"python3 -m pytest -q tests/\\n\", \"duration\": 5}]"
 	b.SetBytes(int64(len(truth)))
 	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0 := time.Now(), testkit.CPUTime()
 	for range b.N {
 		if ok, _ := Rule(domain.Terminal, action, pred, truth); ok {
 			b.Fatal("the deterministic difference passed")
 		}
 	}
-	wall, cpu := time.Since(start), cpuTime()-cpu0
+	wall, cpu := time.Since(start), testkit.CPUTime()-cpu0
 	b.ReportMetric(float64(b.N)/wall.Seconds(), "items/s")
 	if cpu <= 0 {
 		cpu = wall

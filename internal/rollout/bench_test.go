@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/world"
 )
 
@@ -78,23 +79,23 @@ func benchOverhead(b *testing.B, mode overheadMode) {
 		before := [2]time.Duration{driver, direct}
 		runDriver := func() {
 			runtime.GC() // each side starts on a collected heap
-			t0, c0 := time.Now(), processCPU()
+			t0, c0 := time.Now(), testkit.CPUTime()
 			res, err := Run(ctx, Embedded{M: m}, ts, dir, &Options{
 				Policy: &Policy{URL: pol.srv.URL + "/v1", Model: "pol"}, GroupSize: group,
 				MaxInFlight: mode.inFlight, BranchAt: mode.branchAt,
 			})
 			driver += time.Since(t0)
-			driverCPU += processCPU() - c0
+			driverCPU += testkit.CPUTime() - c0
 			if err != nil || res.Done != tasks*group {
 				b.Fatalf("run: %v %+v", err, res)
 			}
 		}
 		runDirect := func() {
 			runtime.GC()
-			t0, c0 := time.Now(), processCPU()
+			t0, c0 := time.Now(), testkit.CPUTime()
 			d.run(b, ctx, ts)
 			direct += time.Since(t0)
-			directCPU += processCPU() - c0
+			directCPU += testkit.CPUTime() - c0
 		}
 		if i%2 == 0 {
 			runDriver()

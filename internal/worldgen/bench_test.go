@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
 	"github.com/agentworld/agentworld/internal/worldmodel"
 )
@@ -133,10 +134,10 @@ func measure(b *testing.B, worlds int, genDelay, wmDelay time.Duration, tasksPer
 			}
 		}
 	})
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0 := time.Now(), testkit.CPUTime()
 	st, err := Run(context.Background(), dir, o)
 	elapsed := time.Since(start)
-	cpu := cpuTime() - cpu0
+	cpu := testkit.CPUTime() - cpu0
 	close(stop)
 	wg.Wait()
 	if err != nil {
