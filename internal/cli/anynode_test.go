@@ -277,9 +277,9 @@ func openEnvStep(ctx context.Context, h *http.Client, n *clusterNode, id string,
 }
 
 // wsAttachStep opens OpenEnv's WebSocket on n, attaches to session id and
-// takes turn with it. An attach answered with an error (the owner's lease
-// has not yet run out) is tried again on a new connection, for up to a
-// minute.
+// takes turn with it. An attach or a step answered 503 or 504 (the
+// owner's lease has not yet run out, a stream electing a leader) is tried
+// again on a new connection, for up to a minute.
 func wsAttachStep(ctx context.Context, n *clusterNode, id string, s, turn int) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -326,7 +326,9 @@ func wsAttachStepOnce(ctx context.Context, n *clusterNode, id string, s, turn in
 	if err != nil {
 		return false, fmt.Errorf("step %s on %s: %w", id, n.url, err)
 	}
-	if got.Type == "error" && strings.Contains(string(got.Data), `"status":504`) {
+	if got.Type == "error" && (strings.Contains(string(got.Data), `"status":503`) || strings.Contains(string(got.Data), `"status":504`)) {
+		// not recorded (the store electing a leader, the session moved):
+		// the same turn again is safe, as for an HTTP step
 		return true, fmt.Errorf("step %s on %s: %s", id, n.url, got.Data)
 	}
 	if want := fmt.Sprintf("out s%d t%d", s, turn); got.Type != "observation" || !strings.Contains(string(got.Data), want) {
