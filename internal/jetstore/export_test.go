@@ -37,3 +37,27 @@ func SetHeartbeatsHealthy(s *Store, healthy bool) {
 	s.own.beatAt = time.Now()
 	s.own.upSince = s.own.beatAt.Add(-time.Hour)
 }
+
+// ApplyLate makes the next append of s go as on a loaded replicated
+// stream whose leader applies its message late: the first attempt gets no
+// answer in time, the next is refused because the subject's message is
+// still in process (JSErrCodeStreamWrongLastSequenceConstant), and the
+// message is stored only as the attempt after that arrives.
+func ApplyLate(s *Store) {
+	pub := s.pub
+	n := 0
+	s.pub = func(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+		n++
+		switch n {
+		case 1:
+			return nil, context.DeadlineExceeded
+		case 2:
+			return nil, &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant, Description: "wrong last sequence"}
+		case 3:
+			if _, err := pub(ctx, subj, data, opts...); err != nil { // the first attempt's, applied now
+				return nil, err
+			}
+		}
+		return pub(ctx, subj, data, opts...)
+	}
+}

@@ -40,6 +40,35 @@ func TestAppendAfterLostAck(t *testing.T) {
 	}
 }
 
+// TestAppendAppliedLate: on a loaded replicated stream, an append whose
+// first attempt timed out is refused while the leader still applies that
+// attempt's message (JSErrCodeStreamWrongLastSequenceConstant). The
+// refusal is waited out, then the message is recognised as this store's
+// own: a create is not reported as a taken session id (it was: 409
+// session_exists for a create that had succeeded) nor a turn as moved.
+func TestAppendAppliedLate(t *testing.T) {
+	nc := serve(t)
+	ctx := t.Context()
+	st := open(t, nc, nil)
+	rec := storetest.Session("s_late")
+	jetstore.ApplyLate(st)
+	if err := st.CreateSession(ctx, rec, nil); err != nil {
+		t.Fatalf("create applied late: %v", err)
+	}
+	jetstore.ApplyLate(st)
+	turn := sim.TurnRecord{Turn: 1, HistoryTurn: sim.HistoryTurn{Action: "ls", Observation: "a b"}}
+	if err := st.AppendTurn(ctx, rec.ID, turn, sim.StatusActive); err != nil {
+		t.Fatalf("append applied late: %v", err)
+	}
+	_, turns, err := open(t, nc, nil).LoadSession(ctx, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(turns) != 1 || turns[0].Action != "ls" {
+		t.Fatalf("transcript %+v, want ls once", turns)
+	}
+}
+
 // TestNoJudgingWhileOwnLeaseFails: a node whose own heartbeats fail (the
 // nodes bucket electing a leader, when every key expires, the live
 // nodes' too) does not take another node's missing lease for its death:

@@ -354,6 +354,19 @@ func isWrongLastSequence(err error) bool {
 		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
+// inProcess reports whether err refuses a publish because its subject
+// has a message the stream's leader is still applying (an R>1 stream's
+// JSErrCodeStreamWrongLastSequenceConstant; a message that is applied
+// and not the expected one gets JSErrCodeStreamWrongLastSequence).
+func inProcess(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// errInProcess: a publish met its subject's earlier message still being
+// applied; tried again (transient).
+var errInProcess = errors.New("the subject's last message is still being applied")
+
 // CreateSession implements sim.Store: one message holding the session
 // and its turns, accepted only while the subject is empty. With a Node,
 // this node becomes the session's owner.
@@ -464,7 +477,10 @@ func (s *Store) publish(ctx context.Context, id, kind, status string, data []byt
 // later attempt fails the sequence check on that very message, so such a
 // failure is looked at: a last message equal to data (entries carry their
 // time, so another writer's never is) is this call's, and its sequence
-// the answer. Any other failed check is returned as it is.
+// the answer; a check refused because the subject's message is still
+// being applied (a replicated stream under load: the timed-out attempt's
+// own, committed but not yet applied) is made again once it is. Any
+// other failed check is returned as it is.
 func (s *Store) put(ctx context.Context, subj string, data []byte, seq uint64) (uint64, error) {
 	var at uint64
 	unsure := false // an attempt got no answer: it may have been stored
@@ -475,6 +491,13 @@ func (s *Store) put(ctx context.Context, subj string, data []byte, seq uint64) (
 		case err == nil:
 			at = ack.Sequence
 			return nil
+		case unsure && inProcess(err):
+			// The subject has a message its leader is still applying,
+			// most likely this call's attempt that timed out: its check
+			// can be made once it is applied, so ask again. (Not
+			// wrapped: a call that runs out of time here was not
+			// refused.)
+			return fmt.Errorf("%w (%v)", errInProcess, err)
 		case isWrongLastSequence(err) && unsure:
 			m, gerr := s.stream.GetLastMsgForSubject(ctx, subj)
 			if gerr == nil && bytes.Equal(m.Data, data) {
