@@ -402,21 +402,32 @@ func (c *clusterClient) step(ctx context.Context, id string, s, turn int) (time.
 }
 
 func (c *clusterClient) checkTranscript(ctx context.Context, id string, s int) error {
-	n := c.node()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/v1/sessions/"+id, nil)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
 	var tr struct {
 		Turns []struct {
 			Action      string `json:"action"`
 			Observation string `json:"observation"`
 		} `json:"turns"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&tr); err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET session %d (%s) from %s: %d, %v", s, id, n.url, resp.StatusCode, err)
+	// A read answered 503 or 504 (a stream electing a leader, an owner
+	// that looks dead to a starved node) is asked again, as post does.
+	for deadline := time.Now().Add(time.Minute); ; {
+		n := c.node()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/v1/sessions/"+id, nil)
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return err
+		}
+		if (resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout) && time.Now().Before(deadline) {
+			_ = resp.Body.Close()
+			time.Sleep(50 * time.Millisecond) // a retry's pause
+			continue
+		}
+		err = json.NewDecoder(resp.Body).Decode(&tr)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET session %d (%s) from %s: %d, %v", s, id, n.url, resp.StatusCode, err)
+		}
+		break
 	}
 	if len(tr.Turns) != clusterTurns {
 		return fmt.Errorf("session %d (%s) has %d turns, want %d (acknowledged): %+v", s, id, len(tr.Turns), clusterTurns, tr.Turns)
