@@ -61,3 +61,22 @@ func ApplyLate(s *Store) {
 		return pub(ctx, subj, data, opts...)
 	}
 }
+
+// slowLastRead is a stream whose first n reads of a subject's last
+// message get no answer in time.
+type slowLastRead struct {
+	jetstream.Stream
+	n int
+}
+
+func (s *slowLastRead) GetLastMsgForSubject(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
+	if s.n > 0 {
+		s.n--
+		return nil, context.DeadlineExceeded
+	}
+	return s.Stream.GetLastMsgForSubject(ctx, subj)
+}
+
+// SlowLastReads makes the next n reads of a subject's last message by s
+// get no answer in time, as on a loaded machine.
+func SlowLastReads(s *Store, n int) { s.stream = &slowLastRead{Stream: s.stream, n: n} }

@@ -46,6 +46,7 @@ func TestAppendAfterLostAck(t *testing.T) {
 // refusal is waited out, then the message is recognised as this store's
 // own: a create is not reported as a taken session id (it was: 409
 // session_exists for a create that had succeeded) nor a turn as moved.
+// So is a create whose look at its own message timed out.
 func TestAppendAppliedLate(t *testing.T) {
 	nc := serve(t)
 	ctx := t.Context()
@@ -59,6 +60,14 @@ func TestAppendAppliedLate(t *testing.T) {
 	turn := sim.TurnRecord{Turn: 1, HistoryTurn: sim.HistoryTurn{Action: "ls", Observation: "a b"}}
 	if err := st.AppendTurn(ctx, rec.ID, turn, sim.StatusActive); err != nil {
 		t.Fatalf("append applied late: %v", err)
+	}
+	// The look at the subject's last message, on a loaded machine, can
+	// outlive its attempt too: it is made again.
+	jetstore.LoseAcks(st, 1)
+	jetstore.SlowLastReads(st, 1)
+	rec2 := storetest.Session("s_slow")
+	if err := st.CreateSession(ctx, rec2, nil); err != nil {
+		t.Fatalf("create whose own-message check timed out: %v", err)
 	}
 	_, turns, err := open(t, nc, nil).LoadSession(ctx, rec.ID)
 	if err != nil {

@@ -500,12 +500,18 @@ func (s *Store) put(ctx context.Context, subj string, data []byte, seq uint64) (
 			return fmt.Errorf("%w (%v)", errInProcess, err)
 		case isWrongLastSequence(err) && unsure:
 			m, gerr := s.stream.GetLastMsgForSubject(ctx, subj)
-			if gerr == nil && bytes.Equal(m.Data, data) {
+			switch {
+			case gerr == nil && bytes.Equal(m.Data, data):
 				at = m.Sequence
 				return nil
-			}
-			if gerr != nil && transient(gerr) {
-				return gerr // look again on the next attempt
+			case errors.Is(gerr, jetstream.ErrMsgNotFound):
+				// the publish met a message the read does not see yet
+				return fmt.Errorf("%w (%v)", errInProcess, gerr)
+			case gerr != nil:
+				// look again on the next attempt (a read that outlived
+				// the attempt's deadline too): the refusal may be this
+				// call's own message
+				return gerr
 			}
 		case !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders):
 			unsure = true // nobody took it: not stored
