@@ -485,9 +485,12 @@ func (m *Manager) commit(ctx context.Context, s *session, info *SessionInfo, p *
 		case errors.Is(err, ErrMoved):
 			m.drop(s) // its turns are stale; the next request loads them
 		case errors.Is(err, ErrStoreUnavailable):
-			p.until = m.opts.Now().Add(pendingTTL)
+			// kept as a copy: a step that is recorded (nearly all) keeps
+			// its pendingTurn off the heap
+			kept := *p
+			kept.until = m.opts.Now().Add(pendingTTL)
 			s.mu.Lock()
-			s.pending = p
+			s.pending = &kept
 			s.mu.Unlock()
 		}
 		return nil, nil, fmt.Errorf("record session %s turn %d: %w", info.ID, p.turn, err)
