@@ -34,13 +34,12 @@ import (
 // memory before it sends it; a larger one is streamed by ReverseProxy.
 const maxForwardBody = 1 << 20
 
-const idleConnMaxAge = 30 * time.Second
-
 // idleConnMaxAge is how long a kept-alive connection to another node may
 // wait unused before it is closed rather than used: under the nodes' edge
 // idle timeout (httpedge.DefaultIdleTimeout). A connection its owner
 // closed sooner (an edge under pressure sheds idle connections) is found
 // closed before it is used (see closedByPeer).
+const idleConnMaxAge = 30 * time.Second
 
 // forwarder carries requests to other nodes over kept-alive HTTP/1.1
 // connections it reads and writes in the calling goroutine.
