@@ -33,6 +33,14 @@ runs all of them N times, one after the other in each round, and gives
 every ratio for each round (setups of one round ran within minutes of each
 other on a machine whose load changes) and their median; the takeover is
 measured in the first round only.
+
+With CLUSTER_CPU_QUOTA=C set (cores, e.g. 0.4), every node runs in a cgroup of
+its own limited to C cores (cgroup v1 cpu.cfs_quota_us or v2 cpu.max; the
+script must be allowed to make cgroups, as root in most containers), so one
+node is bound by its CPU and three nodes need only 3C cores: on a machine
+with fewer cores than nodes, steps per second of one and three nodes can
+then be compared with linear scaling (3x) while the clients keep cores of
+their own.
 """
 import collections
 import http.client
@@ -58,6 +66,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 SETUPS = tuple(os.environ.get("CLUSTER_CPU_SETUPS", "sqlite x1,jetstream x1,jetstream x3 R3,jetstream x3 R3 sticky,jetstream x3 R1").split(","))
 PERF = os.environ.get("CLUSTER_CPU_PERF")
 ROUNDS = int(os.environ.get("CLUSTER_CPU_ROUNDS", "1"))
+QUOTA = float(os.environ.get("CLUSTER_CPU_QUOTA", "0"))
+CGROUPS = []  # the cgroups of the running nodes (CLUSTER_CPU_QUOTA)
 
 
 def free_port():
@@ -118,6 +128,8 @@ def start(setup, work):
             args += ["--nats-listen", routes.split(",")[i][len("nats://"):], "--nats-routes", routes,
                      "--nats-replicas", setup.split(" R")[1][0]]
         procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, f"log{i}"), "w")))
+        if QUOTA:
+            CGROUPS.append(cgroup_limit(procs[-1].pid, QUOTA))
     deadline = time.time() + 120
     probe = Client(ports)
     for p in ports:
@@ -132,6 +144,27 @@ def start(setup, work):
             time.sleep(0.2)
     probe.close()
     return procs, ports
+
+
+def cgroup_limit(pid, cores):
+    """Moves process pid into a new cgroup limited to cores CPUs; returns
+    the cgroup's directory, which the caller removes after pid ended."""
+    period = 100000
+    v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+    root = "/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/cpu"
+    d = os.path.join(root, f"agentworld-cluster-cpu-{pid}")
+    os.mkdir(d)
+    if v2:
+        with open(os.path.join(d, "cpu.max"), "w") as f:
+            f.write(f"{int(cores * period)} {period}")
+    else:
+        with open(os.path.join(d, "cpu.cfs_period_us"), "w") as f:
+            f.write(str(period))
+        with open(os.path.join(d, "cpu.cfs_quota_us"), "w") as f:
+            f.write(str(int(cores * period)))
+    with open(os.path.join(d, "cgroup.procs"), "w") as f:
+        f.write(str(pid))
+    return d
 
 
 def create(client, port):
@@ -262,6 +295,8 @@ def run(setup, measure_takeover=True):
                 p.terminate()
         for p in procs:
             p.wait()
+        while CGROUPS:
+            os.rmdir(CGROUPS.pop())
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -275,7 +310,8 @@ def spread(xs):
 
 
 def main():
-    print(f"{SESSIONS} sessions x {TURNS} turns, {CLIENTS} clients, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    limit = f", each node limited to {QUOTA:g} cores" if QUOTA else ""
+    print(f"{SESSIONS} sessions x {TURNS} turns, {CLIENTS} clients, {os.cpu_count()} cores{limit}, load {os.getloadavg()[0]:.1f}")
     rounds = []  # each round's results by setup
     for r in range(ROUNDS):
         results = {}
@@ -309,7 +345,8 @@ def main():
             if "x3" in setup:
                 scale = [res[setup][1] / res["jetstream x1"][1] for res in rounds]
                 busy = ", ".join(f"{res[setup][3]:.2f} vs {res['jetstream x1'][3]:.2f}" for res in rounds)
-                print(f"scaling, {setup} / jetstream x1: steps/s {spread(scale)} (linear: 3x); cores busy {busy} "
+                print(f"scaling, {setup} / jetstream x1: steps/s {spread(scale)} (linear: 3x), "
+                      f"{spread([x / 3 for x in scale])} of linear; cores busy {busy} "
                       f"of {os.cpu_count()}, load {os.getloadavg()[0]:.1f}")
 
 
