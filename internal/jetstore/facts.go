@@ -17,7 +17,8 @@ import (
 // step recorded. The store is a [fiction.Follower]: every node's ledger
 // reads what the others appended before it uses a world, so the nodes of a
 // cluster share one ledger per world, and it outlives them as the
-// transcripts do.
+// transcripts do. The stream is created by the first node that uses a
+// ledger (lazy.go).
 
 // Defaults of [Options] for world ledgers.
 const (
@@ -35,6 +36,9 @@ func (s *Store) AppendFacts(ctx context.Context, world string, facts []fiction.F
 	if err != nil {
 		return fmt.Errorf("encode ledger %s facts: %w", world, err)
 	}
+	if _, err := s.factsStream(ctx); err != nil {
+		return fmt.Errorf("store ledger %s facts: %w", world, err)
+	}
 	if _, err := s.js.Publish(ctx, s.factsSubject(world), data, jetstream.WithExpectStream(s.o.FactsStream)); err != nil {
 		return unavailable(s.overMaxPayload(fmt.Errorf("store ledger %s facts: %w", world, err), len(data)))
 	}
@@ -51,8 +55,12 @@ func (s *Store) WorldFacts(ctx context.Context, world string) ([]fiction.Fact, e
 // sequence. A world with nothing new costs one read of its subject's last
 // message.
 func (s *Store) FactsAfter(ctx context.Context, world string, after uint64) ([]fiction.Fact, uint64, error) {
+	facts, err := s.factsStream(ctx)
+	if err != nil {
+		return nil, after, fmt.Errorf("read ledger %s: %w", world, err)
+	}
 	subj := s.factsSubject(world)
-	last, err := s.facts.GetLastMsgForSubject(ctx, subj)
+	last, err := facts.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, after, nil
 	}
@@ -66,7 +74,7 @@ func (s *Store) FactsAfter(ctx context.Context, world string, after uint64) ([]f
 	for seq := after + 1; ; {
 		m := last
 		if seq < last.Sequence {
-			if m, err = s.facts.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj)); err != nil {
+			if m, err = facts.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj)); err != nil {
 				return nil, after, unavailable(fmt.Errorf("read ledger %s from sequence %d: %w", world, seq, err))
 			}
 		}

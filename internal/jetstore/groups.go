@@ -33,7 +33,8 @@ import (
 //     whose Update then fails discards its root and forks the winner's.
 //
 // So every root is made once, before any member forks it, whatever the
-// order of the resets. Keys expire Options.GroupTTL after their last
+// order of the resets. The bucket is created by the first reset of a
+// group on any node (lazy.go). Keys expire Options.GroupTTL after their last
 // write (the bucket's max age); a reset after that starts a new root.
 
 // Defaults of [Options] for reset groups.
@@ -88,6 +89,10 @@ func (s *Store) GroupRoot(ctx context.Context, key, stale string, create func(co
 		s.mu.Unlock()
 	}()
 	claim, _ := json.Marshal(groupRecord{Node: s.o.Node, Claim: token})
+	groups, err := s.groupsBucket(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reset group %s: %w", key, err)
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return "", err
@@ -104,7 +109,7 @@ func (s *Store) GroupRoot(ctx context.Context, key, stale string, create func(co
 		var rev uint64
 		switch {
 		case e.seq == 0:
-			rev, err = s.groups.Create(ctx, key, claim)
+			rev, err = groups.Create(ctx, key, claim)
 		case found && rec.Root != "" && rec.Root != stale:
 			return rec.Root, nil
 		case found && rec.Root == "":
@@ -113,14 +118,14 @@ func (s *Store) GroupRoot(ctx context.Context, key, stale string, create func(co
 				return "", err
 			}
 			if live {
-				if err := s.waitGroup(ctx, key, e.seq); err != nil {
+				if err := s.waitGroup(ctx, groups, key, e.seq); err != nil {
 					return "", err
 				}
 				continue
 			}
 			fallthrough
 		default: // deleted, a stale root, a dead node's claim
-			rev, err = s.groups.Update(ctx, key, claim, e.seq)
+			rev, err = groups.Update(ctx, key, claim, e.seq)
 		}
 		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
 			continue // another node wrote first: read what it wrote
@@ -128,7 +133,7 @@ func (s *Store) GroupRoot(ctx context.Context, key, stale string, create func(co
 		if err != nil {
 			return "", unavailable(fmt.Errorf("claim reset group %s: %w", key, err))
 		}
-		id, err := s.makeRoot(ctx, key, token, rev, create, discard)
+		id, err := s.makeRoot(ctx, groups, key, token, rev, create, discard)
 		if errors.Is(err, ErrClaimLost) {
 			continue
 		}
@@ -163,18 +168,18 @@ func (s *Store) claimLives(ctx context.Context, key string, rec groupRecord, at 
 // claimed at revision rev, and records it. ErrClaimLost: another node
 // took the claim over meanwhile (its root is the group's; this one was
 // discarded).
-func (s *Store) makeRoot(ctx context.Context, key, token string, rev uint64, create func(context.Context) (string, error), discard func(string)) (string, error) {
+func (s *Store) makeRoot(ctx context.Context, groups jetstream.KeyValue, key, token string, rev uint64, create func(context.Context) (string, error), discard func(string)) (string, error) {
 	id, err := create(ctx)
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.SetupTimeout)
 	defer cancel()
 	if err != nil {
 		// let the next reset claim the group at once rather than after
 		// maxClaimAge
-		_ = s.groups.Delete(bg, key, jetstream.LastRevision(rev))
+		_ = groups.Delete(bg, key, jetstream.LastRevision(rev))
 		return "", err
 	}
 	b, _ := json.Marshal(groupRecord{Node: s.o.Node, Claim: token, Root: id})
-	_, err = s.groups.Update(bg, key, b, rev)
+	_, err = groups.Update(bg, key, b, rev)
 	if err == nil {
 		return id, nil
 	}
@@ -182,19 +187,19 @@ func (s *Store) makeRoot(ctx context.Context, key, token string, rev uint64, cre
 	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
 		return "", fmt.Errorf("reset group %s: %w", key, ErrClaimLost)
 	}
-	_ = s.groups.Delete(bg, key, jetstream.LastRevision(rev))
+	_ = groups.Delete(bg, key, jetstream.LastRevision(rev))
 	return "", unavailable(fmt.Errorf("record reset group %s's root: %w", key, err))
 }
 
 // waitGroup waits until group key's entry is no longer at revision rev,
 // or for a lease at most (the claiming node may have died meanwhile).
-func (s *Store) waitGroup(ctx context.Context, key string, rev uint64) error {
+func (s *Store) waitGroup(ctx context.Context, groups jetstream.KeyValue, key string, rev uint64) error {
 	if s.onWait != nil {
 		s.onWait(key)
 	}
 	t := time.NewTimer(s.o.Lease)
 	defer t.Stop()
-	w, err := s.groups.Watch(ctx, key)
+	w, err := groups.Watch(ctx, key)
 	if err != nil {
 		// no watch: look again after the wait
 		select {

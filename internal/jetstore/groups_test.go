@@ -68,18 +68,17 @@ func openNodes(t *testing.T, n int) []*jetstore.Store {
 	return stores
 }
 
-// TestGroupRootMadeOnce: twelve concurrent calls for one group on three
-// nodes get one root, made once, none discarded; a caller that could not
-// fork it (stale) gets a new one, which every node then answers.
-func TestGroupRootMadeOnce(t *testing.T) {
-	nodes := openNodes(t, 3)
-	var r roots
-	got := make([]string, 12)
-	errs := make([]error, 12)
+// oneRoot makes that many GroupRoot calls (calls) for group key at once, spread
+// over nodes, and checks that they all got one root, made once, none
+// discarded; it returns that root.
+func oneRoot(t *testing.T, nodes []*jetstore.Store, r *roots, key string, calls int) string {
+	t.Helper()
+	got := make([]string, calls)
+	errs := make([]error, calls)
 	var wg sync.WaitGroup
 	for i := range got {
-		n := nodes[i%3]
-		wg.Go(func() { got[i], errs[i] = n.GroupRoot(t.Context(), "g1", "", r.create(n.Self()), r.discard) })
+		n := nodes[i%len(nodes)]
+		wg.Go(func() { got[i], errs[i] = n.GroupRoot(t.Context(), key, "", r.create(n.Self()), r.discard) })
 	}
 	wg.Wait()
 	for i := range got {
@@ -90,7 +89,16 @@ func TestGroupRootMadeOnce(t *testing.T) {
 	if made, discarded := r.counts(); made != 1 || discarded != 0 {
 		t.Fatalf("%d roots made, %d discarded; want 1 and 0", made, discarded)
 	}
-	first := got[0]
+	return got[0]
+}
+
+// TestGroupRootMadeOnce: twelve concurrent calls for one group on three
+// nodes get one root, made once, none discarded; a caller that could not
+// fork it (stale) gets a new one, which every node then answers.
+func TestGroupRootMadeOnce(t *testing.T) {
+	nodes := openNodes(t, 3)
+	var r roots
+	first := oneRoot(t, nodes, &r, "g1", 12)
 	renewed, err := nodes[1].GroupRoot(t.Context(), "g1", first, r.create("n1"), r.discard)
 	if err != nil || renewed == first {
 		t.Fatalf("after %s went stale: %q, %v", first, renewed, err)

@@ -26,7 +26,9 @@
 // A third bucket, DefaultGroupsBucket, names the one root session that the
 // resets of an OpenEnv group_key fork on every node ([Store.GroupRoot]).
 // Fictional worlds' ledgers are a second stream, DefaultFactsStream, which
-// every node's ledger follows (facts.go).
+// every node's ledger follows (facts.go). Those two are created on first
+// use (lazy.go), so a cluster that uses neither runs no RAFT group for
+// them.
 //
 // Durability is the server's: JetStream acknowledges a write once it is
 // in memory on a quorum and flushes to disk every two minutes by default,
@@ -49,7 +51,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentworld/agentworld/internal/natsconn"
 	"github.com/agentworld/agentworld/internal/sim"
 )
 
@@ -116,10 +117,11 @@ type Store struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream jetstream.Stream
-	facts  jetstream.Stream
 	owners jetstream.KeyValue
 	nodes  jetstream.KeyValue
-	groups jetstream.KeyValue
+	// facts and groups are opened on first use (lazy.go)
+	facts  *lazy[jetstream.Stream]
+	groups *lazy[jetstream.KeyValue]
 	// pub publishes to the transcript stream: js.Publish, or a test's
 	// wrapper of it.
 	pub func(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
@@ -152,8 +154,10 @@ type entry struct {
 }
 
 // New opens the store on nc (which the caller closes after the store),
-// creating the stream and buckets when missing, and, with a Node, puts
-// its first heartbeat. It retries while JetStream is not yet available.
+// creating the transcript stream and the ownership buckets when missing
+// (the facts stream and groups bucket wait for their first use), and,
+// with a Node, puts its first heartbeat. It retries while JetStream is
+// not yet available.
 func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	var o Options
 	if opts != nil {
@@ -204,15 +208,15 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	s := &Store{o: o, log: log, nc: nc, js: js, last: map[string]uint64{}, own: newOwnership(),
-		claims: map[string]struct{}{}}
+		claims: map[string]struct{}{}, facts: newLazy[jetstream.Stream](), groups: newLazy[jetstream.KeyValue]()}
 	s.pub = js.Publish
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
 	defer cancel()
-	if err := natsconn.Retry(setup, 5*time.Second, s.setup); err != nil {
+	if err := s.setup(setup); err != nil {
 		return nil, fmt.Errorf("set up JetStream stream %s and buckets: %w", o.Stream, err)
 	}
 	if o.Node != "" {
-		if err := natsconn.Retry(setup, 5*time.Second, s.heartbeat); err != nil {
+		if err := setupRetry(setup, s.heartbeat); err != nil {
 			return nil, fmt.Errorf("put node %s's heartbeat: %w", o.Node, err)
 		}
 		// A node starting now judges other nodes' leases at once (judge):
@@ -226,51 +230,40 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 	return s, nil
 }
 
+// setup creates or opens the transcript stream and the ownership buckets,
+// each under its own retries (setupRetry).
 func (s *Store) setup(ctx context.Context) error {
-	st, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        s.o.Stream,
-		Description: "agentworld session transcripts, one subject per session",
-		Subjects:    []string{s.o.Prefix + ">"},
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.o.Replicas,
-		Retention:   jetstream.LimitsPolicy,
-	})
-	if err != nil {
-		return err
+	for _, open := range []func(context.Context) (err error){
+		func(ctx context.Context) (err error) {
+			s.stream, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+				Name:        s.o.Stream,
+				Description: "agentworld session transcripts, one subject per session",
+				Subjects:    []string{s.o.Prefix + ">"},
+				Storage:     jetstream.FileStorage,
+				Replicas:    s.o.Replicas,
+				Retention:   jetstream.LimitsPolicy,
+			})
+			return err
+		},
+		func(ctx context.Context) (err error) {
+			s.owners, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket: s.o.OwnersBucket, Description: "agentworld session owners", History: 1,
+				Storage: jetstream.FileStorage, Replicas: s.o.Replicas,
+			})
+			return err
+		},
+		func(ctx context.Context) (err error) {
+			s.nodes, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket: s.o.NodesBucket, Description: "agentworld live nodes; a key's TTL is its lease", History: 1,
+				TTL: s.o.Lease, Storage: jetstream.FileStorage, Replicas: s.o.Replicas,
+			})
+			return err
+		},
+	} {
+		if err := setupRetry(ctx, open); err != nil {
+			return err
+		}
 	}
-	facts, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        s.o.FactsStream,
-		Description: "agentworld fictional worlds' ledgers, one subject per world",
-		Subjects:    []string{s.o.FactsPrefix + ">"},
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.o.Replicas,
-		Retention:   jetstream.LimitsPolicy,
-	})
-	if err != nil {
-		return err
-	}
-	owners, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: s.o.OwnersBucket, Description: "agentworld session owners", History: 1,
-		Storage: jetstream.FileStorage, Replicas: s.o.Replicas,
-	})
-	if err != nil {
-		return err
-	}
-	nodes, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: s.o.NodesBucket, Description: "agentworld live nodes; a key's TTL is its lease", History: 1,
-		TTL: s.o.Lease, Storage: jetstream.FileStorage, Replicas: s.o.Replicas,
-	})
-	if err != nil {
-		return err
-	}
-	groups, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: s.o.GroupsBucket, Description: "agentworld reset groups' root sessions", History: 1,
-		TTL: s.o.GroupTTL, Storage: jetstream.FileStorage, Replicas: s.o.Replicas,
-	})
-	if err != nil {
-		return err
-	}
-	s.stream, s.facts, s.owners, s.nodes, s.groups = st, facts, owners, nodes, groups
 	return nil
 }
 

@@ -93,3 +93,46 @@ func (s *Store) retry(ctx context.Context, fn func(context.Context) error) error
 		pause = min(2*pause, lastPause)
 	}
 }
+
+// New's set-up calls (creating the stream and buckets, the first
+// heartbeat) are tried under deadlines that start short and grow: when
+// several nodes create one replicated stream at the same moment, the
+// stream's new leader answers one request, the one its assignment holds,
+// and the others get no answer at all; tried again, they find the stream
+// made and are answered at once. Under nats-server's 5 s a node lost 5 s
+// per stream that way at every start-up of a cluster.
+const (
+	firstSetupAttempt = time.Second
+	lastSetupAttempt  = 5 * time.Second
+)
+
+// setupRetry calls fn until it succeeds or ctx ends, each attempt under
+// its own deadline, a second longer than the one before, from
+// firstSetupAttempt to lastSetupAttempt, pausing 0.1 s after a failure
+// and twice as long after each next one, up to 2 s; it returns fn's last
+// error when ctx ends.
+func setupRetry(ctx context.Context, fn func(context.Context) error) error {
+	pause := 100 * time.Millisecond
+	for n := 0; ; n++ {
+		per := min(firstSetupAttempt+time.Duration(n)*time.Second, lastSetupAttempt)
+		actx, cancel := context.WithTimeout(ctx, per)
+		err := fn(actx)
+		timedOut := actx.Err() != nil
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if timedOut { // no answer: ask again at once
+			if ctx.Err() != nil {
+				return err
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}

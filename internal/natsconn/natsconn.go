@@ -1,8 +1,9 @@
 // Package natsconn is how agentworld's processes reach NATS: [Dial] makes
 // a connection that reconnects for as long as it is open, and [Retry]
 // repeats a setup call while a cluster that is still forming answers
-// "JetStream not available". The session store (jetstore), the work
-// queues (workqueue) and serve's cluster wiring (app) share them.
+// "JetStream not available". The work queues (workqueue) and serve's
+// cluster wiring (app) share them; the session store (jetstore) retries
+// its set-up under deadlines of its own (its retry.go).
 package natsconn
 
 import (
