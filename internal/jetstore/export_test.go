@@ -2,8 +2,10 @@ package jetstore
 
 import (
 	"context"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -80,3 +82,66 @@ func (s *slowLastRead) GetLastMsgForSubject(ctx context.Context, subj string) (*
 // SlowLastReads makes the next n reads of a subject's last message by s
 // get no answer in time, as on a loaded machine.
 func SlowLastReads(s *Store, n int) { s.stream = &slowLastRead{Stream: s.stream, n: n} }
+
+// Batching reports whether s commits concurrent appends in batches.
+func Batching(s *Store) bool { return s.batch != nil && !s.batch.off.Load() }
+
+// NoBatching makes s publish every append alone.
+func NoBatching(s *Store) { s.batch = nil }
+
+// Batches is how many batches of two or more appends s sent, and how many
+// of them were refused or not answered.
+func Batches(s *Store) (sent, failed int64) { return s.batch.sent.Load(), s.batch.failed.Load() }
+
+// BatchedAppends is how many appends s sent in batches.
+func BatchedAppends(s *Store) int64 { return s.batch.carried.Load() }
+
+// QueuedAppends is how many appends of s wait for the next batch.
+func QueuedAppends(s *Store) int {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return len(s.batch.queue)
+}
+
+// HoldAppend makes the next append s publishes alone wait, once it has
+// been sent to the publish, until release is called; entered is closed
+// when it waits.
+func HoldAppend(s *Store) (entered <-chan struct{}, release func()) {
+	pub := s.pub
+	in, out := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.pub = func(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+		held := false
+		once.Do(func() { held = true })
+		if held {
+			close(in)
+			<-out
+		}
+		return pub(ctx, subj, data, opts...)
+	}
+	return in, func() { close(out) }
+}
+
+// BeforeBatchCommit makes s call f before it sends each batch's last
+// message.
+func BeforeBatchCommit(s *Store, f func()) {
+	commit := s.batch.commit
+	s.batch.commit = func(ctx context.Context, m *nats.Msg) (*nats.Msg, error) {
+		f()
+		return commit(ctx, m)
+	}
+}
+
+// LoseBatchAcks makes the next n batches of s stored but unanswered, as
+// if their acknowledgement never came.
+func LoseBatchAcks(s *Store, n int) {
+	commit := s.batch.commit
+	s.batch.commit = func(ctx context.Context, m *nats.Msg) (*nats.Msg, error) {
+		r, err := commit(ctx, m)
+		if err == nil && n > 0 {
+			n--
+			return nil, nats.ErrTimeout
+		}
+		return r, err
+	}
+}

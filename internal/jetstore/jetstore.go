@@ -125,6 +125,9 @@ type Store struct {
 	// pub publishes to the transcript stream: js.Publish, or a test's
 	// wrapper of it.
 	pub func(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	// batch commits concurrent appends together on a replicated stream
+	// (batch.go); nil publishes each alone.
+	batch *batcher
 	// onWait, when set, is told of every wait for another claim of a
 	// reset group (tests).
 	onWait func(key string)
@@ -242,7 +245,12 @@ func (s *Store) setup(ctx context.Context) error {
 				Storage:     jetstream.FileStorage,
 				Replicas:    s.o.Replicas,
 				Retention:   jetstream.LimitsPolicy,
+				// group commit (batch.go); an existing stream is updated to it
+				AllowAtomicPublish: s.o.Replicas > 1,
 			})
+			if err == nil {
+				s.batchingFor(s.stream)
+			}
 			return err
 		},
 		func(ctx context.Context) (err error) {
@@ -463,20 +471,19 @@ func (s *Store) publish(ctx context.Context, id, kind, status string, data []byt
 	return nil
 }
 
-// put publishes data to subj if the subject's last message is seq (0:
-// the subject is empty) and returns the new message's sequence, trying
-// again while the stream does not answer (retry). An attempt that timed
-// out may have stored data without its acknowledgement arriving; then a
-// later attempt fails the sequence check on that very message, so such a
-// failure is looked at: a last message equal to data (entries carry their
+// putOne publishes data alone to subj if the subject's last message is
+// seq (0: the subject is empty) and returns the new message's sequence,
+// trying again while the stream does not answer (retry). An attempt that
+// timed out (or a batch that got no answer: unsure) may have stored data
+// without its acknowledgement arriving; then a later attempt fails the
+// sequence check on that very message, so such a failure is looked at: a last message equal to data (entries carry their
 // time, so another writer's never is) is this call's, and its sequence
 // the answer; a check refused because the subject's message is still
 // being applied (a replicated stream under load: the timed-out attempt's
 // own, committed but not yet applied) is made again once it is. Any
 // other failed check is returned as it is.
-func (s *Store) put(ctx context.Context, subj string, data []byte, seq uint64) (uint64, error) {
+func (s *Store) putOne(ctx context.Context, subj string, data []byte, seq uint64, unsure bool) (uint64, error) {
 	var at uint64
-	unsure := false // an attempt got no answer: it may have been stored
 	err := s.retry(ctx, func(ctx context.Context) error {
 		ack, err := s.pub(ctx, subj, data, jetstream.WithExpectStream(s.o.Stream),
 			jetstream.WithExpectLastSequencePerSubject(seq), jetstream.WithRetryAttempts(0))

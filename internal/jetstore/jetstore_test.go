@@ -53,7 +53,7 @@ func serve(t *testing.T) *nats.Conn {
 	return nc
 }
 
-func open(t *testing.T, nc *nats.Conn, o *jetstore.Options) *jetstore.Store {
+func open(t testing.TB, nc *nats.Conn, o *jetstore.Options) *jetstore.Store {
 	t.Helper()
 	st, err := jetstore.New(t.Context(), nc, o)
 	if err != nil {

@@ -5,6 +5,11 @@
 package natstest
 
 import (
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -48,4 +53,55 @@ func StartWith(t testing.TB, o *Options) string {
 		t.Fatal("NATS server not ready after 2 minutes")
 	}
 	return s.ClientURL()
+}
+
+// StartCluster starts n NATS servers with JetStream clustered on
+// loopback (each as [Start]'s server, its routes on a free port below the
+// kernel's ephemeral range, which listeners on port 0 and outgoing
+// connections draw from) and returns their client URLs.
+func StartCluster(t testing.TB, n int, o *Options) []string {
+	t.Helper()
+	if o == nil {
+		o = &Options{}
+	}
+	var ports []int
+	var routes []*url.URL
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			t.Fatal("no free loopback port in 20000-32767")
+		}
+		p := 20000 + rand.IntN(12768)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		if !slices.Contains(ports, p) {
+			ports = append(ports, p)
+			routes = append(routes, &url.URL{Scheme: "nats", Host: "127.0.0.1:" + strconv.Itoa(p)})
+		}
+	}
+	servers := make([]*server.Server, n)
+	for i := range n {
+		s, err := server.NewServer(&server.Options{
+			ServerName: "natstest-" + strconv.Itoa(i), Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true,
+			JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, MaxPayload: o.MaxPayload,
+			Cluster: server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: ports[i]},
+			Routes:  routes,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Start() // a clustered server's start waits for its routes
+		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+		servers[i] = s
+	}
+	urls := make([]string, n)
+	for i, s := range servers {
+		if !s.ReadyForConnections(2 * time.Minute) {
+			t.Fatalf("NATS server %d not ready after 2 minutes", i)
+		}
+		urls[i] = s.ClientURL()
+	}
+	return urls
 }
