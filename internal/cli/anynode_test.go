@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/fakellm"
+	"github.com/agentworld/agentworld/internal/testkit/natstest"
 )
 
 // anyNodeSessions is how many OpenEnv sessions TestAnyNodeServesEverySurface
@@ -179,7 +180,7 @@ func TestAnyNodeServesEverySurface(t *testing.T) {
 func startCluster(ctx context.Context, t *testing.T, lease time.Duration, node func(int) (args, env []string)) []*clusterNode {
 	t.Helper()
 	dir := t.TempDir()
-	ports := freePorts(t, 6)
+	ports := natstest.FreePorts(t, 6)
 	httpPorts, routePorts := ports[:3], ports[3:]
 	var routes []string
 	for _, p := range routePorts {

@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,31 +229,6 @@ type clusterNode struct {
 
 // clusterNodeKey is the model API key of node i.
 func clusterNodeKey(i int) string { return fmt.Sprintf("node-%d", i) }
-
-// freePorts returns n loopback ports free a moment ago, chosen below the
-// kernel's ephemeral range (32768 and up on Linux): the ports that other
-// tests' listeners on port 0 and every outgoing connection take are drawn
-// from that range, and could take one of these between this check and the
-// node's listen.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	out := make([]int, 0, n)
-	for tries := 0; len(out) < n; tries++ {
-		if tries == 1000 {
-			t.Fatal("no free loopback port in 20000-32767")
-		}
-		p := 20000 + rand.IntN(12768)
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		_ = ln.Close()
-		if !slices.Contains(out, p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
 
 // clusterClient steps sessions through random live nodes.
 type clusterClient struct {

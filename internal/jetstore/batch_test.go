@@ -69,12 +69,18 @@ func createAll(t testing.TB, st *jetstore.Store, ids ...string) {
 // queue, so that those go out together. It returns each append's error.
 func queued(t *testing.T, st *jetstore.Store, n int, ids ...string) []error {
 	t.Helper()
+	return queuedTurns(t, st, func(id string) sim.TurnRecord { return turnOf(id, n) }, ids...)
+}
+
+// queuedTurns is queued with each session's turn made by turn.
+func queuedTurns(t *testing.T, st *jetstore.Store, turn func(id string) sim.TurnRecord, ids ...string) []error {
+	t.Helper()
 	entered, release := jetstore.HoldAppend(st)
 	errs := make([]error, len(ids))
 	var wg sync.WaitGroup
 	appendTurn := func(i int) {
 		defer wg.Done()
-		errs[i] = st.AppendTurn(t.Context(), ids[i], turnOf(ids[i], n), sim.StatusActive)
+		errs[i] = st.AppendTurn(t.Context(), ids[i], turn(ids[i]), sim.StatusActive)
 	}
 	wg.Add(len(ids))
 	go appendTurn(0)
@@ -184,24 +190,11 @@ func TestBatchLimits(t *testing.T) {
 	stores, _ := openCluster(t, &natstest.Options{MaxPayload: limit})
 	st := stores[0]
 	createAll(t, st, batchIDs...)
-	entered, release := jetstore.HoldAppend(st)
-	errs := make([]error, len(batchIDs))
-	var wg sync.WaitGroup
-	appendTurn := func(i int) {
-		defer wg.Done()
-		tr := turnOf(batchIDs[i], 1)
+	errs := queuedTurns(t, st, func(id string) sim.TurnRecord {
+		tr := turnOf(id, 1)
 		tr.Observation = strings.Repeat("o", 20<<10) // three fit in a batch
-		errs[i] = st.AppendTurn(t.Context(), batchIDs[i], tr, sim.StatusActive)
-	}
-	wg.Add(len(batchIDs))
-	go appendTurn(0)
-	<-entered
-	for i := 1; i < len(batchIDs); i++ {
-		go appendTurn(i)
-	}
-	waitFor(t, "appends queued", func() bool { return jetstore.QueuedAppends(st) == len(batchIDs)-1 })
-	release()
-	wg.Wait()
+		return tr
+	}, batchIDs...)
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("append %d: %v", i, err)

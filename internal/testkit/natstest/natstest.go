@@ -56,30 +56,17 @@ func StartWith(t testing.TB, o *Options) string {
 }
 
 // StartCluster starts n NATS servers with JetStream clustered on
-// loopback (each as [Start]'s server, its routes on a free port below the
-// kernel's ephemeral range, which listeners on port 0 and outgoing
-// connections draw from) and returns their client URLs.
+// loopback (each as [Start]'s server, its routes on a [FreePorts] port)
+// and returns their client URLs.
 func StartCluster(t testing.TB, n int, o *Options) []string {
 	t.Helper()
 	if o == nil {
 		o = &Options{}
 	}
-	var ports []int
+	ports := FreePorts(t, n)
 	var routes []*url.URL
-	for tries := 0; len(ports) < n; tries++ {
-		if tries == 1000 {
-			t.Fatal("no free loopback port in 20000-32767")
-		}
-		p := 20000 + rand.IntN(12768)
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		_ = ln.Close()
-		if !slices.Contains(ports, p) {
-			ports = append(ports, p)
-			routes = append(routes, &url.URL{Scheme: "nats", Host: "127.0.0.1:" + strconv.Itoa(p)})
-		}
+	for _, p := range ports {
+		routes = append(routes, &url.URL{Scheme: "nats", Host: "127.0.0.1:" + strconv.Itoa(p)})
 	}
 	servers := make([]*server.Server, n)
 	for i := range n {
@@ -104,4 +91,29 @@ func StartCluster(t testing.TB, n int, o *Options) []string {
 		urls[i] = s.ClientURL()
 	}
 	return urls
+}
+
+// FreePorts returns n loopback ports free a moment ago, chosen below the
+// kernel's ephemeral range (32768 and up on Linux): the ports that other
+// tests' listeners on port 0 and every outgoing connection take are drawn
+// from that range, and could take one of these between this check and a
+// server's listen.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	out := make([]int, 0, n)
+	for tries := 0; len(out) < n; tries++ {
+		if tries == 1000 {
+			t.Fatal("no free loopback port in 20000-32767")
+		}
+		p := 20000 + rand.IntN(12768)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
