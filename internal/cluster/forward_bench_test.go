@@ -59,9 +59,22 @@ func BenchmarkForward(b *testing.B) {
 // reports the process's CPU per request.
 func benchmarkSteps(b *testing.B, url string) {
 	const clients = 64
+	send := stepSender(b, url, clients)
+	send(clients) // connections are open before the clock starts
+	b.ResetTimer()
+	cpu := testkit.CPUTime()
+	send(b.N)
+	b.StopTimer()
+	b.ReportMetric(float64((testkit.CPUTime()-cpu).Microseconds())/float64(b.N), "cpu_us/op")
+}
+
+// stepSender returns a function that sends n step requests to url from
+// clients concurrent clients over kept-alive connections and waits for
+// their answers.
+func stepSender(b *testing.B, url string, clients int) func(n int) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = clients
-	defer tr.CloseIdleConnections()
+	b.Cleanup(tr.CloseIdleConnections)
 	c := &http.Client{Transport: tr}
 	body := `{"action":[{"keystrokes":"echo 1\n","duration":0.1}],"turn":1}`
 	step := func() {
@@ -76,25 +89,20 @@ func benchmarkSteps(b *testing.B, url string) {
 			b.Errorf("status %d", resp.StatusCode)
 		}
 	}
-	for range clients { // connections are open before the clock starts
-		step()
+	return func(n int) {
+		var wg sync.WaitGroup
+		next := make(chan struct{})
+		for range clients {
+			wg.Go(func() {
+				for range next {
+					step()
+				}
+			})
+		}
+		for range n {
+			next <- struct{}{}
+		}
+		close(next)
+		wg.Wait()
 	}
-	var wg sync.WaitGroup
-	next := make(chan struct{})
-	b.ResetTimer()
-	cpu := testkit.CPUTime()
-	for range clients {
-		wg.Go(func() {
-			for range next {
-				step()
-			}
-		})
-	}
-	for range b.N {
-		next <- struct{}{}
-	}
-	close(next)
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64((testkit.CPUTime()-cpu).Microseconds())/float64(b.N), "cpu_us/op")
 }
