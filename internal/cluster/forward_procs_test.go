@@ -24,6 +24,7 @@ import (
 	"github.com/agentworld/agentworld/internal/jetstore"
 	"github.com/agentworld/agentworld/internal/natsserver"
 	"github.com/agentworld/agentworld/internal/testkit"
+	"github.com/agentworld/agentworld/internal/testkit/natstest"
 )
 
 // BenchmarkForwardProcesses measures what a forward costs between
@@ -64,8 +65,9 @@ func BenchmarkForwardProcesses(b *testing.B) {
 	}{{"busy", 64, 0}, {"light", 16, 2 * time.Millisecond}} {
 		for _, mode := range []string{"direct", "forwarder", "h2c", "nats", "mux"} {
 			b.Run(load.name+"/"+mode, func(b *testing.B) {
+				ports := natstest.FreePorts(b, 2)
 				env := []string{"FWDPROC_MODE=" + mode, "FWDPROC_DELAY=" + load.delay.String(),
-					"FWDPROC_ROUTES=" + freeLoopback(b) + "," + freeLoopback(b)}
+					fmt.Sprintf("FWDPROC_ROUTES=127.0.0.1:%d,127.0.0.1:%d", ports[0], ports[1])}
 				owner, oaddr := startProcess(b, "TestForwardProcessesOwner", env...)
 				pids, addr := []int{owner}, oaddr[0]
 				if mode != "direct" {
@@ -356,13 +358,6 @@ func listenLoopback(t testing.TB) net.Listener {
 		t.Fatal(err)
 	}
 	return ln
-}
-
-// freeLoopback is a loopback address nothing listens on now.
-func freeLoopback(t testing.TB) string {
-	ln := listenLoopback(t)
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // startProcess starts child test, waits for its ADDR line and returns
