@@ -67,6 +67,9 @@ type batcher struct {
 	queue []*batchOp
 	max   int // appends per batch; halved when the server refuses as many
 	bytes int // data per batch
+	// wait bounds the wait for a batch's acknowledgement, after which
+	// its appends are made alone (tests make it long).
+	wait time.Duration
 
 	// stage publishes a batch's message that is not its last one (no
 	// answer is asked); commit sends its last and waits for the batch's
@@ -95,12 +98,13 @@ type batchOp struct {
 	unsure bool
 }
 
-// newBatcher is a batcher publishing on nc.
-func newBatcher(nc *nats.Conn) *batcher {
+// newBatcher is a batcher publishing on nc that waits up to wait for a
+// batch's acknowledgement.
+func newBatcher(nc *nats.Conn, wait time.Duration) *batcher {
 	var r [12]byte
 	_, _ = rand.Read(r[:])
 	b := &batcher{prefix: base64.RawURLEncoding.EncodeToString(r[:]), max: maxBatch,
-		bytes: min(maxBatchBytes, int(nc.MaxPayload()))}
+		bytes: min(maxBatchBytes, int(nc.MaxPayload())), wait: wait}
 	b.stage = nc.PublishMsg
 	b.commit = nc.RequestMsgWithContext
 	return b
@@ -116,7 +120,7 @@ func (s *Store) batchingFor(st jetstream.Stream) {
 		return
 	}
 	if s.batch == nil {
-		s.batch = newBatcher(s.nc)
+		s.batch = newBatcher(s.nc, min(lastAttempt, s.o.Wait))
 	}
 }
 
@@ -241,7 +245,7 @@ func (s *Store) commitBatch(ops []*batchOp) (again, unsure bool, err error) {
 	b.sent.Add(1)
 	b.carried.Add(int64(len(ops)))
 	id := b.prefix + "." + strconv.FormatUint(b.n.Add(1), 36)
-	ctx, cancel := context.WithTimeout(context.Background(), min(lastAttempt, s.o.Wait))
+	ctx, cancel := context.WithTimeout(context.Background(), b.wait)
 	defer cancel()
 	var reply *nats.Msg
 	for i, op := range ops {

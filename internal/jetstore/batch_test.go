@@ -33,7 +33,11 @@ func openCluster(t testing.TB, o *natstest.Options) ([]*jetstore.Store, []*nats.
 		}
 		t.Cleanup(nc.Close)
 		conns = append(conns, nc)
-		stores = append(stores, open(t, nc, &jetstore.Options{Replicas: 3}))
+		st := open(t, nc, &jetstore.Options{Replicas: 3})
+		if jetstore.Batching(st) {
+			jetstore.PatientBatches(st)
+		}
+		stores = append(stores, st)
 	}
 	return stores, conns
 }
@@ -322,6 +326,7 @@ func TestBatchOnAStreamUpgradedInPlace(t *testing.T) {
 	if !jetstore.Batching(st) {
 		t.Fatal("the store does not batch on the stream it updated")
 	}
+	jetstore.PatientBatches(st)
 	createAll(t, st, batchIDs...)
 	if _, err := js.UpdateStream(t.Context(), cfg); err != nil { // an older node's setup
 		t.Fatal(err)

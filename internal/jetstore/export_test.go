@@ -93,6 +93,11 @@ func NoBatching(s *Store) { s.batch = nil }
 // of them were refused or not answered.
 func Batches(s *Store) (sent, failed int64) { return s.batch.sent.Load(), s.batch.failed.Load() }
 
+// PatientBatches makes s wait a minute for a batch's acknowledgement
+// (two seconds otherwise), so that on a loaded machine a test's batch is
+// not made again append by append for want of an answer.
+func PatientBatches(s *Store) { s.batch.wait = time.Minute }
+
 // BatchedAppends is how many appends s sent in batches.
 func BatchedAppends(s *Store) int64 { return s.batch.carried.Load() }
 
