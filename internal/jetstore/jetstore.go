@@ -51,6 +51,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentworld/agentworld/internal/natsconn"
 	"github.com/agentworld/agentworld/internal/sim"
 )
 
@@ -219,7 +220,7 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("set up JetStream stream %s and buckets: %w", o.Stream, err)
 	}
 	if o.Node != "" {
-		if err := setupRetry(setup, s.heartbeat); err != nil {
+		if err := natsconn.RetryGrowing(setup, s.heartbeat); err != nil {
 			return nil, fmt.Errorf("put node %s's heartbeat: %w", o.Node, err)
 		}
 		// A node starting now judges other nodes' leases at once (judge):
@@ -234,7 +235,9 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 }
 
 // setup creates or opens the transcript stream and the ownership buckets,
-// each under its own retries (setupRetry).
+// each under its own retries: several nodes starting together create
+// each at the same moment, and all but one of them get no answer
+// (natsconn.RetryGrowing asks again soon).
 func (s *Store) setup(ctx context.Context) error {
 	for _, open := range []func(context.Context) (err error){
 		func(ctx context.Context) (err error) {
@@ -268,7 +271,7 @@ func (s *Store) setup(ctx context.Context) error {
 			return err
 		},
 	} {
-		if err := setupRetry(ctx, open); err != nil {
+		if err := natsconn.RetryGrowing(ctx, open); err != nil {
 			return err
 		}
 	}

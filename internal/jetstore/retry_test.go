@@ -61,39 +61,3 @@ func TestRetry(t *testing.T) {
 		t.Fatalf("retry after the caller gave up: %v, want the attempt's own error", err)
 	}
 }
-
-// TestSetupRetry: a set-up call whose attempt gets no answer (a stream
-// creation whose reply went to another node) is made again with a longer
-// deadline, and one that fails at once is made again after a pause,
-// until it succeeds; when the caller's context ends, the last error
-// comes back.
-func TestSetupRetry(t *testing.T) {
-	var budgets []time.Duration
-	err := setupRetry(t.Context(), func(ctx context.Context) error {
-		d, ok := ctx.Deadline()
-		if !ok {
-			t.Fatal("an attempt without a deadline")
-		}
-		budgets = append(budgets, time.Until(d))
-		switch len(budgets) {
-		case 1:
-			<-ctx.Done() // no answer
-			return ctx.Err()
-		case 2:
-			return errors.New("JetStream not available")
-		}
-		return nil
-	})
-	if err != nil || len(budgets) != 3 {
-		t.Fatalf("%v after %d attempts; want success after 3", err, len(budgets))
-	}
-	if budgets[0] > firstSetupAttempt || budgets[1] <= firstSetupAttempt {
-		t.Fatalf("attempt deadlines %v: want the first at most %v and the second longer", budgets, firstSetupAttempt)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	refused := errors.New("refused")
-	err = setupRetry(ctx, func(context.Context) error { cancel(); return refused })
-	if !errors.Is(err, refused) {
-		t.Fatalf("after the context ended: %v; want the call's own error", err)
-	}
-}

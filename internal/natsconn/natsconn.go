@@ -1,9 +1,10 @@
 // Package natsconn is how agentworld's processes reach NATS: [Dial] makes
 // a connection that reconnects for as long as it is open, and [Retry]
 // repeats a setup call while a cluster that is still forming answers
-// "JetStream not available". The work queues (workqueue) and serve's
-// cluster wiring (app) share them; the session store (jetstore) retries
-// its set-up under deadlines of its own (its retry.go).
+// "JetStream not available", and [RetryGrowing] one that creates a stream
+// or bucket other processes may be creating at the same moment. The
+// session store (jetstore), the work queues (workqueue) and serve's
+// cluster wiring (app) share them.
 package natsconn
 
 import (
@@ -43,5 +44,51 @@ func Retry(ctx context.Context, per time.Duration, fn func(context.Context) erro
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// Creating a stream or bucket that other processes create at the same
+// moment (nodes starting together, workers opening the jobs bucket) is
+// answered once at most: nats-server's new stream leader answers the one
+// request its assignment recorded, and the others get no answer at all
+// (with three servers and one bucket created through each: R3, one
+// answered; R1, none). Asked again, they find it made and are answered at
+// once, so such calls are tried under deadlines that start short and
+// grow (RetryGrowing), not under one long one that each of them waits
+// out.
+const (
+	firstGrowingAttempt = time.Second
+	lastGrowingAttempt  = 5 * time.Second
+)
+
+// RetryGrowing calls fn until it succeeds or ctx ends, each call under its
+// own deadline, a second longer than the one before, from 1 s to 5 s; it
+// asks again at once after a call that got no answer in time, and after
+// one that failed it waits 0.1 s, twice as long after each next one, up
+// to 2 s. It returns fn's last error when ctx ends. fn must be safe to
+// repeat (a create of an identical stream or bucket is).
+func RetryGrowing(ctx context.Context, fn func(context.Context) error) error {
+	pause := 100 * time.Millisecond
+	for n := 0; ; n++ {
+		per := min(firstGrowingAttempt+time.Duration(n)*time.Second, lastGrowingAttempt)
+		call, cancel := context.WithTimeout(ctx, per)
+		err := fn(call)
+		timedOut := call.Err() != nil
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		if timedOut { // no answer: ask again at once
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
 	}
 }

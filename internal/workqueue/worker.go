@@ -141,7 +141,8 @@ func Work(ctx context.Context, nc *nats.Conn, kind string, start Start, opts *Wo
 		slots: make(chan struct{}, o.Concurrency), stats: stats, inline: inlineLimit(nc, o.InlineLimit)}
 	var jobs jetstream.KeyValue
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
-	err = natsconn.Retry(setup, 10*time.Second, func(ctx context.Context) (err error) {
+	// workers starting together may all create the bucket at once
+	err = natsconn.RetryGrowing(setup, func(ctx context.Context) (err error) {
 		jobs, err = openJobs(ctx, js, o.JobsBucket, 1)
 		return err
 	})
