@@ -192,20 +192,33 @@ func (c *Coordinator) setup(ctx context.Context) error {
 }
 
 // openJobs opens (creating when missing) the bucket of job descriptions.
+//
+// Workers open it with one replica (they do not know the coordinator's
+// count), so a bucket a worker made first has fewer replicas than a
+// coordinator asks for; the coordinator then raises them, or the jobs of
+// a replicated queue would live on one server. Nothing lowers them.
 func openJobs(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, bucket)
-	if err == nil {
-		return kv, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, err
-	}
-	return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: "agentworld work-queue jobs: kind and spec of each open job",
 		Storage:     jetstream.FileStorage,
 		Replicas:    replicas,
-	})
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, err
+		}
+		return js.CreateOrUpdateKeyValue(ctx, cfg)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := st.(*jetstream.KeyValueBucketStatus); !ok || b.StreamInfo().Config.Replicas >= replicas {
+		return kv, nil
+	}
+	return js.CreateOrUpdateKeyValue(ctx, cfg)
 }
 
 // Job is the job the coordinator runs.
