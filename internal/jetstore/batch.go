@@ -133,7 +133,6 @@ func (s *Store) put(ctx context.Context, subj string, data []byte, seq uint64) (
 	if b == nil || b.off.Load() || len(data)+batchHeaderRoom > b.bytes {
 		return s.putOne(ctx, subj, data, seq, false)
 	}
-	op := &batchOp{subj: subj, data: data, seq: seq, start: time.Now(), wake: make(chan struct{})}
 	b.mu.Lock()
 	if !b.busy {
 		b.busy = true
@@ -142,6 +141,9 @@ func (s *Store) put(ctx context.Context, subj string, data []byte, seq uint64) (
 		s.handOn()
 		return at, err
 	}
+	// Made under the lock only when it waits: an append going out alone
+	// (every one at low load) allocates nothing for the queue.
+	op := &batchOp{subj: subj, data: data, seq: seq, start: time.Now(), wake: make(chan struct{})}
 	b.queue = append(b.queue, op)
 	b.mu.Unlock()
 	select {
