@@ -241,7 +241,7 @@ func (w *worker) serve(ctx context.Context, d jobDesc) {
 		// gone or not the one referred to will not come back.
 		var spec []byte
 		var err error
-		_ = natsconn.Retry(ctx, time.Minute, func(ctx context.Context) error {
+		_ = natsconn.Retry(ctx, readTimeout(d.SpecObject.Size), func(ctx context.Context) error {
 			spec, err = getObject(ctx, q.objects, *d.SpecObject)
 			if errors.Is(err, errBadObject) {
 				return nil
