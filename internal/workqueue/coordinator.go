@@ -106,6 +106,14 @@ func Open(ctx context.Context, nc *nats.Conn, job Job, opts *Options) (*Coordina
 		waiters: map[string][]chan found{}, closed: make(chan struct{}), done: make(chan struct{})}
 	setup, cancel := context.WithTimeout(ctx, o.SetupTimeout)
 	defer cancel()
+	// Workers starting meanwhile may be creating the jobs bucket too, and
+	// all but one creator of it get no answer: short, growing attempts.
+	if err := natsconn.RetryGrowing(setup, func(ctx context.Context) (err error) {
+		c.jobs, err = openJobs(ctx, js, o.JobsBucket, o.Replicas)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("work queue: open the jobs bucket %s: %w", o.JobsBucket, err)
+	}
 	// A try may upload a large spec: a second more per MiB of it.
 	per := 10*time.Second + time.Duration(len(job.Spec)>>20)*time.Second
 	if err := natsconn.Retry(setup, per, c.setup); err != nil {
@@ -165,11 +173,6 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	if c.objects, err = openObjects(ctx, c.js, id, c.o.Replicas); err != nil {
 		return err
 	}
-	jobs, err := openJobs(ctx, c.js, c.o.JobsBucket, c.o.Replicas)
-	if err != nil {
-		return err
-	}
-	c.jobs = jobs
 	d := jobDesc{ID: id, Kind: c.job.Kind, Spec: c.job.Spec}
 	if len(d.Spec) > c.inline {
 		// Named by its digest: a restarted coordinator with the same
@@ -187,7 +190,7 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	}
 	// The description goes last: a worker that sees it finds the stream,
 	// consumer and bucket in place.
-	_, err = jobs.Put(ctx, id, desc)
+	_, err = c.jobs.Put(ctx, id, desc)
 	return err
 }
 
@@ -210,6 +213,9 @@ func openJobs(ctx context.Context, js jetstream.JetStream, bucket string, replic
 			return nil, err
 		}
 		return js.CreateOrUpdateKeyValue(ctx, cfg)
+	}
+	if replicas <= 1 { // a worker: nothing to raise
+		return kv, nil
 	}
 	st, err := kv.Status(ctx)
 	if err != nil {
@@ -271,7 +277,7 @@ func (c *Coordinator) Do(ctx context.Context, it Item) (Result, error) {
 	key := itemKey(it.ID)
 	w := make(chan found, 1)
 	c.wait(key, w)
-	defer c.unwait(key, w)
+	defer func() { c.unwait(key, w) }()
 
 	f, ok, err := c.stored(ctx, key)
 	if err != nil {
@@ -284,10 +290,14 @@ func (c *Coordinator) Do(ctx context.Context, it Item) (Result, error) {
 	}
 	poll := time.NewTicker(c.o.PollInterval)
 	defer poll.Stop()
-	// rewait registers w again after the watch handed it a result Do
-	// does not return (the watch hands each waiter one).
+	// rewait registers a new w after the watch handed the old one a
+	// result Do does not return (the watch hands each waiter one). It is
+	// a new channel because the old one may still hold that result (Do
+	// had found it by polling): deliver's send to it would block the
+	// watch, and every other item's delivery, until Do next reads it.
 	rewait := func() {
 		c.unwait(key, w)
+		w = make(chan found, 1)
 		c.wait(key, w)
 	}
 	var dropped uint64 // results up to this revision were unreadable and dropped
