@@ -6,22 +6,12 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentworld/agentworld/internal/jetstore"
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/testkit"
 )
-
-// cpuTime is this process's user and system time.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkClusterAppend: CPU per append (of the three servers and the
 // stores, all in this process) on an R3 stream, 64 sessions appending at
@@ -48,7 +38,7 @@ func BenchmarkClusterAppend(b *testing.B) {
 			left.Store(int64(b.N))
 			var wg sync.WaitGroup
 			b.ResetTimer()
-			c0 := cpuTime(b)
+			c0 := testkit.CPUTime()
 			for i, id := range ids {
 				wg.Add(1)
 				go func() {
@@ -62,7 +52,7 @@ func BenchmarkClusterAppend(b *testing.B) {
 				}()
 			}
 			wg.Wait()
-			b.ReportMetric(float64((cpuTime(b)-c0).Microseconds())/float64(b.N), "cpu-µs/append")
+			b.ReportMetric(float64((testkit.CPUTime()-c0).Microseconds())/float64(b.N), "cpu-µs/append")
 			if batching {
 				var sent, carried int64
 				for _, st := range stores {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentworld/agentworld/internal/jetstore"
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/testkit"
 	"github.com/agentworld/agentworld/internal/testkit/natstest"
 )
 
@@ -31,9 +32,9 @@ func BenchmarkOwnerLookup(b *testing.B) {
 				lookAll(b, owner, other, ids)
 			}
 			b.ResetTimer()
-			c0 := cpuTime(b)
+			c0 := testkit.CPUTime()
 			lookAll(b, owner, other, ids)
-			b.ReportMetric(float64((cpuTime(b)-c0).Nanoseconds())/1000/float64(b.N), "cpu-µs/lookup")
+			b.ReportMetric(float64((testkit.CPUTime()-c0).Nanoseconds())/1000/float64(b.N), "cpu-µs/lookup")
 		})
 	}
 }

@@ -96,7 +96,7 @@ func TestHelperServeProcess(t *testing.T) {
 		case "stop":
 			profile.stop()
 		}
-		fmt.Fprint(w, int64(cpuTime()))
+		fmt.Fprint(w, int64(testkit.CPUTime()))
 	})}
 	go func() { _ = cpuSrv.Serve(cpuLn) }()
 	defer cpuSrv.Close()

@@ -427,15 +427,6 @@ func reportHop(b *testing.B, label string, through, hop, direct []time.Duration)
 		label, len(hop), h50, h99, h50-d50, h99-d99, t50-h50, t99-h99)
 }
 
-// cpuTime is the process's user+system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // zeroModel is the zero-latency backend of the overhead benchmark: an
 // OpenAI-compatible endpoint that does as little as an HTTP server can. It
 // keeps each request body as raw bytes (so the recording adds no pointers

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/agentworld/agentworld/internal/fiction"
 	"github.com/agentworld/agentworld/internal/filelock"
 	"github.com/agentworld/agentworld/internal/sim"
+	"github.com/agentworld/agentworld/internal/testkit"
 )
 
 func TestRoundTripAndReopen(t *testing.T) {
@@ -199,7 +199,7 @@ func benchGroupCommit(b *testing.B, sessions, writers int) {
 	c0, w0 := db.commits.Load(), db.committed.Load()
 	var left atomic.Int64
 	left.Store(int64(b.N))
-	cpu0 := cpuTime()
+	cpu0 := testkit.CPUTime()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -220,20 +220,11 @@ func benchGroupCommit(b *testing.B, sessions, writers int) {
 		})
 	}
 	wg.Wait()
-	el, cpu := time.Since(start), cpuTime()-cpu0
+	el, cpu := time.Since(start), testkit.CPUTime()-cpu0
 	c, w := db.commits.Load()-c0, db.committed.Load()-w0
 	b.ReportMetric(float64(w)/float64(max(c, 1)), "writes/commit")
 	b.ReportMetric(float64(el.Microseconds())/float64(max(w, 1)), "us/write")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(max(w, 1)), "cpu_us/write")
-}
-
-// cpuTime is the process's user+system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // A second Open of a database already open (here in this process; the
