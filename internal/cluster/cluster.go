@@ -117,7 +117,7 @@ func New(own Ownership, opts *Options) *Router {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, DefaultMaxIdleConnsPerNode
 		o.Transport = t
-		fwd = newForwarder(DefaultMaxIdleConnsPerNode)
+		fwd = newForwarder(t.DialContext, DefaultMaxIdleConnsPerNode)
 	}
 	log := o.Logger
 	if log == nil {

@@ -19,8 +19,8 @@ import (
 // requests reach a node that does not own their session. net/http's
 // Transport under httputil.ReverseProxy spends a forward's CPU on two
 // goroutines per connection (one writes the request, one reads the
-// answer, each woken through a channel), a deep copy of the request and
-// its headers and a 32 KiB copy buffer allocated per answer. A forward
+// answer, each woken through a channel) and a deep copy of the request
+// and its headers. A forward
 // of a request with a known, small body (every step, state, reset and
 // JSON-RPC request) goes instead through [forwarder]: the handler's own
 // goroutine writes the request with its body in one write to a kept-alive
@@ -51,9 +51,10 @@ type forwarder struct {
 	idle map[string][]*nodeConn // by host:port, most recently used last
 }
 
-func newForwarder(maxIdle int) *forwarder {
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	return &forwarder{dial: d.DialContext, maxIdle: maxIdle, idle: map[string][]*nodeConn{}}
+// newForwarder dials nodes with dial (the ReverseProxy's transport's, so
+// both ways to a node connect alike).
+func newForwarder(dial func(ctx context.Context, network, addr string) (net.Conn, error), maxIdle int) *forwarder {
+	return &forwarder{dial: dial, maxIdle: maxIdle, idle: map[string][]*nodeConn{}}
 }
 
 // nodeConn is one connection to another node.
@@ -183,11 +184,7 @@ func (f *forwarder) forward(w http.ResponseWriter, req *http.Request, target *ur
 		h.Add("Trailer", k)
 	}
 	w.WriteHeader(resp.StatusCode)
-	buf := body[:cap(body)]
-	if len(buf) < 4<<10 {
-		buf = make([]byte, 8<<10)
-		*bp = buf[:0]
-	}
+	buf := body[:cap(body)] // at least bufPool's 8 KiB
 	var flush func() error
 	if resp.ContentLength < 0 {
 		// streamed as the owner writes it
@@ -242,11 +239,11 @@ func roundTrip(c *nodeConn, req *http.Request, body []byte, mark string) (*http.
 		if err != nil {
 			return nil, err
 		}
-		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
-			if resp.StatusCode == http.StatusSwitchingProtocols {
-				resp.Body.Close()
-				return nil, errors.New("the owner switched protocols on a plain request")
-			}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			resp.Body.Close()
+			return nil, errors.New("the owner switched protocols on a plain request")
+		}
+		if resp.StatusCode >= 200 {
 			return resp, nil
 		}
 		// 1xx: an interim answer; the final one follows
