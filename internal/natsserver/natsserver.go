@@ -40,13 +40,23 @@ var (
 	clockErr  error // why the RAFT clock kept nats-server's defaults
 )
 
+// SetRaftClock sets the RAFT clock of every nats-server of this process
+// to the embedded servers' (raftclock.go), once, and says why it kept
+// nats-server's own when it did. [Start] calls it; a test that starts
+// nats-server's servers itself calls it first, so that every server of
+// its process runs on one clock and none is running when it is set.
+func SetRaftClock() error {
+	clockOnce.Do(func() { clockErr = setRaftClock(fastRaft) })
+	return clockErr
+}
+
 // Start starts an embedded NATS server with JetStream, syncing
 // every write to disk (sync_interval: always) so that an acknowledged
 // step survives a machine's crash, and waits until it accepts
 // connections. The first call sets the RAFT clock of every embedded
 // server of this process (raftclock.go).
 func Start(o jetstore.ServerOptions) (*Server, error) {
-	clockOnce.Do(func() { clockErr = setRaftClock(fastRaft) })
+	SetRaftClock()
 	if o.Name == "" {
 		return nil, errors.New("embedded NATS server: a name is required")
 	}

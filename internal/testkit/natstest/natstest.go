@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/agentworld/agentworld/internal/natsserver"
 )
 
 // Start starts a single NATS server with JetStream (its files in a
@@ -39,6 +41,7 @@ func StartWith(t testing.TB, o *Options) string {
 	if o == nil {
 		o = &Options{}
 	}
+	raftClock(t)
 	s, err := server.NewServer(&server.Options{
 		ServerName: "natstest", Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true,
 		JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, MaxPayload: o.MaxPayload,
@@ -63,6 +66,7 @@ func StartCluster(t testing.TB, n int, o *Options) []string {
 	if o == nil {
 		o = &Options{}
 	}
+	raftClock(t)
 	ports := FreePorts(t, n)
 	var routes []*url.URL
 	for _, p := range ports {
@@ -91,6 +95,15 @@ func StartCluster(t testing.TB, n int, o *Options) []string {
 		urls[i] = s.ClientURL()
 	}
 	return urls
+}
+
+// raftClock gives the servers the embedded servers' RAFT clock
+// (natsserver.SetRaftClock): tests elect new leaders as fast as serve's
+// nodes do, whichever test of the binary started a server first.
+func raftClock(t testing.TB) {
+	if err := natsserver.SetRaftClock(); err != nil {
+		t.Log(err)
+	}
 }
 
 // FreePorts returns n loopback ports free a moment ago, chosen below the
