@@ -5,6 +5,13 @@ streams replicated on all three: R3) stepped through random nodes, the
 same with each session stepped through the node that created it
 (sticky: nothing is forwarded), and three nodes with unreplicated
 streams (R1); and how long a dead node's sessions wait for another node.
+One more setup takes the cluster apart (name it in CLUSTER_CPU_SETUPS):
+"jetstream x3 R3 home" creates and steps every session through one node of
+three R3 nodes, so the cluster stores and replicates every step as in the
+other R3 setups but one process does all the HTTP and publishing work. For
+setups of several nodes the script prints each node's share of the CPU per
+step (of the nodes that serve no steps, the stream's leader spends more than
+its followers).
 Run by hand:
 
     go build -o /tmp/aw ./cmd/agentworld
@@ -228,8 +235,10 @@ def run(setup, measure_takeover=True):
     try:
         c = Client(ports)
         homes = [random.choice(ports) for _ in range(SESSIONS)]
+        if setup.endswith(" home"):
+            homes = [ports[0]] * SESSIONS
         ids = [create(c, p) for p in homes]
-        sticky = setup.endswith("sticky")
+        sticky = setup.endswith(" sticky") or setup.endswith(" home")
         c.close()
         # Every client opens its connections before the measured window:
         # what is measured is the steps, not connection set-up.
@@ -245,7 +254,7 @@ def run(setup, measure_takeover=True):
                 perfs.append(subprocess.Popen(["perf", "record", "-F", "499", "-g", "-p", str(p.pid), "-o", out],
                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             time.sleep(1)  # perf attaches
-        before = sum(cpu(p.pid) for p in procs)
+        befores = [cpu(p.pid) for p in procs]
         queue = list(range(SESSIONS))
         lock = threading.Lock()
         errors = []
@@ -277,7 +286,9 @@ def run(setup, measure_takeover=True):
         for t in threads:
             t.join()
         wall = time.time() - t0
-        used = sum(cpu(p.pid) for p in procs) - before
+        afters = [cpu(p.pid) for p in procs]
+        used = sum(afters) - sum(befores)
+        shares = [(x - b) / (SESSIONS * TURNS) * 1000 for x, b in zip(afters, befores)]
         for p in perfs:
             p.send_signal(signal.SIGINT)
         for p in perfs:
@@ -288,7 +299,7 @@ def run(setup, measure_takeover=True):
         if retries:
             print(f"  {setup}: retryable 503s asked again: {dict(retries)}")
         taken = takeover(procs, ports) if setup == "jetstream x3 R3" and measure_takeover else None
-        return used / steps * 1000, steps / wall, taken, used / wall
+        return used / steps * 1000, steps / wall, taken, used / wall, shares
     finally:
         for p in procs:
             if p.poll() is None:
@@ -316,10 +327,12 @@ def main():
     for r in range(ROUNDS):
         results = {}
         for setup in SETUPS:
-            ms, sps, taken, busy = results[setup] = run(setup, measure_takeover=r == 0)
+            ms, sps, taken, busy, shares = results[setup] = run(setup, measure_takeover=r == 0)
             tag = f"round {r + 1} " if ROUNDS > 1 else ""
             print(f"{tag}{setup:22s} {ms:5.2f} ms CPU per step (all nodes) {sps:6.0f} steps/s {busy:5.2f} cores busy"
                   f", load {os.getloadavg()[0]:.1f}")
+            if len(shares) > 1:
+                print(f"  {setup}: each node's CPU per step (ms): {', '.join(f'{x:.3f}' for x in shares)}")
             if taken:
                 first, last, live = taken
                 print(f"  takeover after SIGKILL of one node ({TAKEOVER_SESSIONS} of its sessions, lease {LEASE:g} s): "
