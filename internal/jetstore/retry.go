@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentworld/agentworld/internal/natsconn"
 	"github.com/agentworld/agentworld/internal/sim"
 )
 
@@ -52,44 +53,31 @@ func transient(err error) bool {
 		(errors.As(err, &api) && api.Code == 503)
 }
 
+// backoff is the timing of the store's calls; Wait is the store's.
+var backoff = natsconn.Backoff{First: firstAttempt, Step: attemptStep, Last: lastAttempt,
+	Pause: firstPause, LastPause: lastPause, Retryable: func(err error) bool {
+		return errors.Is(err, sim.ErrStoreUnavailable) || transient(err)
+	}}
+
 // retry calls fn, each attempt under its own deadline, until it succeeds,
 // fails other than transiently, or the store's Wait or ctx ends. A
 // failure for want of an answer is returned marked
 // sim.ErrStoreUnavailable; one because ctx ended is ctx's.
 func (s *Store) retry(ctx context.Context, fn func(context.Context) error) error {
-	end := time.Now().Add(s.o.Wait)
-	if d, ok := ctx.Deadline(); ok && d.Before(end) {
-		end = d
-	}
-	pause := firstPause
-	for n := 0; ; n++ {
-		per := min(firstAttempt+time.Duration(n)*attemptStep, lastAttempt)
-		due := time.Now().Add(per)
-		if due.After(end) {
-			due = end
-		}
-		actx, cancel := context.WithDeadline(ctx, due)
+	b := backoff
+	b.Wait = s.o.Wait
+	err := b.Do(ctx, func(actx context.Context) error {
+		due, _ := actx.Deadline()
+		per := time.Until(due).Round(time.Millisecond)
 		err := fn(actx)
-		cancel()
-		switch {
-		case err == nil:
-			return nil
-		case ctx.Err() != nil:
-			return err
-		case errors.Is(err, context.DeadlineExceeded):
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			// the attempt's own deadline: nobody answered in time
-			err = fmt.Errorf("%w: no answer in %v (%v)", sim.ErrStoreUnavailable, per, err)
-		case !transient(err):
-			return err
+			return fmt.Errorf("%w: no answer in %v (%v)", sim.ErrStoreUnavailable, per, err)
 		}
-		if !time.Now().Add(pause).Before(end) {
-			return unavailable(err)
-		}
-		select {
-		case <-ctx.Done():
-			return unavailable(err)
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, lastPause)
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		return unavailable(err)
 	}
+	return err
 }

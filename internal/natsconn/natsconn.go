@@ -2,9 +2,10 @@
 // a connection that reconnects for as long as it is open, and [Retry]
 // repeats a setup call while a cluster that is still forming answers
 // "JetStream not available", and [RetryGrowing] one that creates a stream
-// or bucket other processes may be creating at the same moment. The
-// session store (jetstore), the work queues (workqueue) and serve's
-// cluster wiring (app) share them.
+// or bucket other processes may be creating at the same moment; both are
+// a [Backoff], the one retry loop whose timing each caller sets (the
+// session store's calls are one more). The session store (jetstore), the
+// work queues (workqueue) and serve's cluster wiring (app) share them.
 package natsconn
 
 import (
@@ -30,21 +31,7 @@ func Dial(url, name string) (*nats.Conn, error) {
 // ends, waiting 0.1 s after the first failure and twice as long after
 // each next one, up to 2 s; it returns fn's last error when ctx ends.
 func Retry(ctx context.Context, per time.Duration, fn func(context.Context) error) error {
-	wait := 100 * time.Millisecond
-	for {
-		call, cancel := context.WithTimeout(ctx, per)
-		err := fn(call)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
+	return Backoff{First: per, Pause: 100 * time.Millisecond, LastPause: 2 * time.Second}.Do(ctx, fn)
 }
 
 // Creating a stream or bucket that other processes create at the same
@@ -61,6 +48,10 @@ const (
 	lastGrowingAttempt  = 5 * time.Second
 )
 
+// growing is RetryGrowing's timing.
+var growing = Backoff{First: firstGrowingAttempt, Step: time.Second, Last: lastGrowingAttempt,
+	Pause: 100 * time.Millisecond, LastPause: 2 * time.Second, AgainAtOnce: true}
+
 // RetryGrowing calls fn until it succeeds or ctx ends, each call under its
 // own deadline, a second longer than the one before, from 1 s to 5 s; it
 // asks again at once after a call that got no answer in time, and after
@@ -68,27 +59,5 @@ const (
 // to 2 s. It returns fn's last error when ctx ends. fn must be safe to
 // repeat (a create of an identical stream or bucket is).
 func RetryGrowing(ctx context.Context, fn func(context.Context) error) error {
-	pause := 100 * time.Millisecond
-	for n := 0; ; n++ {
-		per := min(firstGrowingAttempt+time.Duration(n)*time.Second, lastGrowingAttempt)
-		call, cancel := context.WithTimeout(ctx, per)
-		err := fn(call)
-		timedOut := call.Err() != nil
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-		if timedOut { // no answer: ask again at once
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 2*time.Second)
-	}
+	return growing.Do(ctx, fn)
 }
