@@ -150,3 +150,48 @@ func LoseBatchAcks(s *Store, n int) {
 		return r, err
 	}
 }
+
+// unansweredReads is a stream whose next reads of a subject's last
+// message (last of them) and of a message by sequence (msgs of them) get
+// no answer in time.
+type unansweredReads struct {
+	jetstream.Stream
+	mu         sync.Mutex
+	last, msgs int
+}
+
+func (s *unansweredReads) fail(n *int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if *n <= 0 {
+		return false
+	}
+	*n--
+	return true
+}
+
+func (s *unansweredReads) GetLastMsgForSubject(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
+	if s.fail(&s.last) {
+		return nil, context.DeadlineExceeded
+	}
+	return s.Stream.GetLastMsgForSubject(ctx, subj)
+}
+
+func (s *unansweredReads) GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error) {
+	if s.fail(&s.msgs) {
+		return nil, context.DeadlineExceeded
+	}
+	return s.Stream.GetMsg(ctx, seq, opts...)
+}
+
+// UnansweredReads makes the next last reads of a subject's last message
+// and msgs reads of a message by sequence go unanswered, on the
+// transcript stream and (once a ledger call opened it) the facts stream
+// alike.
+func UnansweredReads(s *Store, last, msgs int) {
+	s.stream = &unansweredReads{Stream: s.stream, last: last, msgs: msgs}
+	if st := s.facts.v.Load(); st != nil {
+		var w jetstream.Stream = &unansweredReads{Stream: *st, last: last, msgs: msgs}
+		s.facts.v.Store(&w)
+	}
+}

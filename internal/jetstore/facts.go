@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -27,6 +28,19 @@ const (
 )
 
 var _ fiction.Follower = (*Store)(nil)
+
+// factsWait bounds how long a ledger call keeps trying while the cluster
+// does not answer, in place of Options.Wait when that is longer. Ledgers
+// are used inside steps (internal/worldhooks: before the model is asked,
+// and after, under a context without deadline), and a step that cannot
+// use its world's ledger runs without it, with a warning, rather than
+// wait out the store's 10 s: 4 s outlasts an election of the embedded
+// servers (at most 3 s, internal/natsserver) and is less than the 5 s
+// one unanswered read waited for jetstream's default timeout before
+// ledger reads were retried.
+const factsWait = 4 * time.Second
+
+func (s *Store) factsWait() time.Duration { return min(s.o.Wait, factsWait) }
 
 func (s *Store) factsSubject(world string) string { return s.o.FactsPrefix + key(world) }
 
@@ -55,37 +69,24 @@ func (s *Store) WorldFacts(ctx context.Context, world string) ([]fiction.Fact, e
 // sequence. A world with nothing new costs one read of its subject's last
 // message.
 func (s *Store) FactsAfter(ctx context.Context, world string, after uint64) ([]fiction.Fact, uint64, error) {
-	facts, err := s.factsStream(ctx)
+	st, err := s.factsStream(ctx)
 	if err != nil {
 		return nil, after, fmt.Errorf("read ledger %s: %w", world, err)
 	}
-	subj := s.factsSubject(world)
-	last, err := facts.GetLastMsgForSubject(ctx, subj)
+	var out []fiction.Fact
+	last, err := s.walk(ctx, st, s.factsSubject(world), after, s.factsWait(), "read ledger "+world, func(m *jetstream.RawStreamMsg) error {
+		var batch []fiction.Fact
+		if err := json.Unmarshal(m.Data, &batch); err != nil {
+			return fmt.Errorf("ledger %s: message %d: %w", world, m.Sequence, err)
+		}
+		out = append(out, batch...)
+		return nil
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, after, nil
 	}
 	if err != nil {
-		return nil, after, unavailable(fmt.Errorf("read ledger %s: %w", world, err))
+		return nil, after, err
 	}
-	if last.Sequence <= after {
-		return nil, after, nil
-	}
-	var out []fiction.Fact
-	for seq := after + 1; ; {
-		m := last
-		if seq < last.Sequence {
-			if m, err = facts.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj)); err != nil {
-				return nil, after, unavailable(fmt.Errorf("read ledger %s from sequence %d: %w", world, seq, err))
-			}
-		}
-		var batch []fiction.Fact
-		if err := json.Unmarshal(m.Data, &batch); err != nil {
-			return nil, after, fmt.Errorf("ledger %s: message %d: %w", world, m.Sequence, err)
-		}
-		out = append(out, batch...)
-		if m.Sequence >= last.Sequence {
-			return out, last.Sequence, nil
-		}
-		seq = m.Sequence + 1
-	}
+	return out, last, nil
 }

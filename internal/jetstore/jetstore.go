@@ -537,30 +537,13 @@ func (s *Store) lastMsg(ctx context.Context, subj string) (*jetstream.RawStreamM
 
 // LoadSession implements sim.Store: it replays the session's subject.
 func (s *Store) LoadSession(ctx context.Context, id string) (sim.SessionRecord, []sim.TurnRecord, error) {
-	subj := s.subject(id)
-	last, err := s.lastMsg(ctx, subj)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return sim.SessionRecord{}, nil, fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
-	}
-	if err != nil {
-		return sim.SessionRecord{}, nil, unavailable(fmt.Errorf("load session %s: %w", id, err))
-	}
 	var rec sim.SessionRecord
 	var turns []sim.TurnRecord
 	created := false
-	for seq := uint64(1); ; {
-		m := last
-		if seq < last.Sequence {
-			if err = s.retry(ctx, func(ctx context.Context) (err error) {
-				m, err = s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-				return err
-			}); err != nil {
-				return sim.SessionRecord{}, nil, unavailable(fmt.Errorf("load session %s from sequence %d: %w", id, seq, err))
-			}
-		}
+	last, err := s.walk(ctx, s.stream, s.subject(id), 0, s.o.Wait, "load session "+id, func(m *jetstream.RawStreamMsg) error {
 		var e entry
 		if err := json.Unmarshal(m.Data, &e); err != nil {
-			return sim.SessionRecord{}, nil, fmt.Errorf("session %s: message %d: %w", id, m.Sequence, err)
+			return fmt.Errorf("session %s: message %d: %w", id, m.Sequence, err)
 		}
 		switch {
 		case e.Kind == "create" && !created && e.Session != nil:
@@ -571,13 +554,54 @@ func (s *Store) LoadSession(ctx context.Context, id string) (sim.SessionRecord, 
 		case e.Kind == "status" && created:
 			rec.Status, rec.UpdatedAt = e.Status, e.At
 		default:
-			return sim.SessionRecord{}, nil, fmt.Errorf("session %s: message %d: unexpected %q entry", id, m.Sequence, e.Kind)
+			return fmt.Errorf("session %s: message %d: unexpected %q entry", id, m.Sequence, e.Kind)
 		}
-		if m.Sequence >= last.Sequence {
-			break
-		}
-		seq = m.Sequence + 1
+		return nil
+	})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return sim.SessionRecord{}, nil, fmt.Errorf("session %s: %w", id, sim.ErrNotFound)
 	}
-	s.remember(id, last.Sequence)
+	if err != nil {
+		return sim.SessionRecord{}, nil, err
+	}
+	s.remember(id, last)
 	return rec, turns, nil
+}
+
+// walk reads the messages of subject subj of st after sequence after, in
+// order, giving each to each, and returns the sequence of the last one
+// (after when none is newer), or jetstream.ErrMsgNotFound when the
+// subject has no message. Each read is retried as retry does, for up to
+// wait; what says what the reading is for in its errors ("load session
+// x").
+func (s *Store) walk(ctx context.Context, st jetstream.Stream, subj string, after uint64, wait time.Duration,
+	what string, each func(*jetstream.RawStreamMsg) error) (uint64, error) {
+	var last *jetstream.RawStreamMsg
+	err := s.retryFor(ctx, wait, func(ctx context.Context) (err error) {
+		last, err = st.GetLastMsgForSubject(ctx, subj)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return after, err
+	}
+	if err != nil {
+		return after, unavailable(fmt.Errorf("%s: %w", what, err))
+	}
+	pos := after
+	for pos < last.Sequence {
+		m, seq := last, pos+1
+		if seq < last.Sequence {
+			if err := s.retryFor(ctx, wait, func(ctx context.Context) (err error) {
+				m, err = st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+				return err
+			}); err != nil {
+				return after, unavailable(fmt.Errorf("%s from sequence %d: %w", what, seq, err))
+			}
+		}
+		if err := each(m); err != nil {
+			return after, err
+		}
+		pos = m.Sequence
+	}
+	return pos, nil
 }

@@ -54,7 +54,7 @@ func (l *lazy[T]) get(ctx context.Context, open func(context.Context) (T, error)
 // factsStream is the ledgers' stream, created when missing.
 func (s *Store) factsStream(ctx context.Context) (jetstream.Stream, error) {
 	return s.facts.get(ctx, func(ctx context.Context) (st jetstream.Stream, err error) {
-		err = s.retry(ctx, func(ctx context.Context) (err error) {
+		err = s.retryFor(ctx, s.factsWait(), func(ctx context.Context) (err error) {
 			st, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 				Name:        s.o.FactsStream,
 				Description: "agentworld fictional worlds' ledgers, one subject per world",

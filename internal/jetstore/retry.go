@@ -23,7 +23,9 @@ import (
 // fails for another reason, or Options.Wait (or the caller's deadline)
 // runs out; then it fails with sim.ErrStoreUnavailable, which clients
 // retry. Every call retried here is safe to repeat (see publish for the
-// appends).
+// appends). Ledger calls (facts.go) wait at most factsWait, as steps use
+// them; of them, AppendFacts is one publish that is not tried again, as
+// a repeat could store its facts twice.
 const (
 	// DefaultWait is how long a store call waits for the cluster by
 	// default: three times the longest election of the embedded servers.
@@ -64,8 +66,13 @@ var backoff = natsconn.Backoff{First: firstAttempt, Step: attemptStep, Last: las
 // failure for want of an answer is returned marked
 // sim.ErrStoreUnavailable; one because ctx ended is ctx's.
 func (s *Store) retry(ctx context.Context, fn func(context.Context) error) error {
+	return s.retryFor(ctx, s.o.Wait, fn)
+}
+
+// retryFor is retry for up to wait instead of the store's Wait.
+func (s *Store) retryFor(ctx context.Context, wait time.Duration, fn func(context.Context) error) error {
 	b := backoff
-	b.Wait = s.o.Wait
+	b.Wait = wait
 	err := b.Do(ctx, func(actx context.Context) error {
 		due, _ := actx.Deadline()
 		per := time.Until(due).Round(time.Millisecond)
