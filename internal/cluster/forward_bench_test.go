@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentworld/agentworld/internal/httpedge"
 	"github.com/agentworld/agentworld/internal/jetstore"
 	"github.com/agentworld/agentworld/internal/testkit"
 )
@@ -18,9 +19,11 @@ import (
 // straight to the owner ("direct") or to another node that forwards them
 // ("forwarder": this package's own forwarding; "reverseproxy":
 // httputil.ReverseProxy over net/http's Transport, which a caller's
-// Options.Transport selects). Clients, both nodes and the owner's handler
-// run in this one process, so cpu_us/op is the CPU of a whole request;
-// the difference to "direct" is the forward's.
+// Options.Transport selects; "edge": this package's forwarding behind the
+// edge's checks, [httpedge.Guard.Admit], which reads the body first, as
+// serve's handlers are). Clients, both nodes and the owner's handler run
+// in this one process, so cpu_us/op is the CPU of a whole request; the
+// difference to "direct" is the forward's.
 func BenchmarkForward(b *testing.B) {
 	answer := bytes.Repeat([]byte("x"), 1500)
 	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -32,9 +35,21 @@ func BenchmarkForward(b *testing.B) {
 	own := func() Ownership {
 		return &owners{self: "me", leases: map[string]jetstore.Lease{"s1": lease("a", owner.URL, "model", 3, true)}}
 	}
-	front := func(opts *Options) string {
+	guard, err := httpedge.New(httpedge.Edge{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	front := func(opts *Options, edge bool) string {
 		r := New(own(), opts)
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if edge {
+				gw := guard.Writer(w)
+				if ref := guard.Admit(gw, req); ref != nil {
+					http.Error(w, ref.Message, ref.Status)
+					return
+				}
+				w = gw
+			}
 			if handled, err := r.Route(w, req, "s1"); err != nil || !handled {
 				http.Error(w, "not forwarded", http.StatusInternalServerError)
 			}
@@ -46,8 +61,9 @@ func BenchmarkForward(b *testing.B) {
 	proxied.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerNode
 	for _, mode := range []struct{ name, url string }{
 		{"direct", owner.URL},
-		{"forwarder", front(nil)},
-		{"reverseproxy", front(&Options{Transport: proxied})},
+		{"forwarder", front(nil, false)},
+		{"reverseproxy", front(&Options{Transport: proxied}, false)},
+		{"edge", front(nil, true)},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			benchmarkSteps(b, mode.url+"/v1/sessions/s1/step")
