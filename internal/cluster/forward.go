@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentworld/agentworld/internal/httpedge"
 )
 
 // A forward is most of what a cluster costs beyond one node when clients
@@ -30,8 +32,9 @@ import (
 // event stream the client asks for, a node reached over TLS or through a
 // caller's Transport) takes the ReverseProxy.
 
-// maxForwardBody is the largest request body [forwarder] reads into
-// memory before it sends it; a larger one is streamed by ReverseProxy.
+// maxForwardBody is the largest request body [forwarder] sends from
+// memory (the edge's buffer, or read here); a larger one is streamed by
+// ReverseProxy.
 const maxForwardBody = 1 << 20
 
 // idleConnMaxAge is how long a kept-alive connection to another node may
@@ -147,16 +150,9 @@ func (f *forwarder) forward(w http.ResponseWriter, req *http.Request, target *ur
 			bufPool.Put(bp)
 		}
 	}()
-	body := (*bp)[:0]
-	if n := int(req.ContentLength); n > 0 {
-		if cap(body) < n {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(req.Body, body); err != nil {
-			return &bodyError{err}
-		}
-		*bp = body[:0]
+	body, err := requestBody(req, bp)
+	if err != nil {
+		return err
 	}
 	c, err := f.get(req.Context(), target.Host)
 	if err != nil {
@@ -184,7 +180,7 @@ func (f *forwarder) forward(w http.ResponseWriter, req *http.Request, target *ur
 		h.Add("Trailer", k)
 	}
 	w.WriteHeader(resp.StatusCode)
-	buf := body[:cap(body)] // at least bufPool's 8 KiB
+	buf := (*bp)[:cap(*bp)] // at least bufPool's 8 KiB
 	var flush func() error
 	if resp.ContentLength < 0 {
 		// streamed as the owner writes it
@@ -203,6 +199,27 @@ func (f *forwarder) forward(w http.ResponseWriter, req *http.Request, target *ur
 		h[http.TrailerPrefix+k] = v
 	}
 	return nil
+}
+
+// requestBody is req's body whole. Behind the edge it is the buffer
+// [httpedge.Guard.Admit] read (or a handler put back, [httpedge.PutBack]),
+// taken without a copy; otherwise it is read into *bp, grown to fit.
+func requestBody(req *http.Request, bp *[]byte) ([]byte, error) {
+	if b, ok := req.Body.(*httpedge.Body); ok {
+		return b.Rest(), nil
+	}
+	n := int(req.ContentLength)
+	if n <= 0 {
+		return nil, nil
+	}
+	if cap(*bp) < n {
+		*bp = make([]byte, 0, n)
+	}
+	body := (*bp)[:n]
+	if _, err := io.ReadFull(req.Body, body); err != nil {
+		return nil, &bodyError{err}
+	}
+	return body, nil
 }
 
 // copyAnswer copies the owner's answer body to the client, flushing after

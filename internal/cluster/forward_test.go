@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentworld/agentworld/internal/httpedge"
 	"github.com/agentworld/agentworld/internal/jetstore"
 )
 
@@ -256,5 +257,69 @@ func TestForwardOthersByProxy(t *testing.T) {
 	}
 	if diff := cmp.Diff([]bool{false, false, true}, viaForwarder); diff != "" {
 		t.Errorf("through the forwarder: chunked, event stream, plain (-want +got):\n%s", diff)
+	}
+}
+
+// TestForwardTakesTheEdgesBody: behind the edge, whose Admit has read
+// the body, every way of forwarding carries it whole, whether the handler
+// left it unread or read it and put it back (as the OpenEnv handlers do
+// to find the session); the forwarder sends the edge's own buffer rather
+// than a copy of it.
+func TestForwardTakesTheEdgesBody(t *testing.T) {
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, r.Method+" "+string(b)+" by "+r.Header.Get(ForwardedHeader))
+	}))
+	t.Cleanup(owner.Close)
+	guard, err := httpedge.New(httpedge.Edge{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(&owners{self: "me", leases: map[string]jetstore.Lease{"s1": lease("a", owner.URL, "model", 3, true)}}, nil)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		gw := guard.Writer(w)
+		if ref := guard.Admit(gw, req); ref != nil {
+			http.Error(w, ref.Message, ref.Status)
+			return
+		}
+		if req.URL.Query().Has("read") {
+			body, err := httpedge.ReadBody(req)
+			if err != nil {
+				t.Error(err)
+			}
+			httpedge.PutBack(req, body)
+		}
+		if handled, err := r.Route(gw, req, "s1"); err != nil || !handled {
+			http.Error(w, "not forwarded: "+errString(err), http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(front.Close)
+	for _, path := range []string{"/mcp", "/mcp?read"} {
+		chunked, _ := http.NewRequest(http.MethodPost, front.URL+path, io.MultiReader(strings.NewReader("a"), strings.NewReader("b")))
+		stream, _ := http.NewRequest(http.MethodPost, front.URL+path, strings.NewReader("ab"))
+		stream.Header.Set("Accept", "application/json, text/event-stream")
+		plain, _ := http.NewRequest(http.MethodPost, front.URL+path, strings.NewReader("ab"))
+		for i, req := range []*http.Request{chunked, stream, plain} {
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := "POST ab by me"; string(b) != want {
+				t.Errorf("%s, request %d (chunked, event stream, plain): answer %q, want %q", path, i, b, want)
+			}
+		}
+	}
+
+	sent := []byte(`{"action":"ls"}`)
+	req := httptest.NewRequest(http.MethodPost, "/v1/sessions/s1/step", nil)
+	httpedge.PutBack(req, sent)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	body, err := requestBody(req, bp)
+	if err != nil || string(body) != string(sent) || &body[0] != &sent[0] {
+		t.Errorf("requestBody gave %q (%v), want the edge's buffer %q itself", body, err, sent)
 	}
 }

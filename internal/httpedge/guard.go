@@ -215,6 +215,23 @@ func ReadBody(r *http.Request) ([]byte, error) {
 	return readAll(r.Body, r.ContentLength)
 }
 
+// PutBack makes body, which a handler took from r with [ReadBody], r's
+// body again, for a handler that passes the request on after reading it
+// (a cluster node that forwards it to the session's owner). Behind
+// [Guard.Admit] r.Body is Admit's [Body], which is reset to body, so
+// nothing is copied or allocated; the forward takes the bytes back with
+// [Body.Rest].
+func PutBack(r *http.Request, body []byte) {
+	b, ok := r.Body.(*Body)
+	if !ok {
+		b = new(Body)
+		r.Body = b
+	}
+	b.b = body
+	b.r.Reset(body)
+	r.ContentLength = int64(len(body))
+}
+
 // Body is the request body [Guard.Admit] read, put back as r.Body. It
 // reads like the original; [Body.Rest] hands a handler what is left of
 // it without copying it a second time.

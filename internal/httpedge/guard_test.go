@@ -221,6 +221,47 @@ func TestAdmitReadsTheBody(t *testing.T) {
 	}
 }
 
+// TestPutBack: a body a handler read and puts back reads again whole, as
+// r.Body and through ReadBody; behind Admit it is Admit's own Body reset
+// (the same buffer, no new Body), on any other request a new Body.
+func TestPutBack(t *testing.T) {
+	g, err := New(Edge{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, admitted := range []bool{true, false} {
+		sent := `{"action":"ls"}`
+		r := httptest.NewRequest(http.MethodPost, "http://localhost/step", strings.NewReader(sent))
+		r.Header.Set("Content-Type", "application/json")
+		if admitted {
+			if ref := g.Admit(g.Writer(httptest.NewRecorder()), r); ref != nil {
+				t.Fatal(ref)
+			}
+		}
+		before := r.Body
+		body, err := ReadBody(r)
+		if err != nil || string(body) != sent {
+			t.Fatalf("admitted %v: read %q, %v", admitted, body, err)
+		}
+		PutBack(r, body[1:])
+		if (r.Body == before) != admitted {
+			t.Errorf("admitted %v: the body put back is Admit's own: %v", admitted, r.Body == before)
+		}
+		if r.ContentLength != int64(len(sent)-1) {
+			t.Errorf("admitted %v: ContentLength %d, want %d", admitted, r.ContentLength, len(sent)-1)
+		}
+		b, _ := r.Body.(*Body)
+		peek := make([]byte, 1)
+		if n, _ := r.Body.Read(peek); n != 1 || b == nil {
+			t.Fatalf("admitted %v: r.Body is a %T that read %d bytes", admitted, r.Body, n)
+		}
+		rest, err := ReadBody(r)
+		if err != nil || string(peek)+string(rest) != sent[1:] || &rest[0] != &body[2] {
+			t.Errorf("admitted %v: read back %q+%q (%v), want %q in the buffer put back", admitted, peek, rest, err, sent[1:])
+		}
+	}
+}
+
 // TestJSONContent: the content types a JSON body may be sent with, the
 // usual one decided without parsing and the others by mime.ParseMediaType.
 func TestJSONContent(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/agentworld/agentworld/internal/api"
 	"github.com/agentworld/agentworld/internal/cluster"
 	"github.com/agentworld/agentworld/internal/fielderr"
+	"github.com/agentworld/agentworld/internal/httpedge"
 )
 
 // Requests that name a session, on every surface, go through
@@ -50,15 +51,14 @@ import (
 // and answers it when it is not served here (forwarded, or an error
 // written): true means the handler is done. body is what the handler
 // already read of the request (nil for none); it is put back for the
-// forward.
+// forward, which takes it without a copy (httpedge.PutBack).
 func (s *Server) routeID(w http.ResponseWriter, r *http.Request, id string, body []byte) bool {
 	rt := s.opts.Sessions
 	if rt == nil || id == "" {
 		return false
 	}
 	if body != nil {
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
+		httpedge.PutBack(r, body)
 	}
 	handled, err := rt.Route(w, r, id)
 	if err != nil {
