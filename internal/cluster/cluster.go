@@ -101,7 +101,17 @@ type Router struct {
 	o   Options
 	log *slog.Logger
 	fwd *forwarder // nil when Options.Transport was given
+
+	// targets are the owners' base URLs by their address (Lease.Addr),
+	// parsed once rather than for every forward; a few per node, so the
+	// map is emptied when it reaches maxTargets (addresses of nodes long
+	// gone).
+	mu      sync.RWMutex
+	targets map[string]*url.URL
 }
+
+// maxTargets bounds Router.targets.
+const maxTargets = 64
 
 // New makes a Router over own.
 func New(own Ownership, opts *Options) *Router {
@@ -123,7 +133,7 @@ func New(own Ownership, opts *Options) *Router {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Router{own: own, o: o, log: log, fwd: fwd}
+	return &Router{own: own, o: o, log: log, fwd: fwd, targets: map[string]*url.URL{}}
 }
 
 // claimTries bounds the claims of one request that other nodes win.
@@ -207,10 +217,32 @@ func ownerURL(id string, l jetstore.Lease) (*url.URL, error) {
 	return target, nil
 }
 
+// target is ownerURL(id, l), parsed once per address. The URL is shared:
+// nothing it is given to changes it.
+func (r *Router) target(id string, l jetstore.Lease) (*url.URL, error) {
+	r.mu.RLock()
+	u := r.targets[l.Addr]
+	r.mu.RUnlock()
+	if u != nil {
+		return u, nil
+	}
+	u, err := ownerURL(id, l)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if len(r.targets) >= maxTargets {
+		clear(r.targets)
+	}
+	r.targets[l.Addr] = u
+	r.mu.Unlock()
+	return u, nil
+}
+
 // forward proxies req to the owner. An owner that does not answer (it
 // just died; its lease has not yet run out) is ErrOwnerUnreachable.
 func (r *Router) forward(w http.ResponseWriter, req *http.Request, id string, l jetstore.Lease) error {
-	target, err := ownerURL(id, l)
+	target, err := r.target(id, l)
 	if err != nil {
 		return err
 	}

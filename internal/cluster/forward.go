@@ -41,7 +41,7 @@ const maxForwardBody = 1 << 20
 // wait unused before it is closed rather than used: under the nodes' edge
 // idle timeout (httpedge.DefaultIdleTimeout). A connection its owner
 // closed sooner (an edge under pressure sheds idle connections) is found
-// closed before it is used (see closedByPeer).
+// closed before it is used (see peerCheck).
 const idleConnMaxAge = 30 * time.Second
 
 // forwarder carries requests to other nodes over kept-alive HTTP/1.1
@@ -66,7 +66,17 @@ type nodeConn struct {
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	since time.Time // when it was put back idle
+	// closedByPeer reports whether the other end closed the connection
+	// while it was idle (see peerCheck).
+	closedByPeer func() bool
+	// abort ends the request in flight on the connection, its client
+	// having gone away; made once, as closedByPeer, so a request does not
+	// allocate it.
+	abort func()
 }
+
+// expire fails the connection's reads and writes at once.
+func (c *nodeConn) expire() { c.SetDeadline(time.Unix(1, 0)) }
 
 // get is an idle connection to host that is still open, or a new one.
 func (f *forwarder) get(ctx context.Context, host string) (*nodeConn, error) {
@@ -92,7 +102,7 @@ func (f *forwarder) get(ctx context.Context, host string) (*nodeConn, error) {
 			break
 		}
 		f.mu.Unlock()
-		if !closedByPeer(c.Conn) {
+		if !c.closedByPeer() {
 			return c, nil
 		}
 		c.Close()
@@ -101,8 +111,9 @@ func (f *forwarder) get(ctx context.Context, host string) (*nodeConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &nodeConn{Conn: nc}
+	c := &nodeConn{Conn: nc, closedByPeer: peerCheck(nc)}
 	c.br, c.bw = bufio.NewReaderSize(nc, 4<<10), bufio.NewWriterSize(nc, 4<<10)
+	c.abort = c.expire
 	return c, nil
 }
 
@@ -159,7 +170,7 @@ func (f *forwarder) forward(w http.ResponseWriter, req *http.Request, target *ur
 		return err
 	}
 	// A client that goes away ends the wait for the owner and the copy.
-	stop := context.AfterFunc(req.Context(), func() { c.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(req.Context(), c.abort)
 	resp, err := roundTrip(c, req, body, mark)
 	if err != nil {
 		stop()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -144,7 +145,7 @@ func TestForwardRedialsAClosedConnection(t *testing.T) {
 	}
 	owner.CloseClientConnections()
 	// The owner's close reaches this end when the kernel delivers it.
-	for deadline := time.Now().Add(hang); !closedByPeer(idle[0].Conn); {
+	for deadline := time.Now().Add(hang); !idle[0].closedByPeer(); {
 		if time.Now().After(deadline) {
 			t.Skip("the owner's close never showed on the idle connection (no peek on this system)")
 		}
@@ -321,5 +322,52 @@ func TestForwardTakesTheEdgesBody(t *testing.T) {
 	body, err := requestBody(req, bp)
 	if err != nil || string(body) != string(sent) || &body[0] != &sent[0] {
 		t.Errorf("requestBody gave %q (%v), want the edge's buffer %q itself", body, err, sent)
+	}
+}
+
+// TestForwardFollowsTheOwnersAddress: the owners' URLs parsed once per
+// address do not outlive a change of address (a node restarted elsewhere,
+// a session now owned by another node), an address that does not parse
+// is refused every time, and the parsed URLs kept stay few.
+func TestForwardFollowsTheOwnersAddress(t *testing.T) {
+	answering := func(name string) string {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, name)
+		}))
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	own := &owners{self: "me", leases: map[string]jetstore.Lease{}}
+	r := New(own, nil)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if handled, err := r.Route(w, req, "s1"); err != nil || !handled {
+			http.Error(w, "not forwarded: "+errString(err), http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(front.Close)
+	a, b := answering("a"), answering("b")
+	var got []string
+	for _, addr := range []string{a, b, a, "http://", a} {
+		own.leases["s1"] = lease("n", addr, "model", 3, true)
+		resp, err := http.Get(front.URL + "/v1/sessions/s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got = append(got, strings.Fields(string(body))[0])
+	}
+	if diff := cmp.Diff([]string{"a", "b", "a", "not", "a"}, got); diff != "" {
+		t.Errorf("answers as the owner's address changed (-want +got):\n%s", diff)
+	}
+	for i := range 3 * maxTargets {
+		addr := fmt.Sprintf("http://127.0.0.1:%d", 1000+i)
+		u, err := r.target("s1", lease("n", addr, "model", 3, true))
+		if err != nil || u.Host != addr[len("http://"):] {
+			t.Fatalf("%s: target %v, %v", addr, u, err)
+		}
+	}
+	if n := len(r.targets); n > maxTargets {
+		t.Errorf("%d parsed owner URLs kept, want at most %d", n, maxTargets)
 	}
 }
