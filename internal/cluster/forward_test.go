@@ -241,11 +241,24 @@ func TestForwardOthersByProxy(t *testing.T) {
 		}
 	}))
 	t.Cleanup(front.Close)
-	chunked, _ := http.NewRequest(http.MethodPost, front.URL+"/mcp", io.MultiReader(strings.NewReader("a"), strings.NewReader("b")))
-	stream, _ := http.NewRequest(http.MethodPost, front.URL+"/mcp", strings.NewReader("ab"))
+	postThreeWays(t, front.URL+"/mcp")
+	if diff := cmp.Diff([]bool{false, false, true}, viaForwarder); diff != "" {
+		t.Errorf("through the forwarder: chunked, event stream, plain (-want +got):\n%s", diff)
+	}
+}
+
+// postThreeWays posts the JSON body "ab" to url chunked, asking for an
+// event stream, and plainly (the first two go by ReverseProxy, the last
+// through the forwarder), and checks that each answer is the echoing
+// owner's.
+func postThreeWays(t *testing.T, url string) {
+	t.Helper()
+	chunked, _ := http.NewRequest(http.MethodPost, url, io.MultiReader(strings.NewReader("a"), strings.NewReader("b")))
+	stream, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("ab"))
 	stream.Header.Set("Accept", "application/json, text/event-stream")
-	plain, _ := http.NewRequest(http.MethodPost, front.URL+"/mcp", strings.NewReader("ab"))
-	for _, req := range []*http.Request{chunked, stream, plain} {
+	plain, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("ab"))
+	for i, req := range []*http.Request{chunked, stream, plain} {
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -253,11 +266,8 @@ func TestForwardOthersByProxy(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if want := "POST ab by me"; string(b) != want {
-			t.Errorf("answer %q, want %q", b, want)
+			t.Errorf("%s, request %d (chunked, event stream, plain): answer %q, want %q", url, i, b, want)
 		}
-	}
-	if diff := cmp.Diff([]bool{false, false, true}, viaForwarder); diff != "" {
-		t.Errorf("through the forwarder: chunked, event stream, plain (-want +got):\n%s", diff)
 	}
 }
 
@@ -295,24 +305,8 @@ func TestForwardTakesTheEdgesBody(t *testing.T) {
 		}
 	}))
 	t.Cleanup(front.Close)
-	for _, path := range []string{"/mcp", "/mcp?read"} {
-		chunked, _ := http.NewRequest(http.MethodPost, front.URL+path, io.MultiReader(strings.NewReader("a"), strings.NewReader("b")))
-		stream, _ := http.NewRequest(http.MethodPost, front.URL+path, strings.NewReader("ab"))
-		stream.Header.Set("Accept", "application/json, text/event-stream")
-		plain, _ := http.NewRequest(http.MethodPost, front.URL+path, strings.NewReader("ab"))
-		for i, req := range []*http.Request{chunked, stream, plain} {
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if want := "POST ab by me"; string(b) != want {
-				t.Errorf("%s, request %d (chunked, event stream, plain): answer %q, want %q", path, i, b, want)
-			}
-		}
-	}
+	postThreeWays(t, front.URL+"/mcp")
+	postThreeWays(t, front.URL+"/mcp?read")
 
 	sent := []byte(`{"action":"ls"}`)
 	req := httptest.NewRequest(http.MethodPost, "/v1/sessions/s1/step", nil)
