@@ -52,8 +52,9 @@ type Store interface {
 // Follower is a Store that other ledgers append to as well (the nodes of
 // a cluster, internal/jetstore). A ledger over one reads the facts
 // appended since it last looked before each use of a world, and applies
-// its own appends only as it reads them back, so every ledger over the
-// store applies the same facts in the same order.
+// its own appends only as it reads them back (or, over a
+// PositionAppender, as it appends them at the position it read), so
+// every ledger over the store applies the same facts in the same order.
 type Follower interface {
 	Store
 	// FactsAfter returns a world's facts appended after position after
@@ -61,6 +62,24 @@ type Follower interface {
 	// (after when there are none).
 	FactsAfter(ctx context.Context, world string, after uint64) ([]Fact, uint64, error)
 }
+
+// PositionAppender is a Follower that appends at an expected position,
+// as a compare-and-set: a ledger over one applies its own facts as it
+// appends them, without reading them back, since an append accepted at
+// the position it read leaves nothing between that position and its own.
+type PositionAppender interface {
+	Follower
+	// AppendFactsAt adds facts to a world's ledger, as AppendFacts does,
+	// only if the world's last position is at (0: it has no facts), and
+	// returns the position of the facts it added. When another writer
+	// has appended after at it adds nothing and fails with
+	// ErrPositionMoved.
+	AppendFactsAt(ctx context.Context, world string, at uint64, facts []Fact) (uint64, error)
+}
+
+// ErrPositionMoved is a PositionAppender's refusal of an append at a
+// position that is no longer the world's last.
+var ErrPositionMoved = errors.New("another writer appended to the ledger after the expected position")
 
 // MemStore is a Store in memory, for tests and throwaway servers.
 type MemStore struct {
@@ -328,7 +347,7 @@ func (l *Ledger) world(ctx context.Context, world string) (*worldState, error) {
 	l.mu.Unlock()
 	ws.mu.Lock()
 	if f, ok := l.store.(Follower); ok {
-		if err := ws.follow(ctx, f, world); err != nil {
+		if _, err := ws.follow(ctx, f, world); err != nil {
 			ws.mu.Unlock()
 			return nil, err
 		}
@@ -350,6 +369,18 @@ func (l *Ledger) world(ctx context.Context, world string) (*worldState, error) {
 
 // Observe extracts the facts of one observation and records those that are
 // new or change the current value. It returns what it recorded.
+//
+// Over a PositionAppender the facts are appended at the position the
+// ledger has read, and once that is accepted they are applied as they
+// are, without reading them back: nothing can lie between that position
+// and them. When another writer appended meanwhile, the append is refused,
+// and the ledger appends as over any Follower: unconditionally, then
+// reading back, in the store's order, everything appended since it last
+// read, the other writers' facts and its own, as every ledger over the
+// store applies them. It appends so to that world for as long as its
+// read-backs hold other writers' facts (appends at a position would
+// mostly be refused there), and at positions again after one holds only
+// its own.
 func (l *Ledger) Observe(ctx context.Context, world, session string, turn int, observation string) ([]Fact, error) {
 	as := Extract(observation)
 	if len(as) == 0 {
@@ -372,13 +403,28 @@ func (l *Ledger) Observe(ctx context.Context, world, session string, turn int, o
 	if len(add) == 0 {
 		return nil, nil
 	}
+	if pa, ok := l.store.(PositionAppender); ok && !ws.contended {
+		pos, err := pa.AppendFactsAt(ctx, world, ws.pos, add)
+		switch {
+		case err == nil:
+			for _, f := range add {
+				ws.apply(f)
+			}
+			ws.pos = pos
+			return add, nil
+		case !errors.Is(err, ErrPositionMoved):
+			return nil, fmt.Errorf("ledger %s session %s turn %d: %w", world, session, turn, err)
+		}
+		ws.contended = true
+	}
 	if err := l.store.AppendFacts(ctx, world, add); err != nil {
 		return nil, fmt.Errorf("ledger %s session %s turn %d: %w", world, session, turn, err)
 	}
 	if f, ok := l.store.(Follower); ok {
 		// read back in the store's order, with what others appended
 		// meanwhile; on failure the next use of the world reads them
-		_ = ws.follow(ctx, f, world)
+		n, err := ws.follow(ctx, f, world)
+		ws.contended = ws.contended && (err != nil || n > len(add))
 		return add, nil
 	}
 	for _, f := range add {
@@ -388,17 +434,17 @@ func (l *Ledger) Observe(ctx context.Context, world, session string, turn int, o
 }
 
 // follow applies the facts appended to f since ws last read it, with
-// ws.mu held.
-func (ws *worldState) follow(ctx context.Context, f Follower, world string) error {
+// ws.mu held, and returns how many it applied.
+func (ws *worldState) follow(ctx context.Context, f Follower, world string) (int, error) {
 	facts, pos, err := f.FactsAfter(ctx, world, ws.pos)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, fact := range facts {
 		ws.apply(fact)
 	}
 	ws.pos, ws.loaded = pos, true
-	return nil
+	return len(facts), nil
 }
 
 // StateHeader opens the ledger's state text.

@@ -370,15 +370,74 @@ func (s *followStore) FactsAfter(ctx context.Context, world string, after uint64
 	return facts[after:], uint64(len(facts)), nil
 }
 
+// positionStore is a view of a shared followStore that appends at
+// expected positions, as one node's store of a cluster; before, when
+// set, runs before its next AppendFactsAt (another node getting in
+// first), and calls logs this view's calls: "read", "at" (an append at a
+// position, "at refused" when refused), "append".
+type positionStore struct {
+	*followStore
+	before func()
+	calls  []string
+}
+
+func newPositionStore(shared *followStore) *positionStore { return &positionStore{followStore: shared} }
+
+func (s *positionStore) log(call string) {
+	s.mu.Lock()
+	s.calls = append(s.calls, call)
+	s.mu.Unlock()
+}
+
+func (s *positionStore) FactsAfter(ctx context.Context, world string, after uint64) ([]Fact, uint64, error) {
+	s.log("read")
+	return s.followStore.FactsAfter(ctx, world, after)
+}
+
+func (s *positionStore) AppendFacts(ctx context.Context, world string, facts []Fact) error {
+	s.log("append")
+	return s.followStore.AppendFacts(ctx, world, facts)
+}
+
+func (s *positionStore) AppendFactsAt(ctx context.Context, world string, at uint64, facts []Fact) (uint64, error) {
+	if f := s.before; f != nil {
+		s.before = nil
+		f()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if uint64(len(s.m[world])) != at {
+		s.calls = append(s.calls, "at refused")
+		return 0, ErrPositionMoved
+	}
+	s.calls = append(s.calls, "at")
+	if s.m == nil {
+		s.m = map[string][]Fact{}
+	}
+	s.m[world] = append(s.m[world], facts...)
+	return uint64(len(s.m[world])), nil
+}
+
 // TestLedgersShareAFollowerStore: two ledgers over one shared store (two
 // nodes of a cluster) see each other's facts at their next use of the
 // world, and, after concurrent steps on both, render what one ledger
-// holding every fact would.
+// holding every fact would; whether the store appends at expected
+// positions or not.
 func TestLedgersShareAFollowerStore(t *testing.T) {
+	t.Run("follower", func(t *testing.T) {
+		store := &followStore{}
+		testLedgersShare(t, store, store, store)
+	})
+	t.Run("position appender", func(t *testing.T) {
+		store := &followStore{}
+		testLedgersShare(t, store, newPositionStore(store), newPositionStore(store))
+	})
+}
+
+func testLedgersShare(t *testing.T, store, sa, sb Follower) {
 	ctx := context.Background()
-	store := &followStore{}
-	a := NewLedger(store, &LedgerOptions{MaxStateChars: 800})
-	b := NewLedger(store, &LedgerOptions{MaxStateChars: 800})
+	a := NewLedger(sa, &LedgerOptions{MaxStateChars: 800})
+	b := NewLedger(sb, &LedgerOptions{MaxStateChars: 800})
 	if _, err := a.Observe(ctx, "w0", "A", 1, `{"id":"emp-77","title":"Head of Research"}`); err != nil {
 		t.Fatal(err)
 	}
@@ -417,4 +476,91 @@ func TestLedgersShareAFollowerStore(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestObserveAtPosition: over a PositionAppender, a ledger's step reads
+// the world once and appends at the position it read, without reading
+// its facts back. When another writer got in first, the append is
+// refused, and the step appends as over any Follower, reading back both
+// writers' facts in the store's order (so a change of the other
+// session's value is a contradiction, as when both append
+// unconditionally); its next step, finding only its own facts read back,
+// and the one after append at positions again. Both ledgers hold the
+// same facts throughout.
+func TestObserveAtPosition(t *testing.T) {
+	ctx := t.Context()
+	const obs = `{"id":"emp-77","title":"Head of Research","floor":"3"}`
+	type want struct {
+		Recorded       []string // entity.attribute=value Observe returned
+		Facts          []string // the world's ledger, in order
+		Contradictions int
+		Calls          [][]string // ledger a's store calls, per step
+	}
+	steps := []string{obs, `{"id":"emp-77","title":"CTO"}`, `{"id":"emp-77","title":"CEO"}`}
+	for _, tc := range []struct {
+		name  string
+		other string // what ledger b records just before a's first append; "" nothing
+		want  want
+	}{
+		{name: "nobody else", want: want{
+			Recorded: []string{"emp-77.floor=3", "emp-77.title=Head of Research"},
+			Facts:    []string{"emp-77.floor=3", "emp-77.title=Head of Research", "emp-77.title=CTO", "emp-77.title=CEO"},
+			Calls:    [][]string{{"read", "at"}, {"read", "at"}, {"read", "at"}}}},
+		{name: "another session changed a value", other: `{"id":"emp-77","title":"Janitor"}`, want: want{
+			Recorded:       []string{"emp-77.floor=3", "emp-77.title=Head of Research"},
+			Facts:          []string{"emp-77.title=Janitor", "emp-77.floor=3", "emp-77.title=Head of Research", "emp-77.title=CTO", "emp-77.title=CEO"},
+			Contradictions: 1,
+			Calls:          [][]string{{"read", "at refused", "append", "read"}, {"read", "append", "read"}, {"read", "at"}}}},
+		{name: "another session asserted the same", other: obs, want: want{
+			Recorded: []string{"emp-77.floor=3", "emp-77.title=Head of Research"},
+			Facts: []string{"emp-77.floor=3", "emp-77.title=Head of Research", "emp-77.floor=3", "emp-77.title=Head of Research",
+				"emp-77.title=CTO", "emp-77.title=CEO"},
+			Calls: [][]string{{"read", "at refused", "append", "read"}, {"read", "append", "read"}, {"read", "at"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shared := &followStore{}
+			sa, sb := newPositionStore(shared), newPositionStore(shared)
+			a, b := NewLedger(sa, nil), NewLedger(sb, nil)
+			if tc.other != "" {
+				sa.before = func() {
+					if _, err := b.Observe(ctx, "w", "B", 1, tc.other); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			var got want
+			for i, obs := range steps {
+				sa.calls = nil
+				rec, err := a.Observe(ctx, "w", "A", i+1, obs)
+				if err != nil || len(rec) == 0 {
+					t.Fatalf("step %d: recorded %v, %v", i+1, rec, err)
+				}
+				if i == 0 {
+					got.Recorded = factStrings(rec)
+				}
+				got.Calls = append(got.Calls, sa.calls)
+				for _, s := range []string{"", "A", "B"} {
+					facts, _ := shared.WorldFacts(ctx, "w")
+					ta, _ := a.StateText(ctx, "w", s)
+					tb, _ := b.StateText(ctx, "w", s)
+					if want := referenceStateText(facts, s, 6000); ta != want || tb != want {
+						t.Errorf("step %d, session %q: ledger a's text %q, b's %q, want both %q", i+1, s, ta, tb, want)
+					}
+				}
+			}
+			facts, _ := shared.WorldFacts(ctx, "w")
+			got.Facts, got.Contradictions = factStrings(facts), len(FindContradictions(facts))
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Fatalf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func factStrings(facts []Fact) []string {
+	var out []string
+	for _, f := range facts {
+		out = append(out, f.Entity+"."+f.Attribute+"="+f.Value)
+	}
+	return out
 }

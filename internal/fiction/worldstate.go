@@ -18,6 +18,10 @@ type worldState struct {
 	loaded   bool
 	pos      uint64 // a Follower store's position of the last fact applied
 	maxChars int    // the ledger's MaxStateChars
+	// contended: a PositionAppender refused the ledger's last append at
+	// its position, and its read-backs since held other writers' facts
+	// (Observe).
+	contended bool
 
 	entities map[string]*entity
 	byRank   []*entity // first-seen order

@@ -15,9 +15,10 @@ import (
 // Fictional worlds' ledgers (internal/fiction) are kept in the stream
 // Options.FactsStream, one subject per world (Options.FactsPrefix and
 // the world's name, base64url-encoded), one message per batch of facts a
-// step recorded. The store is a [fiction.Follower]: every node's ledger
-// reads what the others appended before it uses a world, so the nodes of a
-// cluster share one ledger per world, and it outlives them as the
+// step recorded. The store is a [fiction.PositionAppender]: every node's
+// ledger reads what the others appended before it uses a world, and
+// appends at the position it read, so the nodes of a cluster share one
+// ledger per world, and it outlives them as the
 // transcripts do. The stream is created by the first node that uses a
 // ledger (lazy.go).
 
@@ -27,7 +28,7 @@ const (
 	DefaultFactsPrefix = "agentworld.facts."
 )
 
-var _ fiction.Follower = (*Store)(nil)
+var _ fiction.PositionAppender = (*Store)(nil)
 
 // factsWait bounds how long a ledger call keeps trying while the cluster
 // does not answer, in place of Options.Wait when that is longer. Ledgers
@@ -57,6 +58,30 @@ func (s *Store) AppendFacts(ctx context.Context, world string, facts []fiction.F
 		return unavailable(s.overMaxPayload(fmt.Errorf("store ledger %s facts: %w", world, err), len(data)))
 	}
 	return nil
+}
+
+// AppendFactsAt implements fiction.PositionAppender: one message holding
+// the batch, stored only if the world's subject's last message is at (its
+// stream sequence; 0: it has none), as session appends are (putOne), and
+// tried again while the stream does not answer, recognising its own
+// message if an unanswered attempt stored it.
+func (s *Store) AppendFactsAt(ctx context.Context, world string, at uint64, facts []fiction.Fact) (uint64, error) {
+	data, err := json.Marshal(facts)
+	if err != nil {
+		return 0, fmt.Errorf("encode ledger %s facts: %w", world, err)
+	}
+	st, err := s.factsStream(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("store ledger %s facts: %w", world, err)
+	}
+	pos, err := s.putTo(ctx, appendLog{st, s.o.FactsStream, s.factsWait()}, s.factsSubject(world), data, at, false)
+	if isWrongLastSequence(err) {
+		return 0, fmt.Errorf("ledger %s: %w (%v)", world, fiction.ErrPositionMoved, err)
+	}
+	if err != nil {
+		return 0, unavailable(s.overMaxPayload(fmt.Errorf("store ledger %s facts: %w", world, err), len(data)))
+	}
+	return pos, nil
 }
 
 // WorldFacts implements fiction.Store.

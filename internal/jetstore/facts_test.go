@@ -2,6 +2,7 @@ package jetstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -79,5 +80,57 @@ func TestNodesShareWorldLedgers(t *testing.T) {
 	}
 	if facts, err := open(t, nc, nil).WorldFacts(ctx, "no such world"); err != nil || len(facts) != 0 {
 		t.Fatalf("a world without facts: %v, %v", facts, err)
+	}
+}
+
+// TestAppendFactsAt: a ledger batch is appended only at the world's last
+// position, which the answer gives; an append at an older one is refused
+// as fiction.ErrPositionMoved and adds nothing; one whose acknowledgement
+// was lost is recognised as stored, once.
+func TestAppendFactsAt(t *testing.T) {
+	nc := serve(t)
+	ctx := t.Context()
+	st := open(t, nc, nil)
+	fact := func(v string) []fiction.Fact {
+		return []fiction.Fact{{World: "w", Entity: "e", Attribute: "a", Value: v, Session: "S", Source: fiction.SourceObservation}}
+	}
+	var pos uint64
+	for _, tc := range []struct {
+		name    string
+		at      func() uint64
+		lose    bool // the acknowledgement is lost
+		moved   bool
+		wantAll []string
+	}{
+		{name: "empty world", at: func() uint64 { return 0 }, wantAll: []string{"1"}},
+		{name: "empty world again", at: func() uint64 { return 0 }, moved: true, wantAll: []string{"1"}},
+		{name: "at the last", at: func() uint64 { return pos }, wantAll: []string{"1", "3"}},
+		{name: "at the one before", at: func() uint64 { return pos - 1 }, moved: true, wantAll: []string{"1", "3"}},
+		{name: "acknowledgement lost", at: func() uint64 { return pos }, lose: true, wantAll: []string{"1", "3", "5"}},
+	} {
+		v := fmt.Sprint(len(tc.wantAll)*2 - 1)
+		if tc.moved {
+			v = "refused"
+		}
+		if tc.lose {
+			jetstore.LoseAcks(st, 1)
+		}
+		at, err := st.AppendFactsAt(ctx, "w", tc.at(), fact(v))
+		switch {
+		case tc.moved && !errors.Is(err, fiction.ErrPositionMoved):
+			t.Fatalf("%s: %v, want ErrPositionMoved", tc.name, err)
+		case !tc.moved && (err != nil || at <= pos):
+			t.Fatalf("%s: position %d, %v; want one after %d", tc.name, at, err, pos)
+		case !tc.moved:
+			pos = at
+		}
+		facts, last, err := st.FactsAfter(ctx, "w", 0)
+		var got []string
+		for _, f := range facts {
+			got = append(got, f.Value)
+		}
+		if d := cmp.Diff(tc.wantAll, got); d != "" || err != nil || last != pos {
+			t.Fatalf("%s: ledger at %d (want %d), %v; facts (-want +got):\n%s", tc.name, last, pos, err, d)
+		}
 	}
 }

@@ -123,8 +123,8 @@ type Store struct {
 	// facts and groups are opened on first use (lazy.go)
 	facts  *lazy[jetstream.Stream]
 	groups *lazy[jetstream.KeyValue]
-	// pub publishes to the transcript stream: js.Publish, or a test's
-	// wrapper of it.
+	// pub publishes an append (putTo) to the transcript or facts stream:
+	// js.Publish, or a test's wrapper of it.
 	pub func(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 	// batch commits concurrent appends together on a replicated stream
 	// (batch.go); nil publishes each alone.
@@ -486,9 +486,22 @@ func (s *Store) publish(ctx context.Context, id, kind, status string, data []byt
 // own, committed but not yet applied) is made again once it is. Any
 // other failed check is returned as it is.
 func (s *Store) putOne(ctx context.Context, subj string, data []byte, seq uint64, unsure bool) (uint64, error) {
+	return s.putTo(ctx, appendLog{s.stream, s.o.Stream, s.o.Wait}, subj, data, seq, unsure)
+}
+
+// appendLog is a stream the store appends to at expected positions: the
+// transcripts, or the ledgers (facts.go).
+type appendLog struct {
+	st   jetstream.Stream
+	name string
+	wait time.Duration // how long an append keeps trying (retryFor)
+}
+
+// putTo is putOne on the stream l.
+func (s *Store) putTo(ctx context.Context, l appendLog, subj string, data []byte, seq uint64, unsure bool) (uint64, error) {
 	var at uint64
-	err := s.retry(ctx, func(ctx context.Context) error {
-		ack, err := s.pub(ctx, subj, data, jetstream.WithExpectStream(s.o.Stream),
+	err := s.retryFor(ctx, l.wait, func(ctx context.Context) error {
+		ack, err := s.pub(ctx, subj, data, jetstream.WithExpectStream(l.name),
 			jetstream.WithExpectLastSequencePerSubject(seq), jetstream.WithRetryAttempts(0))
 		switch {
 		case err == nil:
@@ -502,7 +515,7 @@ func (s *Store) putOne(ctx context.Context, subj string, data []byte, seq uint64
 			// refused.)
 			return fmt.Errorf("%w (%v)", errInProcess, err)
 		case isWrongLastSequence(err) && unsure:
-			m, gerr := s.stream.GetLastMsgForSubject(ctx, subj)
+			m, gerr := l.st.GetLastMsgForSubject(ctx, subj)
 			switch {
 			case gerr == nil && bytes.Equal(m.Data, data):
 				at = m.Sequence

@@ -17,7 +17,7 @@ import (
 
 // startServer runs an embedded single server for the test, in a fresh
 // directory.
-func startServer(t *testing.T, dir string) jetstore.Embedded {
+func startServer(t testing.TB, dir string) jetstore.Embedded {
 	t.Helper()
 	srv, err := jetstore.StartServer(jetstore.ServerOptions{Name: "n1", StoreDir: dir})
 	if err != nil {
@@ -33,7 +33,7 @@ func startServer(t *testing.T, dir string) jetstore.Embedded {
 // has it: the nodes bucket takes the TTL of the last store that opened it.
 const testLease = time.Minute
 
-func connect(t *testing.T, srv jetstore.Embedded) *nats.Conn {
+func connect(t testing.TB, srv jetstore.Embedded) *nats.Conn {
 	t.Helper()
 	nc, err := srv.Connect()
 	if err != nil {
@@ -44,7 +44,7 @@ func connect(t *testing.T, srv jetstore.Embedded) *nats.Conn {
 
 // serve runs a fresh embedded server for the test and connects to it;
 // both close when the test ends.
-func serve(t *testing.T) *nats.Conn {
+func serve(t testing.TB) *nats.Conn {
 	t.Helper()
 	srv := startServer(t, t.TempDir())
 	t.Cleanup(srv.Shutdown)

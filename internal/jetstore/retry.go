@@ -24,8 +24,9 @@ import (
 // runs out; then it fails with sim.ErrStoreUnavailable, which clients
 // retry. Every call retried here is safe to repeat (see publish for the
 // appends). Ledger calls (facts.go) wait at most factsWait, as steps use
-// them; of them, AppendFacts is one publish that is not tried again, as
-// a repeat could store its facts twice.
+// them; of them, AppendFacts (which a ledger uses after an AppendFactsAt
+// was refused) is one publish that is not tried again, as a repeat could
+// store its facts twice.
 const (
 	// DefaultWait is how long a store call waits for the cluster by
 	// default: three times the longest election of the embedded servers.
