@@ -214,10 +214,17 @@ func (f *forwarder) forward(w http.ResponseWriter, req *http.Request, target *ur
 
 // requestBody is req's body whole. Behind the edge it is the buffer
 // [httpedge.Guard.Admit] read (or a handler put back, [httpedge.PutBack]),
-// taken without a copy; otherwise it is read into *bp, grown to fit.
+// taken without a copy; otherwise it is read into *bp, grown to fit. A
+// body a handler read part of without putting it back is short of its
+// length and fails as a body that ended early would, never forwarded
+// cut.
 func requestBody(req *http.Request, bp *[]byte) ([]byte, error) {
 	if b, ok := req.Body.(*httpedge.Body); ok {
-		return b.Rest(), nil
+		rest := b.Rest()
+		if req.ContentLength >= 0 && int64(len(rest)) != req.ContentLength {
+			return nil, &bodyError{io.ErrUnexpectedEOF}
+		}
+		return rest, nil
 	}
 	n := int(req.ContentLength)
 	if n <= 0 {

@@ -317,6 +317,17 @@ func TestForwardTakesTheEdgesBody(t *testing.T) {
 	if err != nil || string(body) != string(sent) || &body[0] != &sent[0] {
 		t.Errorf("requestBody gave %q (%v), want the edge's buffer %q itself", body, err, sent)
 	}
+
+	// A body a handler read part of, and did not put back, is not sent
+	// cut short: it fails as a body that ended early.
+	req = httptest.NewRequest(http.MethodPost, "/v1/sessions/s1/step", nil)
+	httpedge.PutBack(req, sent)
+	if _, err := io.ReadFull(req.Body, make([]byte, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if body, err := requestBody(req, bp); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("requestBody of a partly read body gave %q (%v), want io.ErrUnexpectedEOF", body, err)
+	}
 }
 
 // TestForwardFollowsTheOwnersAddress: the owners' URLs parsed once per
