@@ -27,6 +27,23 @@ func LoseAcks(s *Store, n int) {
 	}
 }
 
+// LoseAckThen makes the next append of s store its message, run then
+// (another writer appending after it), and fail as if its
+// acknowledgement never came.
+func LoseAckThen(s *Store, then func()) {
+	pub := s.pub
+	lost := false
+	s.pub = func(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+		ack, err := pub(ctx, subj, data, opts...)
+		if err == nil && !lost {
+			lost = true
+			then()
+			return nil, context.DeadlineExceeded
+		}
+		return ack, err
+	}
+}
+
 // SetHeartbeatsHealthy makes s's heartbeats look failing (false) or
 // successful for long (true), as judge sees them.
 func SetHeartbeatsHealthy(s *Store, healthy bool) {

@@ -134,3 +134,40 @@ func TestAppendFactsAt(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendFactsAtLostAckThenAnother: an append at a position whose
+// acknowledgement was lost, with another ledger's facts appended after it
+// before the call tried again, is recognised as stored (the first message
+// after the position is this call's), not refused and appended again.
+func TestAppendFactsAtLostAckThenAnother(t *testing.T) {
+	nc := serve(t)
+	ctx := t.Context()
+	a, b := open(t, nc, nil), open(t, nc, nil)
+	fact := func(v, session string) []fiction.Fact {
+		return []fiction.Fact{{World: "w", Entity: "e", Attribute: "a", Value: v, Session: session, Source: fiction.SourceObservation}}
+	}
+	first, err := a.AppendFactsAt(ctx, "w", 0, fact("first", "A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jetstore.LoseAckThen(a, func() {
+		if err := b.AppendFacts(ctx, "w", fact("other", "B")); err != nil {
+			t.Error(err)
+		}
+	})
+	at, err := a.AppendFactsAt(ctx, "w", first, fact("mine", "A"))
+	if err != nil || at != first+1 {
+		t.Fatalf("AppendFactsAt after a lost acknowledgement: position %d, %v; want %d", at, err, first+1)
+	}
+	facts, _, err := a.FactsAfter(ctx, "w", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range facts {
+		got = append(got, f.Value)
+	}
+	if d := cmp.Diff([]string{"first", "mine", "other"}, got); d != "" {
+		t.Errorf("ledger (-want +got):\n%s", d)
+	}
+}

@@ -479,9 +479,10 @@ func (s *Store) publish(ctx context.Context, id, kind, status string, data []byt
 // trying again while the stream does not answer (retry). An attempt that
 // timed out (or a batch that got no answer: unsure) may have stored data
 // without its acknowledgement arriving; then a later attempt fails the
-// sequence check on that very message, so such a failure is looked at: a last message equal to data (entries carry their
-// time, so another writer's never is) is this call's, and its sequence
-// the answer; a check refused because the subject's message is still
+// sequence check on that very message, so such a failure is looked at:
+// the subject's first message after seq, if equal to data (entries carry
+// their time, so another writer's never is), is this call's, and its
+// sequence the answer, even when another writer appended after it; a check refused because the subject's message is still
 // being applied (a replicated stream under load: the timed-out attempt's
 // own, committed but not yet applied) is made again once it is. Any
 // other failed check is returned as it is.
@@ -515,7 +516,10 @@ func (s *Store) putTo(ctx context.Context, l appendLog, subj string, data []byte
 			// refused.)
 			return fmt.Errorf("%w (%v)", errInProcess, err)
 		case isWrongLastSequence(err) && unsure:
-			m, gerr := l.st.GetLastMsgForSubject(ctx, subj)
+			// An earlier attempt of this call that was stored is the
+			// subject's first message after seq (it could be stored
+			// nowhere else), whatever another writer appended since.
+			m, gerr := l.st.GetMsg(ctx, seq+1, jetstream.WithGetMsgSubject(subj))
 			switch {
 			case gerr == nil && bytes.Equal(m.Data, data):
 				at = m.Sequence
