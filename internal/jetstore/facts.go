@@ -30,8 +30,10 @@ const (
 
 var _ fiction.PositionAppender = (*Store)(nil)
 
-// factsWait bounds how long a ledger call keeps trying while the cluster
-// does not answer, in place of Options.Wait when that is longer. Ledgers
+// factsWait bounds how long each read or conditional append of a ledger
+// call keeps trying while the cluster does not answer (a call of several
+// reads may wait that long for each; an unconditional append, after a
+// refused one, waits jetstream's 5 s at most), in place of Options.Wait when that is longer. Ledgers
 // are used inside steps (internal/worldhooks: before the model is asked,
 // and after, under a context without deadline), and a step that cannot
 // use its world's ledger runs without it, with a warning, rather than

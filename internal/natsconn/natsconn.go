@@ -29,7 +29,8 @@ func Dial(url, name string) (*nats.Conn, error) {
 
 // Retry calls fn, each call bounded by per, until it succeeds or ctx
 // ends, waiting 0.1 s after the first failure and twice as long after
-// each next one, up to 2 s; it returns fn's last error when ctx ends.
+// each next one, up to 2 s; it returns fn's last error when ctx ends, or
+// sooner when ctx's deadline would pass during the next pause.
 func Retry(ctx context.Context, per time.Duration, fn func(context.Context) error) error {
 	return Backoff{First: per, Pause: 100 * time.Millisecond, LastPause: 2 * time.Second}.Do(ctx, fn)
 }
@@ -56,8 +57,9 @@ var growing = Backoff{First: firstGrowingAttempt, Step: time.Second, Last: lastG
 // own deadline, a second longer than the one before, from 1 s to 5 s; it
 // asks again at once after a call that got no answer in time, and after
 // one that failed it waits 0.1 s, twice as long after each next one, up
-// to 2 s. It returns fn's last error when ctx ends. fn must be safe to
-// repeat (a create of an identical stream or bucket is).
+// to 2 s. It returns fn's last error when ctx ends, or sooner when ctx's
+// deadline would pass during the next pause. fn must be safe to repeat (a
+// create of an identical stream or bucket is).
 func RetryGrowing(ctx context.Context, fn func(context.Context) error) error {
 	return growing.Do(ctx, fn)
 }
