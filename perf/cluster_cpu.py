@@ -355,7 +355,7 @@ def main():
     # waiting for its disk ("cores busy" says which).
     if "jetstream x1" in SETUPS:
         for setup in SETUPS:
-            if "x3" in setup:
+            if "x3" in setup and not setup.endswith(" home"):
                 scale = [res[setup][1] / res["jetstream x1"][1] for res in rounds]
                 busy = ", ".join(f"{res[setup][3]:.2f} vs {res['jetstream x1'][3]:.2f}" for res in rounds)
                 print(f"scaling, {setup} / jetstream x1: steps/s {spread(scale)} (linear: 3x), "
