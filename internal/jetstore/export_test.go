@@ -44,6 +44,21 @@ func LoseAckThen(s *Store, then func()) {
 	}
 }
 
+// RefuseInProcess makes the next n appends of s refused, unstored, as
+// nats-server refuses one whose subject's message before is still being
+// applied (JSErrCodeStreamWrongLastSequenceConstant), as it can right
+// after acknowledging that message.
+func RefuseInProcess(s *Store, n int) {
+	pub := s.pub
+	s.pub = func(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+		if n > 0 {
+			n--
+			return nil, &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant, Description: "wrong last sequence"}
+		}
+		return pub(ctx, subj, data, opts...)
+	}
+}
+
 // SetHeartbeatsHealthy makes s's heartbeats look failing (false) or
 // successful for long (true), as judge sees them.
 func SetHeartbeatsHealthy(s *Store, healthy bool) {

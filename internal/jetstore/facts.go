@@ -76,7 +76,7 @@ func (s *Store) AppendFactsAt(ctx context.Context, world string, at uint64, fact
 	if err != nil {
 		return 0, fmt.Errorf("store ledger %s facts: %w", world, err)
 	}
-	pos, err := s.putTo(ctx, appendLog{st, s.o.FactsStream, s.factsWait()}, s.factsSubject(world), data, at, false)
+	pos, err := s.putTo(ctx, appendLog{st: st, name: s.o.FactsStream, wait: s.factsWait()}, s.factsSubject(world), data, at, false)
 	if isWrongLastSequence(err) {
 		return 0, fmt.Errorf("ledger %s: %w (%v)", world, fiction.ErrPositionMoved, err)
 	}

@@ -40,6 +40,42 @@ func TestAppendAfterLostAck(t *testing.T) {
 	}
 }
 
+// TestAppendAfterInProcessRefusal: an append refused because the
+// subject's message before is still being applied (nats-server can
+// acknowledge a message before it clears that mark) is asked again until
+// the check can be made, instead of reaching the client as a moved
+// session; a message of another writer is still refused after it.
+func TestAppendAfterInProcessRefusal(t *testing.T) {
+	nc := serve(t)
+	ctx := t.Context()
+	st := open(t, nc, nil)
+	rec := storetest.Session("s_inproc")
+	if err := st.CreateSession(ctx, rec, nil); err != nil {
+		t.Fatal(err)
+	}
+	jetstore.RefuseInProcess(st, 2)
+	turn := sim.TurnRecord{Turn: 1, HistoryTurn: sim.HistoryTurn{Action: "ls", Observation: "a b"}}
+	if err := st.AppendTurn(ctx, rec.ID, turn, sim.StatusActive); err != nil {
+		t.Fatalf("append refused twice as in process: %v", err)
+	}
+	other := open(t, nc, nil)
+	if err := other.AppendTurn(ctx, rec.ID, sim.TurnRecord{Turn: 2, HistoryTurn: sim.HistoryTurn{Action: "pwd"}}, sim.StatusActive); err != nil {
+		t.Fatal(err)
+	}
+	jetstore.RefuseInProcess(st, 1)
+	err := st.AppendTurn(ctx, rec.ID, sim.TurnRecord{Turn: 2, HistoryTurn: sim.HistoryTurn{Action: "cd"}}, sim.StatusActive)
+	if !errors.Is(err, sim.ErrMoved) {
+		t.Fatalf("append after another writer's: %v, want sim.ErrMoved", err)
+	}
+	_, turns, err := open(t, nc, nil).LoadSession(ctx, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(turns) != 2 || turns[0].Action != "ls" || turns[1].Action != "pwd" {
+		t.Fatalf("transcript %+v, want ls then pwd once each", turns)
+	}
+}
+
 // TestAppendAppliedLate: on a loaded replicated stream, an append whose
 // first attempt timed out is refused while the leader still applies that
 // attempt's message (JSErrCodeStreamWrongLastSequenceConstant). The

@@ -487,7 +487,7 @@ func (s *Store) publish(ctx context.Context, id, kind, status string, data []byt
 // own, committed but not yet applied) is made again once it is. Any
 // other failed check is returned as it is.
 func (s *Store) putOne(ctx context.Context, subj string, data []byte, seq uint64, unsure bool) (uint64, error) {
-	return s.putTo(ctx, appendLog{s.stream, s.o.Stream, s.o.Wait}, subj, data, seq, unsure)
+	return s.putTo(ctx, appendLog{st: s.stream, name: s.o.Stream, wait: s.o.Wait, oneWriter: true}, subj, data, seq, unsure)
 }
 
 // appendLog is a stream the store appends to at expected positions: the
@@ -496,6 +496,13 @@ type appendLog struct {
 	st   jetstream.Stream
 	name string
 	wait time.Duration // how long an append keeps trying (retryFor)
+	// oneWriter: a subject has one writer at a time (a session's owner),
+	// so a refusal because its last message is still being applied is
+	// most likely that writer's own message and is asked again; on a
+	// subject of many writers (a world's ledger) it is most likely
+	// another's, and is returned as refused at once (unless this call's
+	// own unanswered attempt may be the one being applied).
+	oneWriter bool
 }
 
 // putTo is putOne on the stream l.
@@ -508,10 +515,13 @@ func (s *Store) putTo(ctx context.Context, l appendLog, subj string, data []byte
 		case err == nil:
 			at = ack.Sequence
 			return nil
-		case unsure && inProcess(err):
-			// The subject has a message its leader is still applying,
-			// most likely this call's attempt that timed out: its check
-			// can be made once it is applied, so ask again. (Not
+		case (unsure || l.oneWriter) && inProcess(err):
+			// The subject has a message its leader is still applying:
+			// this call's attempt that timed out (unsure), or the one
+			// writer's message before, whose acknowledgement nats-server
+			// can send before it clears the subject's mark. Its check can
+			// be made once it is applied, so ask again: another writer's
+			// message is then refused as wrong-last-sequence. (Not
 			// wrapped: a call that runs out of time here was not
 			// refused.)
 			return fmt.Errorf("%w (%v)", errInProcess, err)
