@@ -41,6 +41,13 @@ every ratio for each round (setups of one round ran within minutes of each
 other on a machine whose load changes) and their median; the takeover is
 measured in the first round only.
 
+Nodes of a setup share the machine's cores, so each node gets its share:
+GOMAXPROCS set to cores / nodes (at least 1), as docs/deployment.md tells
+users to run nodes that share a machine, and as a node with a machine of
+its own has; CLUSTER_CPU_SHARE=0 leaves every node Go's default (all the
+cores), and a GOMAXPROCS in the script's environment is passed on as it is
+(with CLUSTER_CPU_QUOTA the Go runtime sizes it from each node's cgroup).
+
 With CLUSTER_CPU_QUOTA=C set (cores, e.g. 0.4), every node runs in a cgroup of
 its own limited to C cores (cgroup v1 cpu.cfs_quota_us or v2 cpu.max; the
 script must be allowed to make cgroups, as root in most containers), so one
@@ -74,6 +81,7 @@ SETUPS = tuple(os.environ.get("CLUSTER_CPU_SETUPS", "sqlite x1,jetstream x1,jets
 PERF = os.environ.get("CLUSTER_CPU_PERF")
 ROUNDS = int(os.environ.get("CLUSTER_CPU_ROUNDS", "1"))
 QUOTA = float(os.environ.get("CLUSTER_CPU_QUOTA", "0"))
+SHARE = os.environ.get("CLUSTER_CPU_SHARE", "1") != "0"
 CGROUPS = []  # the cgroups of the running nodes (CLUSTER_CPU_QUOTA)
 
 
@@ -134,7 +142,13 @@ def start(setup, work):
         if n == 3:
             args += ["--nats-listen", routes.split(",")[i][len("nats://"):], "--nats-routes", routes,
                      "--nats-replicas", setup.split(" R")[1][0]]
-        procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, f"log{i}"), "w")))
+        env = dict(os.environ)
+        if SHARE and not QUOTA and "GOMAXPROCS" not in env:
+            # Nodes sharing a machine get their share of its cores, as
+            # docs/deployment.md tells users to (a node's runtime otherwise
+            # believes it has them all); a quota's cgroup already sizes it.
+            env["GOMAXPROCS"] = str(max(1, (os.cpu_count() or 1) // n))
+        procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, f"log{i}"), "w"), env=env))
         if QUOTA:
             CGROUPS.append(cgroup_limit(procs[-1].pid, QUOTA))
     deadline = time.time() + 120
@@ -322,6 +336,8 @@ def spread(xs):
 
 def main():
     limit = f", each node limited to {QUOTA:g} cores" if QUOTA else ""
+    if SHARE and not QUOTA and "GOMAXPROCS" not in os.environ:
+        limit += f", GOMAXPROCS {max(1, (os.cpu_count() or 1) // 3)} for each of three nodes"
     print(f"{SESSIONS} sessions x {TURNS} turns, {CLIENTS} clients, {os.cpu_count()} cores{limit}, load {os.getloadavg()[0]:.1f}")
     rounds = []  # each round's results by setup
     for r in range(ROUNDS):
