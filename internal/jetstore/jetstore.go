@@ -482,10 +482,12 @@ func (s *Store) publish(ctx context.Context, id, kind, status string, data []byt
 // sequence check on that very message, so such a failure is looked at:
 // the subject's first message after seq, if equal to data (entries carry
 // their time, so another writer's never is), is this call's, and its
-// sequence the answer, even when another writer appended after it; a check refused because the subject's message is still
-// being applied (a replicated stream under load: the timed-out attempt's
-// own, committed but not yet applied) is made again once it is. Any
-// other failed check is returned as it is.
+// sequence the answer, even when another writer appended after it. A
+// check refused because the subject's message is still being applied (a
+// replicated stream under load: the timed-out attempt's own, committed
+// but not yet applied, or the previous append's, acknowledged before the
+// server cleared it) is made again once it is. Any other failed check is
+// returned as it is.
 func (s *Store) putOne(ctx context.Context, subj string, data []byte, seq uint64, unsure bool) (uint64, error) {
 	return s.putTo(ctx, appendLog{st: s.stream, name: s.o.Stream, wait: s.o.Wait, oneWriter: true}, subj, data, seq, unsure)
 }
