@@ -37,6 +37,3 @@ func peerCheck(c net.Conn) func() bool {
 		return closed || err != nil
 	}
 }
-
-// neverClosed is the check of a connection that cannot be peeked at.
-func neverClosed() bool { return false }

@@ -8,6 +8,3 @@ import "net"
 // while it was idle fails the request it is used for, which the client is
 // told to retry (503), as net/http's Transport would answer a POST then.
 func peerCheck(net.Conn) func() bool { return neverClosed }
-
-// neverClosed is the check of a connection that cannot be peeked at.
-func neverClosed() bool { return false }
