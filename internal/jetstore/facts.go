@@ -31,16 +31,16 @@ const (
 var _ fiction.PositionAppender = (*Store)(nil)
 
 // factsWait bounds how long each read or conditional append of a ledger
-// call keeps trying while the cluster does not answer (a call of several
-// reads may wait that long for each; an unconditional append, after a
-// refused one, waits jetstream's 5 s at most), in place of Options.Wait when that is longer. Ledgers
-// are used inside steps (internal/worldhooks: before the model is asked,
-// and after, under a context without deadline), and a step that cannot
-// use its world's ledger runs without it, with a warning, rather than
-// wait out the store's 10 s: 4 s outlasts an election of the embedded
-// servers (at most 3 s, internal/natsserver) and is less than the 5 s
-// one unanswered read waited for jetstream's default timeout before
-// ledger reads were retried.
+// call keeps trying while the cluster does not answer, in place of
+// Options.Wait when that is longer (a call of several reads may wait that
+// long for each; an unconditional append, after a refused one, waits
+// jetstream's 5 s at most). Ledgers are used inside steps
+// (internal/worldhooks: before the model is asked, and after, under a
+// context without deadline), and a step that cannot use its world's
+// ledger runs without it, with a warning, rather than wait out the
+// store's 10 s: 4 s outlasts an election of the embedded servers (at most
+// 3 s, internal/natsserver) and is less than the 5 s one unanswered read
+// waited for jetstream's default timeout before ledger reads were retried.
 const factsWait = 4 * time.Second
 
 func (s *Store) factsWait() time.Duration { return min(s.o.Wait, factsWait) }
