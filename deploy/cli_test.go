@@ -27,6 +27,18 @@ import (
 // a probe answering.
 const hangGuard = 2 * time.Minute
 
+// checkNATSImage checks that a NATS server's image is the release
+// agentworld embeds and is tested against (nats-server's VERSION, from
+// go.mod): a deployment on another release meets behaviour no test here
+// saw, such as when an append's acknowledgement comes relative to the
+// subject's next append being accepted.
+func checkNATSImage(t *testing.T, where, image string) {
+	t.Helper()
+	if want := "nats:" + server.VERSION; image != want && !strings.HasPrefix(image, want+"-") {
+		t.Errorf("%s: image %q: want %s, the nats-server release in go.mod (or a variant of it such as %s-alpine)", where, image, want, want)
+	}
+}
+
 // parseCommand parses a container's arguments (what follows the image's
 // entrypoint, /agentworld) through agentworld's own command tree without
 // running the command: the command must exist and be runnable, every flag

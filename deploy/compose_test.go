@@ -282,9 +282,7 @@ func onNamedVolume(p *types.Project, svc types.ServiceConfig, dir string) bool {
 // check that a real nats-server running it passes.
 func checkComposeNATS(t *testing.T, p *types.Project, nats types.ServiceConfig) *server.Options {
 	t.Helper()
-	if !strings.HasPrefix(nats.Image, "nats:") {
-		t.Errorf("service nats: image %q", nats.Image)
-	}
+	checkNATSImage(t, "service nats", nats.Image)
 	if len(nats.Command) != 2 || (nats.Command[0] != "-c" && nats.Command[0] != "--config") {
 		t.Fatalf("service nats: command %q: want -c CONFIG", nats.Command)
 	}

@@ -505,6 +505,7 @@ func TestKubernetesNATS(t *testing.T) {
 		t.Fatalf("StatefulSet nats: %d containers", len(ss.Spec.Template.Spec.Containers))
 	}
 	c := &ss.Spec.Template.Spec.Containers[0]
+	checkNATSImage(t, "StatefulSet nats", c.Image)
 	if len(c.Args) != 2 || (c.Args[0] != "-c" && c.Args[0] != "--config") {
 		t.Fatalf("StatefulSet nats: args %q: want -c CONFIG", c.Args)
 	}
