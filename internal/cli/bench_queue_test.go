@@ -170,14 +170,33 @@ func TestBenchQueueSurvivesWorkerKill(t *testing.T) {
 	if victimDone == 0 {
 		t.Fatal("the victim finished no sample before its kill; the test needs one")
 	}
+	// A surviving worker that finished a sample sent exactly the requests
+	// the single-process run sent for it, so it did not ask one twice
+	// either (the reference run's requests carry no worker's key).
+	type call struct {
+		worker string
+		sample int
+		model  string
+	}
+	calls := map[call]int{}
 	for _, r := range srv.Requests() {
 		w := workerOf(r)
-		if w == "" || w == victim {
-			continue // the reference run's, or the victim's (possibly read after its death)
+		if w == victim {
+			continue // possibly read after its death
 		}
 		n := sampleNo(r)
-		if f, ok := by[n]; ok && f != w {
+		calls[call{w, n, r.Model}]++
+		if f, ok := by[n]; ok && w != "" && f != w {
 			t.Errorf("sample %d, finished by %s, was requested again by %s (%s)", n, f, w, r.Model)
+		}
+	}
+	for c, k := range calls {
+		if c.worker == "" {
+			continue
+		}
+		if f, ok := by[c.sample]; ok && f == c.worker && k != calls[call{"", c.sample, c.model}] {
+			t.Errorf("sample %d: %s, which finished it, asked %s %d times; the single-process run asked %d",
+				c.sample, c.worker, c.model, k, calls[call{"", c.sample, c.model}])
 		}
 	}
 	for n, k := range puts {

@@ -240,7 +240,7 @@ func (k *workerKill) run(t *testing.T, coordinate func() (string, error), start 
 // item of total was credited to a worker (the coordinator's "WHAT by
 // worker" line), each survivor sent exactly per requests for each item
 // credited to it (so it did no item twice and none k had finished), and
-// k sent at least those of its own.
+// k finished at least one and sent at least the requests of its own.
 func checkCredited(t *testing.T, stderr, what string, sent map[string]int, per, total int) {
 	t.Helper()
 	m := regexp.MustCompile(what + ` by worker: (.*)`).FindStringSubmatch(stderr)
@@ -265,6 +265,9 @@ func checkCredited(t *testing.T, stderr, what string, sent map[string]int, per, 
 		if sent[s] != per*credited[s] {
 			t.Errorf("survivor %s sent %d requests for the %d %s it was credited with, want %d", s, sent[s], credited[s], what, per*credited[s])
 		}
+	}
+	if credited["k"] == 0 {
+		t.Errorf("the killed worker was credited with no %s: the run did not test that what it finished is not done again", what)
 	}
 	if sent["k"] < per*credited["k"] {
 		t.Errorf("the killed worker sent %d requests, fewer than its %d credited %s need", sent["k"], credited["k"], what)
