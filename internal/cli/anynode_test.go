@@ -179,23 +179,36 @@ func TestAnyNodeServesEverySurface(t *testing.T) {
 // every node's log.
 func startCluster(ctx context.Context, t *testing.T, lease time.Duration, node func(int) (args, env []string)) []*clusterNode {
 	t.Helper()
-	dir := t.TempDir()
 	ports := natstest.FreePorts(t, 6)
 	httpPorts, routePorts := ports[:3], ports[3:]
 	var routes []string
 	for _, p := range routePorts {
 		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(p))
 	}
-	nodes := make([]*clusterNode, 3)
+	return startNodes(ctx, t, httpPorts, lease, func(i int, dir string) []string {
+		return []string{"--nats-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]), "--nats-routes", strings.Join(routes, ","),
+			"--nats-store", filepath.Join(dir, fmt.Sprintf("nats%d", i))}
+	}, node)
+}
+
+// startNodes starts one serve process (TestHelperClusterNode) per HTTP
+// port, node i named n<i>, with the given node lease; store(i, dir) gives
+// node i's flags for where it keeps sessions (dir is a temporary
+// directory of the test), node(i) its further flags (its model) and
+// environment. It waits until every node is healthy; a failed test logs
+// the end of every node's log.
+func startNodes(ctx context.Context, t *testing.T, httpPorts []int, lease time.Duration, store func(i int, dir string) []string, node func(int) (args, env []string)) []*clusterNode {
+	t.Helper()
+	dir := t.TempDir()
+	nodes := make([]*clusterNode, len(httpPorts))
 	for i := range nodes {
 		n := &clusterNode{url: fmt.Sprintf("http://127.0.0.1:%d", httpPorts[i]), log: filepath.Join(dir, fmt.Sprintf("node%d.log", i))}
 		extra, env := node(i)
-		a, _ := json.Marshal(append([]string{"serve",
+		args := append([]string{"serve",
 			"--addr", fmt.Sprintf("127.0.0.1:%d", httpPorts[i]), "--node", fmt.Sprintf("n%d", i),
-			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]), "--nats-routes", strings.Join(routes, ","),
-			"--nats-store", filepath.Join(dir, fmt.Sprintf("nats%d", i)), "--lease", lease.String(),
-			"--model-name", "m", "--log-level", "warn",
-		}, extra...))
+			"--lease", lease.String(), "--model-name", "m", "--log-level", "warn",
+		}, store(i, dir)...)
+		a, _ := json.Marshal(append(args, extra...))
 		n.cmd = testkit.Child("TestHelperClusterNode", append([]string{"AGENTWORLD_TEST_CLUSTER_NODE=" + string(a)}, env...)...)
 		f, err := os.Create(n.log)
 		if err != nil {

@@ -207,17 +207,26 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 			if turn == 1 {
 				continue
 			}
-			// the previous request, then the assistant message standing
-			// for the recorded observation, then this turn's user message
-			prev, cur := byTurn[key{s, turn - 1}][0].Messages, rs[0].Messages
-			if len(cur) != len(prev)+2 || !cmp.Equal(cur[:len(prev)], prev) {
-				t.Errorf("session %d turn %d: the model request does not extend turn %d's byte for byte:\n%s", s, turn, turn-1, cmp.Diff(prev, cur[:min(len(cur), len(prev))]))
-			} else if a := cur[len(prev)]; a.Role != "assistant" || !strings.Contains(a.Content, fmt.Sprintf("out s%d t%d", s, turn-1)) {
-				t.Errorf("session %d turn %d: after turn %d's request comes %+v, not its recorded answer", s, turn, turn-1, a)
+			if err := extendsTurn(byTurn[key{s, turn - 1}][0].Messages, rs[0].Messages, s, turn); err != nil {
+				t.Error(err)
 			}
 		}
 	}
 	t.Logf("%d model requests for %d acknowledged turns: %d asked again after their step was lost with the node, each byte for byte the same", len(reqs), total, again)
+}
+
+// extendsTurn says whether cur, the model request of session s's turn,
+// extends prev, its turn-1's, as a session's next turn does: prev's
+// messages byte for byte, then the assistant message standing for turn-1's
+// recorded answer ("out s<s> t<turn-1>"), then this turn's user message.
+func extendsTurn(prev, cur []fakellm.Message, s, turn int) error {
+	if len(cur) != len(prev)+2 || !cmp.Equal(cur[:len(prev)], prev) {
+		return fmt.Errorf("session %d turn %d: the model request does not extend turn %d's byte for byte:\n%s", s, turn, turn-1, cmp.Diff(prev, cur[:min(len(cur), len(prev))]))
+	}
+	if a := cur[len(prev)]; a.Role != "assistant" || !strings.Contains(a.Content, fmt.Sprintf("out s%d t%d", s, turn-1)) {
+		return fmt.Errorf("session %d turn %d: after turn %d's request comes %+v, not its recorded answer", s, turn, turn-1, a)
+	}
+	return nil
 }
 
 // clusterNode is one node process.
