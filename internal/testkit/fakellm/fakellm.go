@@ -31,6 +31,10 @@ type Request struct {
 	// Body is the whole request body, for checking the parameters a client
 	// sent (max_tokens, temperature, extra fields, …).
 	Body map[string]any
+	// Raw is the request body as its bytes arrived, for tests that check a
+	// request was sent again byte for byte (decoding would hide a change
+	// of field order, spacing or number formatting).
+	Raw []byte
 	// Header is the request's HTTP header. Kill tests give the run they
 	// kill its own bearer token, so that a request the killed process sent
 	// but the server read only after the kill is not counted as the
@@ -135,18 +139,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "read body: "+err.Error())
+		return
+	}
 	var body map[string]any
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&body); err != nil {
 		writeError(w, http.StatusBadRequest, "bad json: "+err.Error())
 		return
 	}
-	raw, _ := json.Marshal(body)
+	norm, _ := json.Marshal(body)
 	var typed struct {
 		Model    string    `json:"model"`
 		Messages []Message `json:"messages"`
 	}
-	_ = json.Unmarshal(raw, &typed)
-	req := &Request{Model: typed.Model, Messages: typed.Messages, Body: body, Header: r.Header.Clone()}
+	_ = json.Unmarshal(norm, &typed)
+	req := &Request{Model: typed.Model, Messages: typed.Messages, Body: body, Raw: raw, Header: r.Header.Clone()}
 	s.mu.Lock()
 	s.seq++
 	req.Seq = s.seq
