@@ -62,12 +62,15 @@ const (
 // each with an embedded NATS server, clustered on loopback; steps many
 // sessions through random nodes against a fake model server; kills one
 // node with SIGKILL mid-run; and checks that every session continued on
-// the others after the dead node's lease: every acknowledged turn is in
-// its transcript exactly once, no turn was sent to the model again after
-// it was acknowledged (a takeover replays the recorded answers), a turn
-// asked again (its step was lost with the node) was asked byte for byte
-// the same, and each turn's model request extends the previous turn's
-// byte for byte.
+// the others within 5 s of the dead node's lease: every step was
+// acknowledged within the lease and 5 s of its first attempt or of the
+// kill, whichever came later, and some of the dead node's sessions were
+// stepped on by the others after it (a takeover happened); every
+// acknowledged turn is in its transcript exactly once, no turn was sent
+// to the model again after it was acknowledged (a takeover replays the
+// recorded answers), a turn asked again (its step was lost with the node)
+// was sent the same request body byte for byte, and each turn's model
+// request extends the previous turn's byte for byte.
 func TestClusterSurvivesNodeKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node cluster and steps thousands of turns")
@@ -104,11 +107,13 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 
 	// Create every session before the kill: a create whose reply a dying
 	// node took with it would leave a session the test cannot name.
+	// The node that answered a create owns the session until a takeover.
 	start = time.Now()
 	ids := make([]string, clusterSessions)
+	owner := make([]int, clusterSessions)
 	if err := c.parallel(ctx, clusterSessions, func(i int) error {
-		id, err := c.create(ctx)
-		ids[i] = id
+		id, o, err := c.create(ctx)
+		ids[i], owner[i] = id, o
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -119,23 +124,16 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 	var acked atomic.Int64
 	var killOnce sync.Once
 	var killedAt time.Time
+	steps := make([][clusterTurns]posted, clusterSessions)
 	ackAt := make([][clusterTurns]time.Time, clusterSessions)
-	var stallMu sync.Mutex
-	var maxStall time.Duration
-	retried := 0
 	start = time.Now()
 	err := c.parallel(ctx, clusterSessions, func(i int) error {
 		for turn := 1; turn <= clusterTurns; turn++ {
-			stall, err := c.step(ctx, ids[i], i, turn)
+			p, err := c.step(ctx, ids[i], i, turn)
 			if err != nil {
 				return err
 			}
-			ackAt[i][turn-1] = time.Now()
-			if stall > 0 {
-				stallMu.Lock()
-				maxStall, retried = max(maxStall, stall), retried+1
-				stallMu.Unlock()
-			}
+			steps[i][turn-1], ackAt[i][turn-1] = p, time.Now()
 			if acked.Add(1) >= int64(float64(total)*clusterKillShare) {
 				killOnce.Do(func() {
 					c.dead.Store(1)                 // node 0
@@ -153,8 +151,41 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 	if killedAt.IsZero() {
 		t.Fatal("the run ended before the kill")
 	}
-	t.Logf("%d steps in %v (%.0f steps/s on this machine, node n0 killed after %d of them); %d steps waited for a takeover or a retry, the longest %v (lease %v)",
-		total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(), int(float64(total)*clusterKillShare), retried, maxStall.Round(time.Millisecond), clusterLease)
+
+	// Every session continues within 5 s of the lease: each step's wait,
+	// from its first attempt (or the kill, if that came later) to its
+	// acknowledgement, whether the first attempt answered (a node holding
+	// it through the takeover) or a retry did.
+	bound := clusterLease + 5*time.Second
+	var longest time.Duration
+	var longestS, longestTurn, inFlight, afterKill, retried int
+	for s := range clusterSessions {
+		for turn := 1; turn <= clusterTurns; turn++ {
+			p, acked := steps[s][turn-1], ackAt[s][turn-1]
+			if p.attempts > 1 {
+				retried++
+			}
+			if !acked.After(killedAt) {
+				continue
+			}
+			afterKill++
+			from := p.first
+			if from.Before(killedAt) {
+				from = killedAt
+				inFlight++
+			}
+			wait := acked.Sub(from)
+			if wait > longest {
+				longest, longestS, longestTurn = wait, s, turn
+			}
+			if wait > bound {
+				t.Errorf("session %d (created on n%d) turn %d was acknowledged %v after its first attempt or the kill, more than the lease and 5 s (%v); %d attempts", s, owner[s], turn, wait.Round(time.Millisecond), bound, p.attempts)
+			}
+		}
+	}
+	t.Logf("%d steps in %v (%.0f steps/s on this machine, node n0 killed after %d of them); %d steps acknowledged after the kill, %d of them in flight at it; the longest wait from the later of a step's first attempt and the kill to its acknowledgement %v (session %d turn %d, created on n%d; bound %v, lease %v); %d steps retried",
+		total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(), int(float64(total)*clusterKillShare),
+		afterKill, inFlight, longest.Round(time.Millisecond), longestS, longestTurn, owner[longestS], bound, clusterLease, retried)
 
 	// Every acknowledged turn is in the transcript once, with the model's
 	// answer for it.
@@ -163,8 +194,8 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 	}
 
 	// The model's requests: per session and turn, every request the same
-	// bytes, none after the turn was acknowledged, each extending the
-	// previous turn's.
+	// bytes (the whole body), none after the turn was acknowledged, each
+	// extending the previous turn's.
 	type key struct{ s, turn int }
 	byTurn := map[key][]*fakellm.Request{}
 	reqs := fake.Requests()
@@ -193,6 +224,33 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 		}
 	}
 	again := len(reqs) - total
+
+	// The killed node's sessions continued elsewhere: some turn of a
+	// session n0 created was acknowledged after the kill and sent to the
+	// model by another node (its API key). A step another node merely
+	// forwarded to n0 would reach the model with n0's key.
+	created0, takenOver := 0, 0
+	for s := range clusterSessions {
+		if owner[s] != 0 {
+			continue
+		}
+		created0++
+		for turn := 1; turn <= clusterTurns; turn++ {
+			if !ackAt[s][turn-1].After(killedAt) {
+				continue
+			}
+			for _, r := range byTurn[key{s, turn}] {
+				if r.Header.Get("Authorization") != "Bearer "+clusterNodeKey(0) {
+					takenOver++
+					break
+				}
+			}
+		}
+	}
+	if takenOver == 0 {
+		t.Errorf("no turn of the %d sessions node n0 created was acknowledged after its kill with a model request from another node: nothing was taken over", created0)
+	}
+	t.Logf("%d turns of the %d sessions n0 created were acknowledged after the kill and sampled by another node", takenOver, created0)
 	for s := range clusterSessions {
 		for turn := 1; turn <= clusterTurns; turn++ {
 			rs := byTurn[key{s, turn}]
@@ -200,12 +258,18 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 				t.Fatalf("session %d turn %d was acknowledged without a model request", s, turn)
 			}
 			for _, r := range rs[1:] {
-				if d := cmp.Diff(rs[0].Messages, r.Messages); d != "" {
-					t.Errorf("session %d turn %d asked again with other messages (-first +again):\n%s", s, turn, d)
+				if !bytes.Equal(rs[0].Raw, r.Raw) {
+					t.Errorf("session %d turn %d asked again with another request body (-first +again):\n%s", s, turn, cmp.Diff(string(rs[0].Raw), string(r.Raw)))
 				}
 			}
 			if turn == 1 {
 				continue
+			}
+			// The messages as sent: the previous request's array, less its
+			// closing bracket, begins this one's.
+			prevRaw, curRaw := rawMessages(t, byTurn[key{s, turn - 1}][0]), rawMessages(t, rs[0])
+			if open := prevRaw[:len(prevRaw)-1]; !bytes.HasPrefix(curRaw, open) || len(curRaw) <= len(open) || curRaw[len(open)] != ',' {
+				t.Errorf("session %d turn %d: the model request's messages do not extend turn %d's byte for byte:\n%s", s, turn, turn-1, cmp.Diff(string(prevRaw), string(curRaw)))
 			}
 			if err := extendsTurn(byTurn[key{s, turn - 1}][0].Messages, rs[0].Messages, s, turn); err != nil {
 				t.Error(err)
@@ -229,6 +293,18 @@ func extendsTurn(prev, cur []fakellm.Message, s, turn int) error {
 	return nil
 }
 
+// rawMessages is the "messages" array of r's body, as its bytes arrived.
+func rawMessages(t *testing.T, r *fakellm.Request) []byte {
+	t.Helper()
+	var v struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(r.Raw, &v); err != nil || len(v.Messages) < 2 {
+		t.Fatalf("model request %d: no messages array in %s (%v)", r.Seq, r.Raw, err)
+	}
+	return v.Messages
+}
+
 // clusterNode is one node process.
 type clusterNode struct {
 	url string
@@ -246,11 +322,11 @@ type clusterClient struct {
 	dead  atomic.Int64 // index+1 of the killed node; 0 while none
 }
 
-func (c *clusterClient) node() *clusterNode {
+func (c *clusterClient) node() (*clusterNode, int) {
 	for {
 		i := rand.IntN(len(c.nodes))
 		if d := c.dead.Load(); d == 0 || int(d)-1 != i {
-			return c.nodes[i]
+			return c.nodes[i], i
 		}
 	}
 }
@@ -302,16 +378,29 @@ func (c *clusterClient) parallel(ctx context.Context, n int, fn func(int) error)
 	return context.Cause(ctx)
 }
 
+// posted is what post learned of a request that succeeded.
+type posted struct {
+	// first is when the first attempt was sent: a wait is measured from
+	// it (or from the kill), so the time a node held an attempt that
+	// then succeeded counts as much as the time spent on retries.
+	first time.Time
+	// node is the index in the client's nodes of the node that answered:
+	// for a create, the session's owner.
+	node int
+	// attempts is how many requests it took (1 when the first answered).
+	attempts int
+}
+
 // post sends body to a random live node, retrying (for up to a minute)
 // while nodes are unreachable or answer 503: a node died, or a session's
-// owner lease has not yet expired. It returns the answer and how long it
-// waited beyond the first attempt (0 when that one answered).
-func (c *clusterClient) post(ctx context.Context, path string, body any) ([]byte, time.Duration, error) {
+// owner lease has not yet expired. It returns the answer and when and
+// where it was given.
+func (c *clusterClient) post(ctx context.Context, path string, body any) ([]byte, posted, error) {
 	b, _ := json.Marshal(body)
 	first := time.Now()
 	deadline := first.Add(time.Minute)
 	for attempt := 0; ; attempt++ {
-		n := c.node()
+		n, i := c.node()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, n.url+path, bytes.NewReader(b))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := c.http.Do(req)
@@ -320,41 +409,40 @@ func (c *clusterClient) post(ctx context.Context, path string, body any) ([]byte
 			out, err = io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
 			if err == nil && resp.StatusCode/100 == 2 {
-				var waited time.Duration
-				if attempt > 0 {
-					waited = time.Since(first)
-				}
-				return out, waited, nil
+				return out, posted{first: first, node: i, attempts: attempt + 1}, nil
 			}
 			// 503: a node or an owner lease is going; 504: a load or an
 			// append outran the request while the stream's leader moved
 			// (a naming the turn again is safe either way).
 			if err == nil && resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != http.StatusGatewayTimeout {
-				return nil, 0, fmt.Errorf("POST %s%s: %d %s", n.url, path, resp.StatusCode, out)
+				return nil, posted{}, fmt.Errorf("POST %s%s: %d %s", n.url, path, resp.StatusCode, out)
 			}
 			if err == nil {
 				err = fmt.Errorf("%d %s", resp.StatusCode, out)
 			}
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			return nil, 0, fmt.Errorf("POST %s: still failing after %v: %w", path, time.Since(first), errors.Join(err, ctx.Err()))
+			return nil, posted{}, fmt.Errorf("POST %s: still failing after %v: %w", path, time.Since(first), errors.Join(err, ctx.Err()))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-func (c *clusterClient) create(ctx context.Context) (string, error) {
-	out, _, err := c.post(ctx, "/v1/sessions", map[string]string{"world_id": "python-terminal"})
+// create creates a session and returns its id and the index (in c.nodes)
+// of the node that created it, its owner (a create has no session to
+// forward).
+func (c *clusterClient) create(ctx context.Context) (string, int, error) {
+	out, p, err := c.post(ctx, "/v1/sessions", map[string]string{"world_id": "python-terminal"})
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	var r struct {
 		SessionID string `json:"session_id"`
 	}
 	if err := json.Unmarshal(out, &r); err != nil || r.SessionID == "" {
-		return "", fmt.Errorf("create answered %s (%v)", out, err)
+		return "", 0, fmt.Errorf("create answered %s (%v)", out, err)
 	}
-	return r.SessionID, nil
+	return r.SessionID, p.node, nil
 }
 
 func clusterAction(s, turn int) string {
@@ -363,10 +451,10 @@ func clusterAction(s, turn int) string {
 
 // step takes turn of session s (id), naming the turn so that a retry of
 // a step the dead node had recorded answers from the transcript.
-func (c *clusterClient) step(ctx context.Context, id string, s, turn int) (time.Duration, error) {
-	out, waited, err := c.post(ctx, "/v1/sessions/"+id+"/step", map[string]any{"action": json.RawMessage(clusterAction(s, turn)), "turn": turn})
+func (c *clusterClient) step(ctx context.Context, id string, s, turn int) (posted, error) {
+	out, p, err := c.post(ctx, "/v1/sessions/"+id+"/step", map[string]any{"action": json.RawMessage(clusterAction(s, turn)), "turn": turn})
 	if err != nil {
-		return 0, fmt.Errorf("session %d (%s) turn %d: %w", s, id, turn, err)
+		return p, fmt.Errorf("session %d (%s) turn %d: %w", s, id, turn, err)
 	}
 	var r struct {
 		Observation string `json:"observation"`
@@ -375,12 +463,12 @@ func (c *clusterClient) step(ctx context.Context, id string, s, turn int) (time.
 		} `json:"info"`
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
-		return 0, err
+		return p, err
 	}
 	if want := fmt.Sprintf("out s%d t%d", s, turn); r.Info.Turn != turn || !strings.Contains(r.Observation, want) {
-		return 0, fmt.Errorf("session %d turn %d answered turn %d %q, want %q", s, turn, r.Info.Turn, r.Observation, want)
+		return p, fmt.Errorf("session %d turn %d answered turn %d %q, want %q", s, turn, r.Info.Turn, r.Observation, want)
 	}
-	return waited, nil
+	return p, nil
 }
 
 func (c *clusterClient) checkTranscript(ctx context.Context, id string, s int) error {
@@ -393,7 +481,7 @@ func (c *clusterClient) checkTranscript(ctx context.Context, id string, s int) e
 	// A read answered 503 or 504 (a stream electing a leader, an owner
 	// that looks dead to a starved node) is asked again, as post does.
 	for deadline := time.Now().Add(time.Minute); ; {
-		n := c.node()
+		n, _ := c.node()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/v1/sessions/"+id, nil)
 		resp, err := c.http.Do(req)
 		if err != nil {

@@ -79,7 +79,7 @@ func TestExternalNATSCluster(t *testing.T) {
 
 	ids := make([]string, extClusterSessions)
 	if err := live.parallel(ctx, extClusterSessions, func(s int) error {
-		id, err := on(0).create(ctx)
+		id, _, err := on(0).create(ctx)
 		if err != nil {
 			return err
 		}
