@@ -106,7 +106,12 @@ type Options struct {
 	// does not answer (a stream electing a leader: retry.go) before it
 	// fails with sim.ErrStoreUnavailable; 0 means DefaultWait.
 	Wait time.Duration
-	// Logger receives heartbeat failures; nil discards them.
+	// Servers is how many servers of the cluster are up as this node sees
+	// them, named in the warnings New logs while a stream or bucket has
+	// too few servers for its Replicas; nil leaves the count out.
+	Servers func() int
+	// Logger receives heartbeat failures and New's waits for servers;
+	// nil discards them.
 	Logger *slog.Logger
 }
 
@@ -237,10 +242,15 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 // setup creates or opens the transcript stream and the ownership buckets,
 // each under its own retries: several nodes starting together create
 // each at the same moment, and all but one of them get no answer
-// (natsconn.RetryGrowing asks again soon).
+// (natsconn.RetryGrowing asks again soon). One that has too few servers
+// for its replicas is tried again too (the others may still be starting),
+// with a warning now and then that says what it waits for.
 func (s *Store) setup(ctx context.Context) error {
-	for _, open := range []func(context.Context) (err error){
-		func(ctx context.Context) (err error) {
+	for _, o := range []struct {
+		what string
+		open func(context.Context) error
+	}{
+		{"stream " + s.o.Stream, func(ctx context.Context) (err error) {
 			s.stream, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 				Name:        s.o.Stream,
 				Description: "agentworld session transcripts, one subject per session",
@@ -255,27 +265,76 @@ func (s *Store) setup(ctx context.Context) error {
 				s.batchingFor(s.stream)
 			}
 			return err
-		},
-		func(ctx context.Context) (err error) {
+		}},
+		{"bucket " + s.o.OwnersBucket, func(ctx context.Context) (err error) {
 			s.owners, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 				Bucket: s.o.OwnersBucket, Description: "agentworld session owners", History: 1,
 				Storage: jetstream.FileStorage, Replicas: s.o.Replicas,
 			})
 			return err
-		},
-		func(ctx context.Context) (err error) {
+		}},
+		{"bucket " + s.o.NodesBucket, func(ctx context.Context) (err error) {
 			s.nodes, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 				Bucket: s.o.NodesBucket, Description: "agentworld live nodes; a key's TTL is its lease", History: 1,
 				TTL: s.o.Lease, Storage: jetstream.FileStorage, Replicas: s.o.Replicas,
 			})
 			return err
-		},
+		}},
 	} {
-		if err := natsconn.RetryGrowing(ctx, open); err != nil {
+		var warned time.Time
+		err := natsconn.RetryGrowing(ctx, func(ctx context.Context) error {
+			err := o.open(ctx)
+			if tooFewServers(err) && time.Since(warned) >= serversWarnEvery {
+				warned = time.Now()
+				s.log.Warn("JetStream cannot place the "+o.what+" yet: each of its replicas needs a server of its own; waiting for more servers to join (a replica count above the cluster's size never succeeds)",
+					s.serversAttrs(err)...)
+			}
+			return err
+		})
+		if err != nil && !warned.IsZero() { // its last error may be another (a meta leader lost meanwhile)
+			return fmt.Errorf("%s wants %d replicas, one per server, and %s: %w", o.what, s.o.Replicas, s.serversSeen(), err)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// serversWarnEvery is how often setup repeats its warning while a stream
+// or bucket waits for servers.
+const serversWarnEvery = 10 * time.Second
+
+// tooFewServers reports whether err refuses a stream or bucket because
+// the cluster has too few servers (up) for its replicas: nats-server's "no
+// suitable peers for placement" and "insufficient resources".
+func tooFewServers(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && (api.ErrorCode == jsErrCodeNoPeers || api.ErrorCode == jsErrCodeInsufficientResources)
+}
+
+// nats-server's error codes of a stream it cannot place (JSClusterNoPeersErrF
+// and JSInsufficientResourcesErr), which nats.go does not name.
+const (
+	jsErrCodeNoPeers               jetstream.ErrorCode = 10005
+	jsErrCodeInsufficientResources jetstream.ErrorCode = 10023
+)
+
+// serversAttrs are the log attributes of a wait for servers.
+func (s *Store) serversAttrs(err error) []any {
+	attrs := []any{"replicas", s.o.Replicas}
+	if s.o.Servers != nil {
+		attrs = append(attrs, "servers", s.o.Servers())
+	}
+	return append(attrs, "err", err)
+}
+
+// serversSeen says how many servers this node sees, for an error.
+func (s *Store) serversSeen() string {
+	if s.o.Servers == nil {
+		return "too few servers are up"
+	}
+	return fmt.Sprintf("this node sees %d", s.o.Servers())
 }
 
 // Close stops the heartbeat and deletes this node's key, so other nodes
