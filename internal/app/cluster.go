@@ -27,8 +27,9 @@ type ClusterConfig struct {
 	// Listen is the embedded server's HOST:PORT for other servers' routes;
 	// "" runs a single server.
 	Listen string
-	// Routes are the other embedded servers' nats://HOST:PORT route
-	// addresses; nil means none.
+	// Routes are the embedded servers' nats://HOST:PORT route addresses,
+	// this one's own among them or not; nil means none (Listen needs at
+	// least one other server's).
 	Routes []string
 	// Node names this node in the ownership records (and its embedded
 	// server); required.
@@ -37,7 +38,9 @@ type ClusterConfig struct {
 	// requests of its sessions; required.
 	Addr string
 	// Replicas is how many servers keep the sessions; 0 means one per
-	// embedded server up to 3 (this one and its routes), or 1 with URL.
+	// embedded server of the cluster up to 3 (this one and each distinct
+	// route that does not lead back to it: clusterServers), or 1 with
+	// URL.
 	Replicas int
 	// Lease is how long a silent node keeps its sessions; 0 means
 	// jetstore.DefaultLease.
@@ -56,6 +59,7 @@ func (a *App) openCluster(ctx context.Context, c *ClusterConfig, log *slog.Logge
 	}
 	replicas := c.Replicas
 	var nc *nats.Conn
+	var seen func() int // the servers the embedded one sees; nil with URL
 	switch {
 	case c.URL != "":
 		if c.StoreDir != "" || c.Listen != "" || len(c.Routes) > 0 {
@@ -73,6 +77,13 @@ func (a *App) openCluster(ctx context.Context, c *ClusterConfig, log *slog.Logge
 		if c.StoreDir == "" {
 			return nil, fielderr.New(ErrConfig, "Cluster.StoreDir", "the embedded NATS server needs a store directory")
 		}
+		servers := clusterServers(ctx, c.Listen, c.Routes, thisMachine())
+		if c.Listen != "" && servers == 1 {
+			// nats-server runs JetStream in a cluster only with a route to
+			// another server: alone it never starts (no routes) or waits
+			// for routing for ever (a route to itself only)
+			return nil, fielderr.New(ErrConfig, "Cluster.Routes", "the routes name no server but this one (%s), and an embedded cluster needs at least one other: list every node's route address, or give no route listen address to run a single node", c.Listen)
+		}
 		srv, err := jetstore.StartServer(jetstore.ServerOptions{
 			Name: natsName(c.Node), StoreDir: c.StoreDir, Listen: c.Listen, Routes: c.Routes, Logger: log,
 		})
@@ -84,15 +95,17 @@ func (a *App) openCluster(ctx context.Context, c *ClusterConfig, log *slog.Logge
 			return nil, err
 		}
 		if replicas == 0 {
-			replicas = min(3, 1+len(c.Routes))
+			replicas = defaultReplicas(servers)
 		}
+		seen = srv.Servers
 	}
 	a.opened("NATS connection", func(context.Context) error { nc.Close(); return nil })
+	log.Info("cluster store", "replicas", replicas, "replicas_set", c.Replicas != 0)
 	if err := step(ctx, "nats"); err != nil {
 		return nil, err
 	}
 	st, err := jetstore.New(ctx, nc, &jetstore.Options{
-		Node: c.Node, Addr: c.Addr, Replicas: replicas, Lease: c.Lease, Logger: log,
+		Node: c.Node, Addr: c.Addr, Replicas: replicas, Lease: c.Lease, Servers: seen, Logger: log,
 	})
 	if err != nil {
 		return nil, err

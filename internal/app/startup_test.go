@@ -155,6 +155,10 @@ func TestConfigErrorsNameTheirField(t *testing.T) {
 		{"CountTokens", Config{Model: "http://127.0.0.1:1/v1", ModelName: "wm", CountTokens: "guess"}},
 		{"AllowExtraBody", Config{AllowExtraBody: []string{"top_k", "messages"}}},
 		{"SuccessJudge", Config{WorldsDir: judgedWorldsDir(t)}},
+		// a route listen address, and no route to another server
+		{"Cluster.Routes", Config{Cluster: &ClusterConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:7001",
+			Routes: []string{"nats://127.0.0.1:7001"}, Node: "n", Addr: "http://127.0.0.1:8080"}}},
+		{"Cluster.Routes", Config{Cluster: &ClusterConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:7001", Node: "n", Addr: "http://127.0.0.1:8080"}}},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			_, err := New(ctx, tc.cfg)

@@ -87,7 +87,7 @@ var configFlags = map[string]string{
 	"WorldsDir": "worlds", "Model": "model", "ModelName": "model-name", "Replicas": "replica",
 	"CacheDir": "cache", "CountTokens": "count-tokens", "DBPath": "db", "AllowExtraBody": "allow-extra-body",
 	"SuccessJudge": "success-judge-url", "Cluster.URL": "cluster", "Cluster.StoreDir": "nats-store",
-	"Cluster.Listen": "nats-listen", "Cluster.Node": "node", "Cluster.Addr": "advertise",
+	"Cluster.Listen": "nats-listen", "Cluster.Routes": "nats-routes", "Cluster.Node": "node", "Cluster.Addr": "advertise",
 }
 
 // configErr names the flag of the app.Config field err is about.

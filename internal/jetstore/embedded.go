@@ -26,7 +26,10 @@ type ServerOptions struct {
 	// single server that forms no cluster.
 	Listen string
 	// Routes are the nats://HOST:PORT route addresses of the other
-	// servers (listing this one's own is harmless); nil means none.
+	// servers; nil means none. This one's own may be among them
+	// (nats-server drops a route to itself once it connects), but then it
+	// is no server of its own: a default replica count must not count it
+	// (internal/app's defaultReplicas).
 	Routes []string
 	// ClusterName is the cluster's name; "" means DefaultClusterName.
 	ClusterName string
@@ -41,6 +44,9 @@ type Embedded interface {
 	Connect() (*nats.Conn, error)
 	// Shutdown stops the server and waits for it.
 	Shutdown()
+	// Servers is how many servers of the cluster this one sees now: it
+	// and those its routes are connected to.
+	Servers() int
 }
 
 // ErrNoEmbeddedServer: this program does not link the embedded NATS

@@ -134,6 +134,11 @@ func (s *Server) Shutdown() {
 	s.s.WaitForShutdown()
 }
 
+// Servers is this server and the servers its routes are connected to
+// (nats-server keys its routes by the remote server, so a pool of several
+// connections to one counts once).
+func (s *Server) Servers() int { return 1 + s.s.NumRemotes() }
+
 // natsLog passes the server's warnings and errors to a slog.Logger, and
 // of its notices those about RAFT leaders at info level: a stream that
 // elects a new leader after a node died holds its sessions until then,

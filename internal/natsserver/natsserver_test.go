@@ -2,9 +2,12 @@ package natsserver
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentworld/agentworld/internal/jetstore"
 )
@@ -42,5 +45,40 @@ func TestLeaderNoticesLogged(t *testing.T) {
 	out := buf.String()
 	if !strings.Contains(out, `level=INFO msg="JetStream cluster new stream leader for '$G > S'"`) || strings.Contains(out, "Listening") {
 		t.Fatalf("log:\n%s\nwant the leader notice at info level only", out)
+	}
+}
+
+// TestServersCountsRoutedServers: Servers counts this server and those
+// its routes reach, each once: two servers whose routes name both (a
+// route to itself among them, which nats-server drops) see two.
+func TestServersCountsRoutedServers(t *testing.T) {
+	var listen, routes []string
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen = append(listen, ln.Addr().String())
+		routes = append(routes, "nats://"+ln.Addr().String())
+		_ = ln.Close()
+	}
+	var servers []*Server
+	for i, l := range listen {
+		s, err := Start(jetstore.ServerOptions{Name: fmt.Sprintf("s%d", i), StoreDir: t.TempDir(), Listen: l, Routes: routes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Shutdown)
+		servers = append(servers, s)
+	}
+	for end := time.Now().Add(time.Minute); ; {
+		got := []int{servers[0].Servers(), servers[1].Servers()}
+		if got[0] == 2 && got[1] == 2 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the servers see %v servers, want 2 each", got)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a count nats-server keeps
 	}
 }
