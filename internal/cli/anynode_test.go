@@ -179,8 +179,16 @@ func TestAnyNodeServesEverySurface(t *testing.T) {
 // every node's log.
 func startCluster(ctx context.Context, t *testing.T, lease time.Duration, node func(int) (args, env []string)) []*clusterNode {
 	t.Helper()
-	ports := natstest.FreePorts(t, 6)
-	httpPorts, routePorts := ports[:3], ports[3:]
+	return startEmbedded(ctx, t, 3, lease, node)
+}
+
+// startEmbedded is startCluster with n nodes, whose routes name every
+// node (its own too, as the docs ask) and whose replicas are serve's
+// default.
+func startEmbedded(ctx context.Context, t *testing.T, n int, lease time.Duration, node func(int) (args, env []string)) []*clusterNode {
+	t.Helper()
+	ports := natstest.FreePorts(t, 2*n)
+	httpPorts, routePorts := ports[:n], ports[n:]
 	var routes []string
 	for _, p := range routePorts {
 		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(p))

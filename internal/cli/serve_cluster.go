@@ -24,11 +24,11 @@ func (c *clusterFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&c.url, "cluster", "", "join an existing NATS JetStream cluster (nats://HOST:4222, comma-separated) and keep sessions there, shared with the other nodes, instead of in --db")
 	fl.StringVar(&c.listen, "nats-listen", "", "run an embedded NATS server whose cluster routes listen on HOST:PORT; with --nats-routes, agentworld nodes form a cluster by themselves (sessions in JetStream instead of --db)")
-	fl.StringSliceVar(&c.routes, "nats-routes", nil, "the other nodes' --nats-listen addresses as nats://HOST:PORT (comma-separated or repeated)")
+	fl.StringSliceVar(&c.routes, "nats-routes", nil, "every node's --nats-listen address as nats://HOST:PORT (comma-separated or repeated; the same list on each node, its own address among them or not)")
 	fl.StringVar(&c.store, "nats-store", "", "the embedded NATS server's JetStream directory (required with --nats-listen; alone, it runs a single-node JetStream store)")
 	fl.StringVar(&c.node, "node", "", "this node's name in the cluster (default: its --advertise URL)")
 	fl.StringVar(&c.advertise, "advertise", "", "the HTTP base URL other nodes forward this node's sessions to (default: http:// + --addr)")
-	fl.IntVar(&c.replicas, "nats-replicas", 0, "servers keeping each session (0: one per embedded server up to 3, or 1 with --cluster)")
+	fl.IntVar(&c.replicas, "nats-replicas", 0, "servers keeping each session (0: one per embedded server up to 3, counting this node and each distinct --nats-routes address that is not its own; 1 with --cluster)")
 	fl.DurationVar(&c.lease, "lease", jetstore.DefaultLease, "how long a silent node keeps its sessions before other nodes take them over")
 }
 
