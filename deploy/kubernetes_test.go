@@ -465,17 +465,30 @@ func TestKubernetesAgentworld(t *testing.T) {
 			t.Errorf("Service agentworld, port %s: reaches container port %d, serve listens on %s", p.Name, n, addrPort)
 		}
 	}
-	pr := s.c.ReadinessProbe
-	if pr == nil || pr.HTTPGet == nil {
+	if pr := s.c.ReadinessProbe; pr == nil || pr.HTTPGet == nil {
 		t.Fatalf("%s: no HTTP readiness probe", s.id)
+	} else if pr.HTTPGet.Path != "/ready" {
+		// /health answers while the node's store cannot: the Service
+		// would keep sending it requests it refuses
+		t.Errorf("%s: readiness probe GET %s, want /ready", s.id, pr.HTTPGet.Path)
 	}
-	if n, _ := containerPort(s.c, pr.HTTPGet.Port); strconv.Itoa(int(n)) != addrPort {
-		t.Errorf("%s: the probe asks port %d, serve listens on %s", s.id, n, addrPort)
+	if pr := s.c.LivenessProbe; pr != nil && pr.HTTPGet != nil && pr.HTTPGet.Path != "/health" {
+		// a node whose store is down would be restarted, which does not
+		// bring the store back
+		t.Errorf("%s: liveness probe GET %s, want /health", s.id, pr.HTTPGet.Path)
 	}
-	// A kubelet asks http://POD_IP:PORT/path, so its Host is an IP
-	// address that is no name --allowed-hosts lists.
-	if code := serveProbe(t, s.cmd, pr.HTTPGet.Path, net.JoinHostPort("10.1.2.3", addrPort)); code != http.StatusOK {
-		t.Errorf("%s: readiness probe GET %s: %d from a real serve with the container's flags, want 200", s.id, pr.HTTPGet.Path, code)
+	for kind, pr := range map[string]*corev1.Probe{"readiness": s.c.ReadinessProbe, "liveness": s.c.LivenessProbe} {
+		if pr == nil || pr.HTTPGet == nil {
+			continue
+		}
+		if n, _ := containerPort(s.c, pr.HTTPGet.Port); strconv.Itoa(int(n)) != addrPort {
+			t.Errorf("%s: the %s probe asks port %d, serve listens on %s", s.id, kind, n, addrPort)
+		}
+		// A kubelet asks http://POD_IP:PORT/path, so its Host is an IP
+		// address that is no name --allowed-hosts lists.
+		if code := serveProbe(t, s.cmd, pr.HTTPGet.Path, net.JoinHostPort("10.1.2.3", addrPort)); code != http.StatusOK {
+			t.Errorf("%s: %s probe GET %s: %d from a real serve with the container's flags, want 200", s.id, kind, pr.HTTPGet.Path, code)
+		}
 	}
 }
 

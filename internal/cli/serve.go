@@ -136,6 +136,7 @@ func (f *simFlags) serve(cmd *cobra.Command) (*simulator, error) {
 	if a.Cluster != nil {
 		o.Sessions = cluster.New(a.Cluster, &cluster.Options{Evict: a.Manager.Evict, Logger: logger(cmd)})
 		o.Groups = a.Cluster
+		o.Ready = a.Cluster.Ready
 	}
 	o.Edge.Hints = settingHints("serve", serveSettingFlags)
 	return &simulator{App: a, Server: server.New(a.Manager, &o), Tracer: tr}, nil

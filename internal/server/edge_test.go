@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -454,14 +455,14 @@ func mcpConnect(t *testing.T, ctx context.Context, endpoint string, hc *http.Cli
 	}
 }
 
-// TestEdgeHealthFollowsTheHostAllowList: /health and /healthz answer
+// TestEdgeHealthFollowsTheHostAllowList: /health, /healthz and /ready answer
 // without auth, as probes need, but only to this server's names: the
 // loopback names and IP literals a probe sends pass, a rebinding name and
 // a cross-origin page are refused like on every other route.
 func TestEdgeHealthFollowsTheHostAllowList(t *testing.T) {
 	base := serveApp(t, &Options{APIKey: "k3y", Edge: Edge{AllowedHosts: []string{"sim.internal"}}})
 	port := strings.Split(base, ":")[2]
-	for _, path := range []string{"/health", "/healthz"} {
+	for _, path := range []string{"/health", "/healthz", "/ready"} {
 		for _, tc := range []struct {
 			hdr   map[string]string
 			want  int
@@ -478,5 +479,43 @@ func TestEdgeHealthFollowsTheHostAllowList(t *testing.T) {
 				t.Errorf("%s %v: status %d field %q, want %d %q", path, tc.hdr, got.status, got.field, tc.want, tc.field)
 			}
 		}
+	}
+}
+
+// TestReadyFollowsOptionsReady: /ready answers 503 with Options.Ready's
+// reason while it fails and 200 once it passes, without a token; /health
+// stays 200 throughout (the process is alive).
+func TestReadyFollowsOptionsReady(t *testing.T) {
+	var mu sync.Mutex
+	var notReady error = errors.New("node n1 last renewed its lease 4s ago")
+	base := serveApp(t, &Options{APIKey: "k3y", Ready: func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return notReady
+	}})
+	get := func(path string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return resp.StatusCode, body
+	}
+	if code, body := get("/ready"); code != http.StatusServiceUnavailable || body["status"] != "not_ready" || body["reason"] != "node n1 last renewed its lease 4s ago" {
+		t.Errorf("/ready while not ready: %d %v", code, body)
+	}
+	if code, _ := get("/health"); code != http.StatusOK {
+		t.Errorf("/health while not ready: %d, want 200", code)
+	}
+	mu.Lock()
+	notReady = nil
+	mu.Unlock()
+	if code, body := get("/ready"); code != http.StatusOK || body["status"] != "ready" {
+		t.Errorf("/ready once ready: %d %v", code, body)
 	}
 }

@@ -39,7 +39,7 @@ const DefaultDrainTimeout = 30 * time.Second
 // default.
 type Options struct {
 	// APIKey, when set, is required as "Authorization: Bearer KEY" on every
-	// route except /health and /healthz (which still check Host and
+	// route except /health, /healthz and /ready (which still check Host and
 	// Origin).
 	APIKey string
 	// MaxBodyBytes bounds a request body; 0 means 8 MiB.
@@ -73,6 +73,12 @@ type Options struct {
 	// resets fork one root whichever nodes they reach (*jetstore.Store).
 	// Nil keeps each group's root in this server's memory.
 	Groups GroupRegistry
+	// Ready, when set, says whether this node can serve now; GET /ready
+	// answers 503 with its reason while it returns an error (a cluster
+	// node whose lease cannot be renewed: *jetstore.Store's Ready). Nil
+	// means always ready. /health stays 200 either way: a process that
+	// answers is alive, and restarting it would not bring its store back.
+	Ready func() error
 	// Logger receives request logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -184,6 +190,7 @@ func (s *Server) routes() {
 	// own names: a probe names it by a loopback name or an IP address.
 	s.mux.HandleFunc("GET /health", s.health)
 	s.mux.HandleFunc("GET /healthz", s.health)
+	s.mux.HandleFunc("GET /ready", s.ready)
 	s.handleFunc("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP)
 
 	s.handleFunc("GET /v1/worlds", s.listWorlds)
@@ -267,6 +274,23 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "healthy", "sessions": s.m.Len()})
+}
+
+// ready answers a readiness probe: 200 while the node can serve, 503
+// with the reason while Options.Ready says it cannot (a load balancer or
+// Kubernetes then sends its requests to the other nodes). Like /health it
+// needs no token.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	if !s.admitOpen(w, r) {
+		return
+	}
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "reason": err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "sessions": s.m.Len()})
 }
 
 func (s *Server) listWorlds(w http.ResponseWriter, r *http.Request) {
