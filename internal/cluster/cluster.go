@@ -3,7 +3,9 @@
 // the one that serves its steps, and a request reaching another node is
 // routed by [Router.Route]:
 //
-//   - a session this node owns is served here;
+//   - a session this node owns is served here (a node whose own lease
+//     may have lapsed, as one paused past it, first confirms that it still
+//     owns the session: [jetstore.Store.Owner]);
 //   - a session whose owner is alive (its node lease, a heartbeat key with
 //     a TTL, has not expired) is forwarded to the owner's HTTP address;
 //   - a session whose owner's lease expired is taken over: this node

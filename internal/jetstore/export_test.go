@@ -227,3 +227,44 @@ func UnansweredReads(s *Store, last, msgs int) {
 		s.facts.v.Store(&w)
 	}
 }
+
+// LapseLease makes s look as if it had not renewed its lease for a whole
+// lease (a node paused past it), without touching the nodes bucket: its
+// own sessions are no longer trusted to be its own (ownedHere).
+func LapseLease(s *Store) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.own.beatAt = time.Now().Add(-s.o.Lease)
+}
+
+// Heartbeat renews s's lease now, as its next heartbeat would.
+func Heartbeat(ctx context.Context, s *Store) error { return s.heartbeat(ctx) }
+
+// frozenOwners is an owners bucket whose reads of one key answer one
+// entry whatever the bucket holds.
+type frozenOwners struct {
+	jetstream.KeyValue
+	key   string
+	entry jetstream.KeyValueEntry
+}
+
+func (f *frozenOwners) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if key == f.key {
+		return f.entry, nil
+	}
+	return f.KeyValue.Get(ctx, key)
+}
+
+// FreezeOwnerReads makes every later read by s of session id's owner
+// record answer the record as it is now, as a replica of the owners
+// bucket that stopped following its leader does (a paused node's own
+// server, which answers that node's reads first). Writes, and reads from
+// the bucket's leader, still see the bucket.
+func FreezeOwnerReads(ctx context.Context, s *Store, id string) error {
+	e, err := s.owners.Get(ctx, key(id))
+	if err != nil {
+		return err
+	}
+	s.owners = &frozenOwners{KeyValue: s.owners, key: key(id), entry: e}
+	return nil
+}

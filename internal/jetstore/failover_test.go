@@ -144,3 +144,70 @@ func TestNoJudgingWhileOwnLeaseFails(t *testing.T) {
 		t.Fatalf("owner seen by a healthy node = %+v, %v; want a, dead", l, err)
 	}
 }
+
+// TestPausedOwnerServesNoStaleCopy: a node paused past its lease, whose
+// session another node may have taken over meanwhile, does not answer
+// for the session as its owner on the word of its own server's replica of
+// the owners bucket, which a pause leaves behind (here frozen as it was
+// before the pause). Until it renews its lease it answers store
+// unavailable (the client retries); after, it finds the session's new
+// owner, or, when nobody took the session, that it is still its own.
+func TestPausedOwnerServesNoStaleCopy(t *testing.T) {
+	cases := []struct {
+		name      string
+		takenOver bool // node b took the session over during the pause
+		renewed   bool // node a's heartbeat renewed its lease since
+		// wantNode is the owner a reports, alive; "" means ErrLeaseLapsed
+		wantNode string
+	}{
+		{name: "LapsedTakenOver", takenOver: true},
+		{name: "LapsedKept"},
+		{name: "RenewedTakenOver", takenOver: true, renewed: true, wantNode: "b"},
+		{name: "RenewedKept", renewed: true, wantNode: "a"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := serve(t)
+			ctx := t.Context()
+			a := open(t, nc, &jetstore.Options{Node: "a", Addr: "http://a", Lease: testLease})
+			b := open(t, nc, &jetstore.Options{Node: "b", Addr: "http://b", Lease: testLease})
+			t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+			const id = "s_paused"
+			if err := a.CreateSession(ctx, storetest.Session(id), nil); err != nil {
+				t.Fatal(err)
+			}
+			before, err := a.Owner(ctx, id)
+			if err != nil || before.Node != "a" || !before.Alive {
+				t.Fatalf("a's own session before the pause = %+v, %v", before, err)
+			}
+			if err := jetstore.FreezeOwnerReads(ctx, a, id); err != nil {
+				t.Fatal(err)
+			}
+			jetstore.LapseLease(a)
+			if tc.takenOver {
+				if err := b.Claim(ctx, id, before); err != nil {
+					t.Fatalf("b's takeover: %v", err)
+				}
+			}
+			if tc.renewed {
+				if err := jetstore.Heartbeat(ctx, a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, err := a.Owner(ctx, id)
+			if tc.wantNode == "" {
+				if !errors.Is(err, jetstore.ErrLeaseLapsed) || !errors.Is(err, sim.ErrStoreUnavailable) {
+					t.Fatalf("owner seen by a before it renewed its lease = %+v, %v; want ErrLeaseLapsed (store unavailable)", l, err)
+				}
+				return
+			}
+			if err != nil || l.Node != tc.wantNode || !l.Alive || l.Addr != "http://"+tc.wantNode {
+				t.Fatalf("owner seen by a after it renewed its lease = %+v, %v; want %s, alive", l, err, tc.wantNode)
+			}
+			// what a learnt holds: it answers the same again
+			if again, err := a.Owner(ctx, id); err != nil || again != l {
+				t.Fatalf("owner seen by a again = %+v, %v; want %+v", again, err, l)
+			}
+		})
+	}
+}

@@ -50,7 +50,9 @@ const maxOthers = 1 << 16
 //     trusted for two thirds of that (the rest is margin for the other
 //     servers' clocks) and emptied when a heartbeat finds that time
 //     passed, since the lease may have lapsed and the sessions may have
-//     been taken over.
+//     been taken over. A record naming this node that it reads from the
+//     bucket when it does not trust mine is confirmed before it is taken
+//     for the truth (confirmMine).
 //   - others: owner records naming other nodes. A record changes only
 //     when its node's lease has expired (a claim), so it is used while
 //     its node is seen alive; a forward that fails or is refused drops it
@@ -258,7 +260,10 @@ func (s *Store) putOwner(ctx context.Context, id, backend string) error {
 // without an owner record has a zero Lease. It answers from what the
 // store knows (see ownership) when it can: a session of this node's, or
 // another live node's; an owner it reports dead was read from the
-// buckets.
+// buckets. A record naming this node, read while this node did not know
+// the session its own, is confirmed with the bucket before it is
+// believed, and while this node does not trust its own lease the answer is
+// ErrLeaseLapsed (marked sim.ErrStoreUnavailable): see confirmMine.
 func (s *Store) Owner(ctx context.Context, id string) (Lease, error) {
 	s.mu.Lock()
 	if l, ok := s.ownedHere(id); ok {
@@ -298,12 +303,14 @@ func (s *Store) leaseOf(ctx context.Context, id string, value []byte, rev, epoch
 	}
 	l.Revision = rev
 	if l.Node == s.o.Node {
-		// the record names this node, so while its lease lives nobody
-		// else can claim the session
-		s.mark(id, l.Revision, l.Backend, epoch)
-		l.Alive = true
-		return l, nil
+		return s.confirmMine(ctx, id, l, epoch)
 	}
+	return s.othersLease(ctx, id, l)
+}
+
+// othersLease is the Lease of session id's owner record l, which names
+// another node.
+func (s *Store) othersLease(ctx context.Context, id string, l Lease) (Lease, error) {
 	s.mu.Lock()
 	s.keepOwner(id, l)
 	s.mu.Unlock()
@@ -318,6 +325,68 @@ func (s *Store) leaseOf(ctx context.Context, id string, value []byte, rev, epoch
 		}
 	}
 	return l, nil
+}
+
+// ErrLeaseLapsed: this node has not renewed its own lease for longer
+// than it trusts it, so another node may have taken its sessions over.
+var ErrLeaseLapsed = errors.New("this node's own lease may have lapsed (it has not renewed it lately), so it does not answer for its sessions until it has")
+
+// confirmMine is the Lease of session id, whose owner record l names this
+// node although this node did not know itself its owner (ownedHere): it
+// forgot that because its lease may have lapsed (a node paused, or cut
+// off, past its lease), and if it did another node may have taken the
+// session over. The record may then be stale: a key-value get is answered
+// by any replica of the owners bucket, a node's own server first, and a
+// node's server paused with it catches up only after it resumes. Taking
+// the record for the truth, this node would serve its stale copy of the
+// session. So the record is written again with a compare-and-set on its
+// revision, which only a current one passes; a stale one is read again
+// from the bucket's leader. A node that does not trust its own lease just
+// now answers ErrLeaseLapsed (store unavailable: the client retries),
+// as its heartbeat renews it in a moment or the session moves.
+func (s *Store) confirmMine(ctx context.Context, id string, l Lease, epoch uint64) (Lease, error) {
+	for try := 0; ; try++ {
+		s.mu.Lock()
+		trusted := time.Since(s.own.beatAt) < s.trusted()
+		s.mu.Unlock()
+		if !trusted {
+			return Lease{}, fmt.Errorf("session %s: %w: %w", id, sim.ErrStoreUnavailable, ErrLeaseLapsed)
+		}
+		b, _ := json.Marshal(Owner{Node: s.o.Node, Addr: s.o.Addr, Backend: l.Backend})
+		var rev uint64
+		err := s.retry(ctx, func(ctx context.Context) (err error) {
+			rev, err = s.owners.Update(ctx, key(id), b, l.Revision)
+			return err
+		})
+		if err == nil {
+			s.mark(id, rev, l.Backend, epoch)
+			l.Revision, l.Addr, l.Alive = rev, s.o.Addr, true
+			return l, nil
+		}
+		// A retried attempt whose earlier one landed finds the record
+		// changed too: the leader's record names this node, at the
+		// revision that attempt wrote, and the next try passes.
+		switch {
+		case !isWrongLastSequence(err):
+			return Lease{}, unavailable(fmt.Errorf("confirm node %s as owner of session %s: %w", s.o.Node, id, err))
+		case try == 1:
+			return Lease{}, fmt.Errorf("confirm node %s as owner of session %s: %w: its owner record keeps changing: %w", s.o.Node, id, sim.ErrStoreUnavailable, err)
+		}
+		e, err := s.lastFromLeader(ctx, s.o.OwnersBucket, key(id))
+		switch {
+		case err != nil:
+			return Lease{}, unavailable(fmt.Errorf("owner of session %s from the leader: %w", id, err))
+		case e.seq == 0 || e.deleted:
+			return Lease{}, nil
+		}
+		l = Lease{Revision: e.seq}
+		if err := json.Unmarshal(e.data, &l.Owner); err != nil {
+			return Lease{}, fmt.Errorf("owner of session %s: %w", id, err)
+		}
+		if l.Node != s.o.Node {
+			return s.othersLease(ctx, id, l)
+		}
+	}
 }
 
 // nodeAlive reports whether node's lease lives, and the address its
