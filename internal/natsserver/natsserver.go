@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,8 +75,8 @@ func Start(o jetstore.ServerOptions) (*Server, error) {
 			return nil, fmt.Errorf("embedded NATS server: listen address %q: %w", o.Listen, err)
 		}
 		p, err := strconv.Atoi(port)
-		if err != nil {
-			return nil, fmt.Errorf("embedded NATS server: listen port %q: %w", port, err)
+		if err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("embedded NATS server: listen address %q: want a port from 1 to 65535", o.Listen)
 		}
 		name := o.ClusterName
 		if name == "" {
@@ -91,11 +92,11 @@ func Start(o jetstore.ServerOptions) (*Server, error) {
 			if r == "" {
 				continue
 			}
-			u := server.RoutesFromStr(r)
-			if len(u) == 0 {
-				return nil, fmt.Errorf("embedded NATS server: route %q is not a nats://HOST:PORT URL", r)
+			u, err := jetstore.ParseRoute(r)
+			if err != nil {
+				return nil, fmt.Errorf("embedded NATS server: %w", err)
 			}
-			opts.Routes = append(opts.Routes, u...)
+			opts.Routes = append(opts.Routes, u)
 		}
 	} else if len(o.Routes) > 0 {
 		return nil, errors.New("embedded NATS server: routes need a listen address for the others' routes")
@@ -104,19 +105,41 @@ func Start(o jetstore.ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
-	if o.Logger != nil {
-		s.SetLoggerV2(natsLog{o.Logger.With("nats", o.Name)}, false, false, false)
-		if clockErr != nil {
-			o.Logger.Warn("embedded NATS server: RAFT timing", "err", clockErr)
-		}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// nats-server reports a listener it could not open (a port in use)
+	// through its logger's Fatalf and then never becomes ready; the
+	// logger passes that on at once instead of a wait for readiness that
+	// only times out.
+	fatal := make(chan string, 1)
+	s.SetLoggerV2(natsLog{l: log.With("nats", o.Name), fatal: fatal}, false, false, false)
+	if clockErr != nil {
+		log.Warn("embedded NATS server: RAFT timing", "err", clockErr)
 	}
 	s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
-		s.Shutdown()
-		return nil, errors.New("embedded NATS server: not ready after 30s")
+	for end := time.Now().Add(readyTimeout); !s.ReadyForConnections(readyPoll); {
+		select {
+		case msg := <-fatal:
+			s.Shutdown()
+			return nil, fmt.Errorf("embedded NATS server: %s", msg)
+		default:
+		}
+		if time.Now().After(end) {
+			s.Shutdown()
+			return nil, fmt.Errorf("embedded NATS server: not ready after %s", readyTimeout)
+		}
 	}
 	return &Server{s: s}, nil
 }
+
+// readyTimeout bounds Start's wait for the server, checked every
+// readyPoll for a listener that failed.
+const (
+	readyTimeout = 30 * time.Second
+	readyPoll    = 50 * time.Millisecond
+)
 
 // Connect opens an in-process connection that reconnects for as long as
 // the server runs.
@@ -139,11 +162,33 @@ func (s *Server) Shutdown() {
 // connections to one counts once).
 func (s *Server) Servers() int { return 1 + s.s.NumRemotes() }
 
+// RouteAddrs are the remote addresses of this server's route connections
+// (several to one server with a pool; an accepted one's port is the
+// other side's own).
+func (s *Server) RouteAddrs() []netip.AddrPort {
+	rz, err := s.s.Routez(nil)
+	if err != nil {
+		return nil
+	}
+	var addrs []netip.AddrPort
+	for _, r := range rz.Routes {
+		ip, err := netip.ParseAddr(r.IP)
+		if err == nil && r.Port > 0 && r.Port < 65536 {
+			addrs = append(addrs, netip.AddrPortFrom(ip.Unmap(), uint16(r.Port)))
+		}
+	}
+	return addrs
+}
+
 // natsLog passes the server's warnings and errors to a slog.Logger, and
 // of its notices those about RAFT leaders at info level: a stream that
 // elects a new leader after a node died holds its sessions until then,
 // so the log says when that happened and where.
-type natsLog struct{ l *slog.Logger }
+// Fatalf is passed on to fatal too (when there is room), for Start.
+type natsLog struct {
+	l     *slog.Logger
+	fatal chan<- string
+}
 
 func (n natsLog) Noticef(f string, a ...any) {
 	if strings.Contains(f, "leader") {
@@ -154,4 +199,11 @@ func (n natsLog) Debugf(string, ...any)     {}
 func (n natsLog) Tracef(string, ...any)     {}
 func (n natsLog) Warnf(f string, a ...any)  { n.l.Warn(fmt.Sprintf(f, a...)) }
 func (n natsLog) Errorf(f string, a ...any) { n.l.Error(fmt.Sprintf(f, a...)) }
-func (n natsLog) Fatalf(f string, a ...any) { n.l.Error(fmt.Sprintf(f, a...)) }
+func (n natsLog) Fatalf(f string, a ...any) {
+	msg := fmt.Sprintf(f, a...)
+	n.l.Error(msg)
+	select {
+	case n.fatal <- msg:
+	default:
+	}
+}

@@ -39,7 +39,7 @@ func TestRaftClockIsSet(t *testing.T) {
 // leaders reach the log at info level; the rest are dropped.
 func TestLeaderNoticesLogged(t *testing.T) {
 	var buf bytes.Buffer
-	n := natsLog{slog.New(slog.NewTextHandler(&buf, nil))}
+	n := natsLog{l: slog.New(slog.NewTextHandler(&buf, nil))}
 	n.Noticef("JetStream cluster new stream leader for '%s > %s'", "$G", "S")
 	n.Noticef("Listening for route connections on %s", "127.0.0.1:1")
 	out := buf.String()
@@ -80,5 +80,46 @@ func TestServersCountsRoutedServers(t *testing.T) {
 			t.Fatalf("the servers see %v servers, want 2 each", got)
 		}
 		time.Sleep(20 * time.Millisecond) // polling a count nats-server keeps
+	}
+}
+
+// TestStartFailsAtOnceOnBusyPort: a route listen port in use fails Start
+// at once with nats-server's reason, not after its 30 s wait for a server
+// that never gets ready.
+func TestStartFailsAtOnceOnBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	start := time.Now()
+	s, err := Start(jetstore.ServerOptions{Name: "busy", StoreDir: t.TempDir(), Listen: ln.Addr().String(), Routes: []string{"nats://127.0.0.1:1"}})
+	if err == nil {
+		s.Shutdown()
+		t.Fatal("Start on a port in use succeeded")
+	}
+	if d := time.Since(start); d > 10*time.Second || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("Start = %v after %s, want the port in use within 10 s", err, d)
+	}
+}
+
+// TestStartRefusesBadRoute: a route nats-server cannot parse is refused
+// (nats-server itself would crash on it once routing starts).
+func TestStartRefusesBadRoute(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := ln.Addr().String()
+	_ = ln.Close() // a port free a moment ago, which no server takes
+	for _, r := range []string{"127.0.0.1:7002", "nats//127.0.0.1:7002", "nats://127.0.0.1"} {
+		s, err := Start(jetstore.ServerOptions{Name: "bad", StoreDir: t.TempDir(), Listen: listen, Routes: []string{r}})
+		if err == nil {
+			s.Shutdown()
+			t.Fatalf("Start with route %q succeeded", r)
+		}
+		if !strings.Contains(err.Error(), r) {
+			t.Errorf("Start with route %q = %v, want it named", r, err)
+		}
 	}
 }
