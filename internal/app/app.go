@@ -241,6 +241,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			return nil, fielderr.New(ErrConfig, "AllowExtraBody", "%s is a field of the request itself, never allowed", k)
 		}
 	}
+	var plan clusterPlan
+	if cfg.Cluster != nil {
+		if plan, err = checkCluster(ctx, cfg.Cluster); err != nil {
+			return nil, err
+		}
+	}
 	a := &App{}
 	defer func() {
 		if err != nil {
@@ -268,7 +274,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	var st sim.Store
 	var ledgerStore fiction.Store = &fiction.MemStore{}
 	if cfg.Cluster != nil {
-		if a.Cluster, err = a.openCluster(ctx, cfg.Cluster, log); err != nil {
+		if a.Cluster, err = a.openCluster(ctx, cfg.Cluster, plan, log); err != nil {
 			return nil, err
 		}
 		// the nodes share each fictional world's ledger, as they share

@@ -21,7 +21,13 @@ func defaultReplicas(servers int) int { return min(maxDefaultReplicas, servers) 
 
 // clusterServers counts the servers of an embedded server's cluster from
 // its listen address and routes: this one, and every distinct route that
-// does not lead back to it. The routes may name this node's own address
+// does not lead back to it (otherRoutes).
+func clusterServers(ctx context.Context, listen string, routes []string, m machine) int {
+	return 1 + len(otherRoutes(ctx, listen, routes, m))
+}
+
+// otherRoutes are the distinct routes of an embedded server that do not
+// lead back to it, as given. The routes may name this node's own address
 // (the docs ask for the same list on every node, and nats-server drops a
 // route to itself once it connects and sees its own server ID), so
 // counting route entries would ask two nodes for three replicas, which
@@ -29,7 +35,7 @@ func defaultReplicas(servers int) int { return min(maxDefaultReplicas, servers) 
 // server's port and its listen host, or, when it listens on every
 // address, a loopback address, one of this machine's interface addresses,
 // its host name or a name that resolves to one of those.
-func clusterServers(ctx context.Context, listen string, routes []string, m machine) int {
+func otherRoutes(ctx context.Context, listen string, routes []string, m machine) []string {
 	lhost, lport, err := net.SplitHostPort(listen)
 	if err != nil {
 		lhost, lport = "", ""
@@ -42,7 +48,7 @@ func clusterServers(ctx context.Context, listen string, routes []string, m machi
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	seen := map[string]bool{}
-	servers := 1
+	var others []string
 	for _, r := range routes {
 		host, port, ok := routeHostPort(r)
 		if !ok {
@@ -54,10 +60,10 @@ func clusterServers(ctx context.Context, listen string, routes []string, m machi
 		}
 		seen[k] = true
 		if !self.is(ctx, host, port) {
-			servers++
+			others = append(others, strings.TrimSpace(r))
 		}
 	}
-	return servers
+	return others
 }
 
 // resolveTimeout bounds the name lookups of clusterServers together.

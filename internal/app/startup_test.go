@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,25 +146,101 @@ func TestStartupStopsWithItsContext(t *testing.T) {
 // a flag.
 func TestConfigErrorsNameTheirField(t *testing.T) {
 	ctx := context.Background()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	listen := freeAddr(t)
+	cluster := func(listen string, routes ...string) Config {
+		return Config{Cluster: &ClusterConfig{StoreDir: t.TempDir(), Listen: listen, Routes: routes, Node: "n", Addr: "http://127.0.0.1:8080"}}
+	}
+	replicas := func(c Config, n int) Config { c.Cluster.Replicas = n; return c }
 	for _, tc := range []struct {
 		field string
 		cfg   Config
+		msg   string // in the error's text; "" for any
 	}{
-		{"WorldsDir", Config{WorldsDir: filepath.Join(t.TempDir(), "missing")}},
-		{"Model", Config{Model: "replay:" + filepath.Join(t.TempDir(), "missing")}},
-		{"ModelName", Config{Model: "http://127.0.0.1:1/v1"}},
-		{"CacheDir", Config{CacheDir: t.TempDir()}},
-		{"CountTokens", Config{Model: "http://127.0.0.1:1/v1", ModelName: "wm", CountTokens: "guess"}},
-		{"AllowExtraBody", Config{AllowExtraBody: []string{"top_k", "messages"}}},
-		{"SuccessJudge", Config{WorldsDir: judgedWorldsDir(t)}},
+		{"WorldsDir", Config{WorldsDir: filepath.Join(t.TempDir(), "missing")}, ""},
+		{"Model", Config{Model: "replay:" + filepath.Join(t.TempDir(), "missing")}, ""},
+		{"ModelName", Config{Model: "http://127.0.0.1:1/v1"}, ""},
+		{"CacheDir", Config{CacheDir: t.TempDir()}, ""},
+		{"CountTokens", Config{Model: "http://127.0.0.1:1/v1", ModelName: "wm", CountTokens: "guess"}, ""},
+		{"AllowExtraBody", Config{AllowExtraBody: []string{"top_k", "messages"}}, ""},
+		{"SuccessJudge", Config{WorldsDir: judgedWorldsDir(t)}, ""},
 		// a route listen address, and no route to another server
-		{"Cluster.Routes", Config{Cluster: &ClusterConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:7001",
-			Routes: []string{"nats://127.0.0.1:7001"}, Node: "n", Addr: "http://127.0.0.1:8080"}}},
-		{"Cluster.Routes", Config{Cluster: &ClusterConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:7001", Node: "n", Addr: "http://127.0.0.1:8080"}}},
+		{"Cluster.Routes", Config{Cluster: &ClusterConfig{StoreDir: t.TempDir(), Listen: listen,
+			Routes: []string{"nats://" + listen}, Node: "n", Addr: "http://127.0.0.1:8080"}}, ""},
+		{"Cluster.Routes", Config{Cluster: &ClusterConfig{StoreDir: t.TempDir(), Listen: listen, Node: "n", Addr: "http://127.0.0.1:8080"}}, ""},
+		// routes nats-server cannot use (it crashed on the first), a route
+		// listen address that cannot be listened on, more replicas than
+		// servers (the cluster's or JetStream's most)
+		{"Cluster.Routes", cluster(listen, "127.0.0.1:7002"), `route "127.0.0.1:7002"`},
+		{"Cluster.Routes", cluster(listen, "nats//127.0.0.1:7002"), `route "nats//127.0.0.1:7002"`},
+		{"Cluster.Routes", cluster(listen, "http://127.0.0.1:7002"), "scheme"},
+		{"Cluster.Routes", cluster(listen, "nats://127.0.0.1"), "port"},
+		{"Cluster.Routes", cluster(listen, "nats://:7002"), "no host"},
+		{"Cluster.Routes", cluster(listen, "nats://127.0.0.1:7002", "nats://127.0.0.1:99999"), `route "nats://127.0.0.1:99999"`},
+		{"Cluster.Routes", Config{Cluster: &ClusterConfig{StoreDir: t.TempDir(), Routes: []string{"nats://127.0.0.1:7002"}, Node: "n", Addr: "http://127.0.0.1:8080"}}, "listen address"},
+		{"Cluster.Listen", cluster("127.0.0.1:99999", "nats://127.0.0.1:7002"), "1 to 65535"},
+		{"Cluster.Listen", cluster("127.0.0.1:0", "nats://127.0.0.1:7002"), "1 to 65535"},
+		{"Cluster.Listen", cluster("127.0.0.1", "nats://127.0.0.1:7002"), ""},
+		{"Cluster.Listen", cluster(busy.Addr().String(), "nats://127.0.0.1:7002"), "address already in use"},
+		{"Cluster.Replicas", replicas(cluster(listen, "nats://127.0.0.1:7002", "nats://127.0.0.1:7003", "nats://"+listen), 4), "4 replicas, but the cluster has 3 servers"},
+		{"Cluster.Replicas", replicas(cluster(listen, "nats://127.0.0.1:7002", "nats://127.0.0.1:7003", "nats://127.0.0.1:7004",
+			"nats://127.0.0.1:7005", "nats://127.0.0.1:7006"), 6), "6 replicas, but JetStream keeps at most 5"},
+		{"Cluster.Replicas", replicas(Config{Cluster: &ClusterConfig{StoreDir: t.TempDir(), Node: "n", Addr: "http://127.0.0.1:8080"}}, 2), "2 replicas, but the cluster has 1 server "},
+		{"Cluster.Replicas", replicas(Config{Cluster: &ClusterConfig{URL: "nats://127.0.0.1:1", Node: "n", Addr: "http://127.0.0.1:8080"}}, 6), "at most 5"},
+		{"Cluster.Replicas", replicas(cluster(listen, "nats://127.0.0.1:7002"), -1), "-1 replicas"},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			_, err := New(ctx, tc.cfg)
 			wantConfigField(t, err, tc.field)
+			if !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("error %q, want one saying %q", err, tc.msg)
+			}
+		})
+	}
+}
+
+// freeAddr is a loopback address whose port was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestCheckClusterAccepts: the cluster configurations checkCluster lets
+// through, with the servers it counts: routes in either scheme
+// nats-server reads, a route whose name does not resolve yet (a
+// Kubernetes pod not yet published), and replicas up to the servers.
+func TestCheckClusterAccepts(t *testing.T) {
+	listen := freeAddr(t)
+	for _, tc := range []struct {
+		name    string
+		c       ClusterConfig
+		servers int
+	}{
+		{"nats and nats-route routes, its own among them", ClusterConfig{Listen: listen,
+			Routes: []string{"nats://" + listen, " nats-route://127.0.0.1:7002/", "nats://127.0.0.1:7003"}}, 3},
+		{"a name that does not resolve", ClusterConfig{Listen: listen, Routes: []string{"nats://127.0.0.l:7002"}}, 2},
+		{"replicas as many as servers", ClusterConfig{Listen: listen, Routes: []string{"nats://127.0.0.1:7002"}, Replicas: 2}, 2},
+		{"a single node", ClusterConfig{Replicas: 1}, 1},
+		{"an existing cluster", ClusterConfig{URL: "nats://127.0.0.1:1", Replicas: 5}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.c.Node, tc.c.Addr = "n", "http://127.0.0.1:8080"
+			if tc.c.URL == "" {
+				tc.c.StoreDir = t.TempDir()
+			}
+			plan, err := checkCluster(context.Background(), &tc.c)
+			if err != nil || plan.servers != tc.servers {
+				t.Fatalf("checkCluster = %d servers, %v; want %d, nil", plan.servers, err, tc.servers)
+			}
 		})
 	}
 }
