@@ -88,6 +88,7 @@ var configFlags = map[string]string{
 	"CacheDir": "cache", "CountTokens": "count-tokens", "DBPath": "db", "AllowExtraBody": "allow-extra-body",
 	"SuccessJudge": "success-judge-url", "Cluster.URL": "cluster", "Cluster.StoreDir": "nats-store",
 	"Cluster.Listen": "nats-listen", "Cluster.Routes": "nats-routes", "Cluster.Node": "node", "Cluster.Addr": "advertise",
+	"Cluster.Replicas": "nats-replicas",
 }
 
 // configErr names the flag of the app.Config field err is about.
@@ -229,13 +230,16 @@ simulation.`,
 			if f.cfg.Cluster, err = cl.config(addr); err != nil {
 				return err
 			}
-			s, err := f.serve(cmd)
-			if err != nil {
-				return err
-			}
+			// --addr is taken before startup, which can take a minute
+			// (a cluster's store waits for the other nodes), so a port in
+			// use fails at once
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
-				return errors.Join(err, closeSim(s))
+				return flagErr("addr", err)
+			}
+			s, err := f.serve(cmd)
+			if err != nil {
+				return errors.Join(err, ln.Close())
 			}
 			log := logger(cmd)
 			log.Info("agentworld serve", "addr", ln.Addr().String(), "worlds", len(s.Manager.Worlds()), "backend", s.Describe, "db", f.cfg.DBPath, "cluster", s.Cluster != nil, "auth", f.srv.APIKey != "")

@@ -28,7 +28,7 @@ func (c *clusterFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&c.store, "nats-store", "", "the embedded NATS server's JetStream directory (required with --nats-listen; alone, it runs a single-node JetStream store)")
 	fl.StringVar(&c.node, "node", "", "this node's name in the cluster (default: its --advertise URL)")
 	fl.StringVar(&c.advertise, "advertise", "", "the HTTP base URL other nodes forward this node's sessions to (default: http:// + --addr)")
-	fl.IntVar(&c.replicas, "nats-replicas", 0, "servers keeping each session (0: one per embedded server up to 3, counting this node and each distinct --nats-routes address that is not its own; 1 with --cluster)")
+	fl.IntVar(&c.replicas, "nats-replicas", 0, "servers keeping each session (0: one per embedded server up to 3, counting this node and each distinct --nats-routes address that is not its own; 1 with --cluster); at most those servers, and 5")
 	fl.DurationVar(&c.lease, "lease", jetstore.DefaultLease, "how long a silent node keeps its sessions before other nodes take them over")
 }
 
