@@ -116,7 +116,8 @@ type Options struct {
 }
 
 // Store is a [sim.Store] on JetStream, with the cluster's ownership
-// records. Close stops the heartbeat and releases this node's lease.
+// records. Close stops the heartbeat and hands back this node's lease
+// (best-effort).
 type Store struct {
 	o      Options
 	log    *slog.Logger
@@ -335,30 +336,6 @@ func (s *Store) serversSeen() string {
 		return "too few servers are up"
 	}
 	return fmt.Sprintf("this node sees %d", s.o.Servers())
-}
-
-// Close stops the heartbeat and deletes this node's key, so other nodes
-// take its sessions over at once instead of after the lease. It does not
-// close the connection.
-func (s *Store) Close() error {
-	var err error
-	s.once.Do(func() {
-		if s.stop == nil {
-			return
-		}
-		close(s.stop)
-		<-s.done
-		if s.watcher != nil {
-			_ = s.watcher.Stop()
-			<-s.watched
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if derr := s.nodes.Delete(ctx, s.o.Node); derr != nil && !errors.Is(derr, nats.ErrConnectionClosed) {
-			err = fmt.Errorf("release node %s's lease: %w", s.o.Node, derr)
-		}
-	})
-	return err
 }
 
 // key is id as a subject token and a bucket key: base64url, so the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentworld/agentworld/internal/sim"
@@ -126,6 +127,17 @@ func (s *Store) beat() {
 	t := time.NewTimer(period)
 	defer t.Stop()
 	var failing time.Time // start of the first heartbeat of the current failing run
+	// Close ends a heartbeat in flight rather than wait up to a period
+	// for a store that does not answer.
+	life, end := context.WithCancel(context.Background())
+	defer end()
+	go func() {
+		select {
+		case <-s.stop:
+			end()
+		case <-life.Done():
+		}
+	}()
 	for {
 		select {
 		case <-s.stop:
@@ -133,9 +145,12 @@ func (s *Store) beat() {
 		case <-t.C:
 		}
 		start := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), period)
+		ctx, cancel := context.WithTimeout(life, period)
 		err := s.heartbeat(ctx)
 		cancel()
+		if life.Err() != nil {
+			return // Close ended it
+		}
 		next := period - time.Since(start)
 		switch {
 		case err != nil && failing.IsZero():
@@ -151,6 +166,57 @@ func (s *Store) beat() {
 		t.Reset(max(next, 0))
 	}
 }
+
+// Close stops the heartbeat and deletes this node's key, so other nodes
+// take its sessions over at once instead of after the lease. It does not
+// close the connection.
+//
+// Releasing the lease only saves the other nodes the rest of it, so it is
+// best-effort: Close gives the delete releaseTimeout and, when the store
+// does not answer (the whole cluster stopping at once leaves the last node
+// with no quorum), logs a warning and returns nil; the lease then expires
+// by itself. Close never loses a write: every acknowledged append was
+// stored before its acknowledgement.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		if s.stop == nil {
+			return
+		}
+		close(s.stop) // also ends a heartbeat in flight
+		<-s.done
+		ctx, cancel := context.WithTimeout(context.Background(), s.releaseTimeout())
+		defer cancel()
+		// Stopping the watch deletes its consumer on the server, and with
+		// no answer waits out nats.go's 5-second request timeout; the
+		// server drops an unused ephemeral consumer by itself, so Close
+		// waits for it only as long as for the release.
+		watchStopped := make(chan struct{})
+		if s.watcher != nil {
+			go func() {
+				_ = s.watcher.Stop()
+				<-s.watched
+				close(watchStopped)
+			}()
+		} else {
+			close(watchStopped)
+		}
+		start := time.Now()
+		if err := s.nodes.Delete(ctx, s.o.Node); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			s.log.Warn("release node lease at shutdown; other nodes take its sessions over when the lease expires",
+				"node", s.o.Node, "lease", s.o.Lease, "waited", time.Since(start).Round(time.Millisecond), "err", err)
+		}
+		select {
+		case <-watchStopped:
+		case <-ctx.Done():
+		}
+	})
+	return nil
+}
+
+// releaseTimeout bounds Close's delete of this node's key: a second, or
+// half the lease when that is shorter (by then most of what releasing it
+// would save has passed). An answering store deletes it in milliseconds.
+func (s *Store) releaseTimeout() time.Duration { return min(time.Second, s.o.Lease/2) }
 
 // beatRetry is the pause before a heartbeat after a failed one.
 func (s *Store) beatRetry() time.Duration { return min(s.o.Lease/10, 250*time.Millisecond) }
