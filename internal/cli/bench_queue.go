@@ -182,8 +182,12 @@ func (f *benchRunFlags) runQueued(cmd *cobra.Command, o *bench.Options) error {
 		if err := c.Finish(context.WithoutCancel(cmd.Context())); err != nil {
 			log.Warn("the finished job could not be removed from NATS", "job", job.ID, "error", err)
 		}
-	} else if err := c.Close(); err != nil {
-		log.Debug("closing the job", "job", job.ID, "error", err)
+	} else {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), time.Minute)
+		if err := abandonJob(ctx, cmd, c); err != nil {
+			log.Warn("closing the job", "job", job.ID, "error", err)
+		}
+		cancel()
 	}
 	return finish(cmd, sum, runErr)
 }

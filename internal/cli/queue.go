@@ -63,18 +63,32 @@ func (q *queueFlags) open(cmd *cobra.Command, kind string, args []string, pin ..
 // close closes the coordinator and its connection. A run that ended
 // (ran is true and the command was not interrupted) removes its job:
 // its results are in the output directory, and a failed item's stored
-// failure goes with it, so a rerun tries it again. An interrupted run
-// keeps its job, which a rerun resumes.
+// failure goes with it, so a rerun tries it again. An interrupted or
+// failed run keeps its job, which a rerun resumes, unless it never
+// queued an item (abandonJob).
 func (q *queueFlags) close(cmd *cobra.Command, c *workqueue.Coordinator, ran bool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), time.Minute)
+	defer cancel()
 	var err error
 	if ran && cmd.Context().Err() == nil {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), time.Minute)
 		err = c.Finish(ctx)
-		cancel()
 	} else {
-		err = c.Close()
+		err = abandonJob(ctx, cmd, c)
 	}
 	q.nc.Close()
+	return err
+}
+
+// abandonJob closes the coordinator of a run that failed or was stopped,
+// removing its job when no item of it was ever queued: a coordinator
+// that failed on its input (a missing file) would otherwise leave a job
+// that workers serve for ever and no rerun opens again (the corrected
+// command pins another job id).
+func abandonJob(ctx context.Context, cmd *cobra.Command, c *workqueue.Coordinator) error {
+	removed, err := c.Abandon(ctx)
+	if removed {
+		logger(cmd).Info("work queue job removed: the run stopped before it queued anything", "job", c.Job().ID)
+	}
 	return err
 }
 

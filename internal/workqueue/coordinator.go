@@ -517,12 +517,64 @@ func (c *Coordinator) Close() error {
 	return err
 }
 
+// Abandon closes the coordinator after a run that failed or stopped, and
+// removes the job as Finish does when nothing of it could be resumed: no
+// item was ever queued on its stream and no result is stored. A
+// coordinator that failed before its first item (input it could not
+// read) so leaves no job behind for workers to serve for ever; a rerun
+// with corrected input pins another job id anyway. A job with work
+// queued stays, for a rerun to resume. It reports whether the job was
+// removed.
+func (c *Coordinator) Abandon(ctx context.Context) (removed bool, err error) {
+	cerr := c.Close()
+	unused, err := c.unused(ctx)
+	if err != nil {
+		return false, errors.Join(cerr, fmt.Errorf("work queue: look whether job %s was used: %w", c.job.ID, err))
+	}
+	if !unused {
+		return false, cerr
+	}
+	if err := c.remove(ctx); err != nil {
+		return false, errors.Join(cerr, err)
+	}
+	return true, cerr
+}
+
+// unused reports whether no item of the job was ever queued (its stream's
+// last sequence is 0) and no result is stored.
+func (c *Coordinator) unused(ctx context.Context) (bool, error) {
+	st, err := c.js.Stream(ctx, JobStream(c.job.ID))
+	if err != nil {
+		return false, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return false, err
+	}
+	if info.State.LastSeq != 0 {
+		return false, nil
+	}
+	rs, err := c.results.Status(ctx)
+	if err != nil {
+		return false, err
+	}
+	return rs.Values() == 0, nil
+}
+
 // Finish closes the coordinator and removes the job: its description
 // (so workers stop serving it), its stream, its results and its objects
 // (large values, including uploads workers left half done). Call it once
 // every result is kept elsewhere.
 func (c *Coordinator) Finish(ctx context.Context) error {
 	cerr := c.Close()
+	if err := c.remove(ctx); err != nil {
+		return err
+	}
+	return cerr
+}
+
+// remove deletes the job's description, stream, results and objects.
+func (c *Coordinator) remove(ctx context.Context) error {
 	id := c.job.ID
 	var errs []error
 	if err := c.jobs.Delete(ctx, id); err != nil {
@@ -538,7 +590,7 @@ func (c *Coordinator) Finish(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("delete object store %s: %w", ObjectsBucket(id), err))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("work queue: finish: %w", err)
+		return fmt.Errorf("work queue: remove job %s: %w", id, err)
 	}
-	return cerr
+	return nil
 }
