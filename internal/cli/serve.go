@@ -206,6 +206,21 @@ func (f *simFlags) app(cmd *cobra.Command) (*app.App, error) {
 	return a, nil
 }
 
+// storeInUse says where serve keeps its sessions, for its startup log: a
+// cluster node uses JetStream, never --db.
+func storeInUse(cfg app.Config) string {
+	switch c := cfg.Cluster; {
+	case c != nil && c.URL != "":
+		return "JetStream at " + c.URL
+	case c != nil:
+		return "embedded JetStream in " + c.StoreDir
+	case cfg.DBPath == "":
+		return "memory"
+	default:
+		return "SQLite " + cfg.DBPath
+	}
+}
+
 func newServeCmd() *cobra.Command {
 	var f simFlags
 	var addr string
@@ -242,7 +257,7 @@ simulation.`,
 				return errors.Join(err, ln.Close())
 			}
 			log := logger(cmd)
-			log.Info("agentworld serve", "addr", ln.Addr().String(), "worlds", len(s.Manager.Worlds()), "backend", s.Describe, "db", f.cfg.DBPath, "cluster", s.Cluster != nil, "auth", f.srv.APIKey != "")
+			log.Info("agentworld serve", "addr", ln.Addr().String(), "worlds", len(s.Manager.Worlds()), "backend", s.Describe, "store", storeInUse(f.cfg), "cluster", s.Cluster != nil, "auth", f.srv.APIKey != "")
 			fmt.Fprintf(cmd.ErrOrStderr(), "serving on http://%s (%s)\n", ln.Addr(), s.Describe)
 			if uc.addr == "" {
 				err = s.Server.Serve(cmd.Context(), ln)
