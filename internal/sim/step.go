@@ -517,19 +517,36 @@ func (m *Manager) reap(every time.Duration) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	// Close ends a pass under way: an expiry waiting on a store that does
+	// not answer (a cluster that lost its quorum) must not hold up the
+	// shutdown. Expiring is the server's own housekeeping, no client was
+	// told of it: a session the store still has active is one more that
+	// Close leaves active, to resume on the next start.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stopReaper:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		select {
 		case <-m.stopReaper:
 			return
 		case <-t.C:
-			m.ReapIdle()
+			m.reapIdle(ctx)
 		}
 	}
 }
 
 // ReapIdle expires every held session idle longer than IdleTTL now and
 // returns how many it expired. The reaper calls it periodically.
-func (m *Manager) ReapIdle() int {
+func (m *Manager) ReapIdle() int { return m.reapIdle(context.Background()) }
+
+// reapIdle is ReapIdle until ctx ends.
+func (m *Manager) reapIdle(ctx context.Context) int {
 	if m.opts.IdleTTL <= 0 {
 		return 0
 	}
@@ -546,6 +563,9 @@ func (m *Manager) ReapIdle() int {
 	m.mu.Unlock()
 	n := 0
 	for _, s := range idle {
+		if ctx.Err() != nil {
+			break
+		}
 		select {
 		case s.sem <- struct{}{}:
 		default:
@@ -558,7 +578,7 @@ func (m *Manager) ReapIdle() int {
 		}
 		s.mu.Unlock()
 		if stillIdle {
-			if err := m.store.SetStatus(context.Background(), s.rec.ID, StatusExpired); err != nil {
+			if err := m.store.SetStatus(ctx, s.rec.ID, StatusExpired); err != nil {
 				m.log.Warn("expire session", "session", s.rec.ID, "err", err)
 			}
 			m.drop(s)
