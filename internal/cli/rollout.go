@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -110,6 +111,11 @@ own environment (` + envconfig.PolicyAPIKey.Name + `, ...), never from the queue
 				return err
 			}
 			opts.Progress = cmd.ErrOrStderr()
+			// An --out that cannot be a directory is refused here, naming
+			// the flag, before a queue job or a simulator is opened.
+			if err := os.MkdirAll(r.out, 0o755); err != nil {
+				return flagErr("out", err)
+			}
 			var s rollout.Simulator
 			var coord *workqueue.Coordinator
 			if q.url != "" {

@@ -123,6 +123,11 @@ func TestRolloutExamples(t *testing.T) {
 }
 
 func TestRolloutFlagErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tasks := filepath.Join("..", "..", "examples", "rollout", "tasks.jsonl")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -130,6 +135,10 @@ func TestRolloutFlagErrors(t *testing.T) {
 		{[]string{"rollout", "--out", "x", "--policy-url", "u", "--policy-model", "m"}, "--tasks"},
 		{[]string{"rollout", "--tasks", "nope.jsonl", "--out", "x", "--policy-url", "u", "--policy-model", "m"}, "--tasks"},
 		{[]string{"rollout", "--tasks", "t", "--out", "x", "--policy-model", "m"}, "--policy-url"},
+		// an --out under a file: named as --out, not as some other flag
+		{[]string{"rollout", "--tasks", tasks, "--out", filepath.Join(file, "x"), "--policy-url", "baseline:copy", "--policy-model", "m"}, "--out"},
+		{[]string{"rollout", "--tasks", tasks, "--out", filepath.Join(file, "x"), "--policy-url", "baseline:copy", "--policy-model", "m",
+			"--queue", "nats://127.0.0.1:1"}, "--out"},
 	} {
 		_, _, err := runBenchCLI(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
