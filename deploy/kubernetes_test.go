@@ -477,7 +477,19 @@ func TestKubernetesAgentworld(t *testing.T) {
 		// bring the store back
 		t.Errorf("%s: liveness probe GET %s, want /health", s.id, pr.HTTPGet.Path)
 	}
-	for kind, pr := range map[string]*corev1.Probe{"readiness": s.c.ReadinessProbe, "liveness": s.c.LivenessProbe} {
+	// A node waits up to jetstore.DefaultSetupTimeout for its store
+	// before it answers anything: a liveness probe that ends sooner
+	// restarts nodes still waiting for their peers.
+	if pr := s.c.LivenessProbe; pr != nil {
+		window := probeWindow(s.c.StartupProbe)
+		if window == 0 {
+			window = probeWindow(pr) + time.Duration(pr.InitialDelaySeconds)*time.Second
+		}
+		if window <= jetstore.DefaultSetupTimeout {
+			t.Errorf("%s: the liveness probe restarts a node that has not answered within %s, no longer than the %s a node waits for its store at start: add a startup probe or an initial delay", s.id, window, jetstore.DefaultSetupTimeout)
+		}
+	}
+	for kind, pr := range map[string]*corev1.Probe{"startup": s.c.StartupProbe, "readiness": s.c.ReadinessProbe, "liveness": s.c.LivenessProbe} {
 		if pr == nil || pr.HTTPGet == nil {
 			continue
 		}
@@ -618,4 +630,21 @@ func checkDurableJetStream(t *testing.T, opts *server.Options) {
 	if !opts.SyncAlways {
 		t.Error("nats.conf: JetStream does not sync every write (sync_interval: always)")
 	}
+}
+
+// probeWindow is how long a probe lets a container go unanswered before
+// it gives up (period × failure threshold, with Kubernetes' defaults of
+// 10 s and 3); 0 for no probe.
+func probeWindow(pr *corev1.Probe) time.Duration {
+	if pr == nil {
+		return 0
+	}
+	period, failures := pr.PeriodSeconds, pr.FailureThreshold
+	if period == 0 {
+		period = 10
+	}
+	if failures == 0 {
+		failures = 3
+	}
+	return time.Duration(period*failures) * time.Second
 }
