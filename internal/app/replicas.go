@@ -34,7 +34,8 @@ func clusterServers(ctx context.Context, listen string, routes []string, m machi
 // JetStream never places. A route leads back here when it has this
 // server's port and its listen host, or, when it listens on every
 // address, a loopback address, one of this machine's interface addresses,
-// its host name or a name that resolves to one of those.
+// its host name, a name that resolves to one of those, or a name that
+// does not resolve (yet) whose first label is its short host name.
 func otherRoutes(ctx context.Context, listen string, routes []string, m machine) []string {
 	lhost, lport, err := net.SplitHostPort(listen)
 	if err != nil {
@@ -131,9 +132,10 @@ func (s selfAddrs) is(ctx context.Context, host, port string) bool {
 	if ip := net.ParseIP(host); ip != nil {
 		return s.ownIP(ctx, ip)
 	}
+	short, _, _ := strings.Cut(s.m.Hostname, ".")
 	if s.everyAddress() {
 		if host == "localhost" || (s.m.Hostname != "" && (strings.EqualFold(host, s.m.Hostname) ||
-			strings.EqualFold(host, strings.SplitN(s.m.Hostname, ".", 2)[0]))) {
+			strings.EqualFold(host, short))) {
 			return true
 		}
 	} else if strings.EqualFold(host, s.host) {
@@ -141,7 +143,16 @@ func (s selfAddrs) is(ctx context.Context, host, port string) bool {
 	}
 	addrs, err := s.m.Lookup(ctx, host)
 	if err != nil {
-		return false
+		// A name not published yet (a Kubernetes pod's own DNS record
+		// appears only once it is ready, after startup) whose first label
+		// is this machine's short name is this node: counted as another
+		// server, two nodes would ask for three replicas and wait a
+		// minute. Only an unresolved name is guessed at, since one that
+		// resolves says where it leads (node1.dc2 is not node1.dc1); a
+		// wrong guess leaves a replica fewer, not a store that never
+		// opens.
+		first, _, _ := strings.Cut(host, ".")
+		return s.everyAddress() && short != "" && strings.EqualFold(first, short)
 	}
 	for _, a := range addrs {
 		if s.ownIP(ctx, a.IP) {

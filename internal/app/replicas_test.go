@@ -19,7 +19,7 @@ func TestDefaultReplicas(t *testing.T) {
 		Hostname: "node1.example.com",
 		Lookup: func(_ context.Context, host string) ([]net.IPAddr, error) {
 			ip, ok := map[string]string{"localhost": "127.0.0.1", "node1": "10.0.0.1", "node1.example.com": "10.0.0.1",
-				"n1.internal": "10.0.0.1", "node2": "10.0.0.2", "node3": "10.0.0.3"}[host]
+				"n1.internal": "10.0.0.1", "node2": "10.0.0.2", "node3": "10.0.0.3", "node1.dc2": "10.0.0.9"}[host]
 			if !ok {
 				return nil, errors.New("no such host")
 			}
@@ -54,6 +54,17 @@ func TestDefaultReplicas(t *testing.T) {
 		{"names: an interface address", "0.0.0.0:6222", []string{"nats://10.0.0.1:6222", "nats://10.0.0.2:6222"}, 2},
 		{"names: this host on another port is another server", "0.0.0.0:6222", []string{"nats://node1:6223", "nats://node2:6222"}, 3},
 		{"names: an unresolvable name is another server", "0.0.0.0:6222", []string{"nats://node1:6222", "nats://node9:6222"}, 2},
+		// a Kubernetes pod's own name, not in DNS until it is ready
+		{"names: an unresolvable name whose first label is this host's", "0.0.0.0:6222",
+			[]string{"nats://Node1.svc.local:6222", "nats://node2.svc.local:6222"}, 2},
+		{"names: an unresolvable name with this host's first label on another port", "0.0.0.0:6222",
+			[]string{"nats://node1.svc.local:6223", "nats://node2:6222"}, 3},
+		{"names: a name with this host's first label resolving elsewhere", "0.0.0.0:6222",
+			[]string{"nats://node1.dc2:6222", "nats://node2:6222"}, 3},
+		{"names: an unresolvable name whose first label is another's", "0.0.0.0:6222",
+			[]string{"nats://node10.svc.local:6222", "nats://node2:6222"}, 3},
+		{"a listen IP: an unresolvable name with this host's first label is another server", "10.0.0.1:6222",
+			[]string{"nats://node1.svc.local:6222", "nats://node2:6222"}, 3},
 		{"a listen IP: only it is this server", "10.0.0.1:6222", []string{"nats://10.0.0.1:6222", "nats://node2:6222", "nats://node3:6222"}, 3},
 		{"a listen IP: a name resolving to it", "10.0.0.1:6222", []string{"nats://node1:6222", "nats://node2:6222"}, 2},
 		{"a listen IP: another interface's address is not it", "10.0.0.1:6222", []string{"nats://127.0.0.1:6222", "nats://node2:6222"}, 3},
