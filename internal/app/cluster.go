@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -164,7 +165,7 @@ func (a *App) openCluster(ctx context.Context, c *ClusterConfig, plan clusterPla
 			Name: natsName(c.Node), StoreDir: c.StoreDir, Listen: c.Listen, Routes: c.Routes, Logger: log,
 		})
 		if err != nil {
-			return nil, fielderr.Wrap(ErrConfig, "Cluster.Listen", err)
+			return nil, serverErr(c, err)
 		}
 		a.opened("NATS server", func(context.Context) error { srv.Shutdown(); return nil })
 		if nc, err = srv.Connect(); err != nil {
@@ -191,6 +192,11 @@ func (a *App) openCluster(ctx context.Context, c *ClusterConfig, plan clusterPla
 	if stopWatch != nil {
 		stopWatch()
 	}
+	if err != nil && ctx.Err() != nil {
+		// stopped (a SIGTERM during a slow start), however far the routes
+		// got: no configuration error
+		return nil, fmt.Errorf("startup stopped opening the cluster store: %w", ctx.Err())
+	}
 	if err != nil {
 		if srv != nil && len(plan.others) > 0 && srv.Servers() < plan.servers {
 			return nil, &fielderr.Error{Kind: ErrConfig, Path: "Cluster.Routes", Err: err, Msg: fmt.Sprintf(
@@ -203,6 +209,19 @@ func (a *App) openCluster(ctx context.Context, c *ClusterConfig, plan clusterPla
 	// manager was made (Close is safe twice).
 	a.opened("cluster store", func(context.Context) error { return st.Close() })
 	return st, step(ctx, "cluster store")
+}
+
+// serverErr names the field of an error of jetstore.StartServer: the
+// route listen address when the error is about it (jetstore.ErrListen:
+// a port taken since checkCluster looked), else the store directory, the
+// other thing the embedded server is given (its store could not be
+// created or opened, or this program has no embedded server, which a
+// store directory asks for).
+func serverErr(c *ClusterConfig, err error) error {
+	if c.Listen != "" && errors.Is(err, jetstore.ErrListen) {
+		return fielderr.Wrap(ErrConfig, "Cluster.Listen", err)
+	}
+	return fielderr.Wrap(ErrConfig, "Cluster.StoreDir", err)
 }
 
 // routesWarnEvery is how often a node warns while its embedded server's

@@ -156,6 +156,12 @@ func TestConfigErrorsNameTheirField(t *testing.T) {
 		return Config{Cluster: &ClusterConfig{StoreDir: t.TempDir(), Listen: listen, Routes: routes, Node: "n", Addr: "http://127.0.0.1:8080"}}
 	}
 	replicas := func(c Config, n int) Config { c.Cluster.Replicas = n; return c }
+	// a store directory JetStream cannot create: one under a file
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badStore := func(c Config) Config { c.Cluster.StoreDir = filepath.Join(file, "nats"); return c }
 	for _, tc := range []struct {
 		field string
 		cfg   Config
@@ -186,6 +192,10 @@ func TestConfigErrorsNameTheirField(t *testing.T) {
 		{"Cluster.Listen", cluster("127.0.0.1:0", "nats://127.0.0.1:7002"), "1 to 65535"},
 		{"Cluster.Listen", cluster("127.0.0.1", "nats://127.0.0.1:7002"), ""},
 		{"Cluster.Listen", cluster(busy.Addr().String(), "nats://127.0.0.1:7002"), "address already in use"},
+		// a store the embedded server cannot open is no fault of the
+		// route listen address, which a single node does not even have
+		{"Cluster.StoreDir", badStore(Config{Cluster: &ClusterConfig{Node: "n", Addr: "http://127.0.0.1:8080"}}), "JetStream"},
+		{"Cluster.StoreDir", badStore(cluster(listen, "nats://127.0.0.1:7002")), "JetStream"},
 		{"Cluster.Replicas", replicas(cluster(listen, "nats://127.0.0.1:7002", "nats://127.0.0.1:7003", "nats://"+listen), 4), "4 replicas, but the cluster has 3 servers"},
 		{"Cluster.Replicas", replicas(cluster(listen, "nats://127.0.0.1:7002", "nats://127.0.0.1:7003", "nats://127.0.0.1:7004",
 			"nats://127.0.0.1:7005", "nats://127.0.0.1:7006"), 6), "6 replicas, but JetStream keeps at most 5"},

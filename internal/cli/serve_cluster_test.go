@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,6 +26,12 @@ func TestServeClusterFlagErrors(t *testing.T) {
 	_ = free.Close() // a free port for this node's routes
 	own := fmt.Sprintf("127.0.0.1:%d", port)
 	store := filepath.Join(t.TempDir(), "nats")
+	// a store directory JetStream cannot create: one under a file
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badStore := filepath.Join(file, "nats")
 	listen := func(addr string, args ...string) []string {
 		return append([]string{"--addr", "127.0.0.1:0", "--advertise", "http://127.0.0.1:18089", "--nats-listen", addr, "--nats-store", store}, args...)
 	}
@@ -43,6 +50,10 @@ func TestServeClusterFlagErrors(t *testing.T) {
 			[]string{"--nats-listen: ", "127.0.0.1:99999", "1 to 65535"}},
 		{"a listen port in use", listen(busy.Addr().String(), "--nats-routes", "nats://127.0.0.1:16221"),
 			[]string{"--nats-listen: ", busy.Addr().String(), "in use"}},
+		{"a store that cannot be created, a single node", []string{"--addr", "127.0.0.1:0", "--advertise", "http://127.0.0.1:18089", "--nats-store", badStore},
+			[]string{"--nats-store: ", "JetStream"}},
+		{"a store that cannot be created, with a listen address", listen(own, "--nats-routes", "nats://127.0.0.1:16221", "--nats-store", badStore),
+			[]string{"--nats-store: ", "JetStream"}},
 		{"more replicas than servers", listen(own, "--nats-routes", "nats://127.0.0.1:1,nats://127.0.0.1:2,nats://"+own, "--nats-replicas", "5"),
 			[]string{"--nats-replicas: ", "5 replicas", "3 servers"}},
 		{"more replicas than JetStream keeps", []string{"--cluster", "nats://127.0.0.1:1", "--addr", "127.0.0.1:0", "--advertise", "http://127.0.0.1:18089", "--nats-replicas", "7"},

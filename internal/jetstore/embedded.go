@@ -85,6 +85,11 @@ type Embedded interface {
 // binary does).
 var ErrNoEmbeddedServer = errors.New("this program was built without the embedded NATS server (import internal/natsserver, as cmd/agentworld does), so join an existing NATS cluster with --cluster nats://HOST:4222 instead")
 
+// ErrListen marks a StartServer error about ServerOptions.Listen: an
+// address that is no HOST:PORT, or a route listener the server could not
+// open (a port taken). Other errors are about the server or its store.
+var ErrListen = errors.New("route listen address")
+
 var (
 	serverMu sync.Mutex
 	starter  func(ServerOptions) (Embedded, error)
@@ -99,7 +104,8 @@ func RegisterServer(start func(ServerOptions) (Embedded, error)) {
 }
 
 // StartServer starts the registered embedded NATS server, or fails with
-// ErrNoEmbeddedServer when none is linked in.
+// ErrNoEmbeddedServer when none is linked in. An error about the route
+// listen address is ErrListen.
 func StartServer(o ServerOptions) (Embedded, error) {
 	serverMu.Lock()
 	start := starter

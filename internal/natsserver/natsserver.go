@@ -72,11 +72,11 @@ func Start(o jetstore.ServerOptions) (*Server, error) {
 	if o.Listen != "" {
 		host, port, err := net.SplitHostPort(o.Listen)
 		if err != nil {
-			return nil, fmt.Errorf("embedded NATS server: listen address %q: %w", o.Listen, err)
+			return nil, fmt.Errorf("embedded NATS server: %w %q: %w", jetstore.ErrListen, o.Listen, err)
 		}
 		p, err := strconv.Atoi(port)
 		if err != nil || p < 1 || p > 65535 {
-			return nil, fmt.Errorf("embedded NATS server: listen address %q: want a port from 1 to 65535", o.Listen)
+			return nil, fmt.Errorf("embedded NATS server: %w %q: want a port from 1 to 65535", jetstore.ErrListen, o.Listen)
 		}
 		name := o.ClusterName
 		if name == "" {
@@ -109,11 +109,11 @@ func Start(o jetstore.ServerOptions) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// nats-server reports a listener it could not open (a port in use)
-	// through its logger's Fatalf and then never becomes ready; the
-	// logger passes that on at once instead of a wait for readiness that
-	// only times out.
-	fatal := make(chan string, 1)
+	// nats-server reports a listener it could not open (a port in use),
+	// like a store it could not start, through its logger's Fatalf and
+	// then never becomes ready; the logger passes that on at once instead
+	// of a wait for readiness that only times out.
+	fatal := make(chan fatalMsg, 1)
 	s.SetLoggerV2(natsLog{l: log.With("nats", o.Name), fatal: fatal}, false, false, false)
 	if clockErr != nil {
 		log.Warn("embedded NATS server: RAFT timing", "err", clockErr)
@@ -121,9 +121,12 @@ func Start(o jetstore.ServerOptions) (*Server, error) {
 	s.Start()
 	for end := time.Now().Add(readyTimeout); !s.ReadyForConnections(readyPoll); {
 		select {
-		case msg := <-fatal:
+		case m := <-fatal:
 			s.Shutdown()
-			return nil, fmt.Errorf("embedded NATS server: %s", msg)
+			if o.Listen != "" && strings.HasPrefix(m.format, routeListenFatal) {
+				return nil, fmt.Errorf("embedded NATS server: %w %q: %s", jetstore.ErrListen, o.Listen, m.msg)
+			}
+			return nil, fmt.Errorf("embedded NATS server: %s", m.msg)
 		default:
 		}
 		if time.Now().After(end) {
@@ -133,6 +136,13 @@ func Start(o jetstore.ServerOptions) (*Server, error) {
 	}
 	return &Server{s: s}, nil
 }
+
+// routeListenFatal begins the format of nats-server's Fatalf when it
+// cannot open the route listener (server/route.go); its other fatal
+// errors (JetStream's store, the client listener on a loopback port of
+// its own) are no fault of the listen address. TestStartFailsAtOnceOnBusyPort
+// notices a nats-server that words it otherwise.
+const routeListenFatal = "Error listening on router port"
 
 // readyTimeout bounds Start's wait for the server, checked every
 // readyPoll for a listener that failed.
@@ -187,8 +197,11 @@ func (s *Server) RouteAddrs() []netip.AddrPort {
 // Fatalf is passed on to fatal too (when there is room), for Start.
 type natsLog struct {
 	l     *slog.Logger
-	fatal chan<- string
+	fatal chan<- fatalMsg
 }
+
+// fatalMsg is a Fatalf's format and message.
+type fatalMsg struct{ format, msg string }
 
 func (n natsLog) Noticef(f string, a ...any) {
 	if strings.Contains(f, "leader") {
@@ -203,7 +216,7 @@ func (n natsLog) Fatalf(f string, a ...any) {
 	msg := fmt.Sprintf(f, a...)
 	n.l.Error(msg)
 	select {
-	case n.fatal <- msg:
+	case n.fatal <- fatalMsg{f, msg}:
 	default:
 	}
 }

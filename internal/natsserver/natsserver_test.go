@@ -2,9 +2,12 @@ package natsserver
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +103,39 @@ func TestStartFailsAtOnceOnBusyPort(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("Start = %v after %s, want the port in use within 10 s", err, d)
+	}
+	if !errors.Is(err, jetstore.ErrListen) {
+		t.Errorf("Start = %v, want jetstore.ErrListen", err)
+	}
+}
+
+// TestStartStoreFailureIsNoListenError: a store directory JetStream
+// cannot create fails Start at once, and is no error of the listen
+// address, with or without one.
+func TestStartStoreFailureIsNoListenError(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := ln.Addr().String()
+	_ = ln.Close()
+	for _, o := range []jetstore.ServerOptions{
+		{Name: "store", StoreDir: filepath.Join(file, "nats")},
+		{Name: "store", StoreDir: filepath.Join(file, "nats"), Listen: listen, Routes: []string{"nats://127.0.0.1:1"}},
+	} {
+		start := time.Now()
+		s, err := Start(o)
+		if err == nil {
+			s.Shutdown()
+			t.Fatalf("Start with store %s succeeded", o.StoreDir)
+		}
+		if d := time.Since(start); d > 10*time.Second || errors.Is(err, jetstore.ErrListen) {
+			t.Errorf("Start (listen %q) = %v after %s, want a store error within 10 s, not jetstore.ErrListen", o.Listen, err, d)
+		}
 	}
 }
 
