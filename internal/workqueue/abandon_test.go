@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentworld/agentworld/internal/workqueue"
@@ -81,5 +82,45 @@ func TestAbandon(t *testing.T) {
 	}
 	if _, err := jobs().Get(ctx, used.ID); err != nil {
 		t.Errorf("job description after Abandon of a used job: %v", err)
+	}
+}
+
+// TestAbandonKeepsAJobOpenedAgain: coordinator A opens a job, B opens the
+// same job (the same command run again) and has not queued anything yet
+// when A fails and abandons. The job is B's too now: A's Abandon leaves
+// it, and B's items are done and its Finish removes it.
+func TestAbandonKeepsAJobOpenedAgain(t *testing.T) {
+	connect := server(t)
+	job := testJob("opened again")
+	a := open(t, connect(), job, nil)
+	b := open(t, connect(), job, nil)
+	removed, err := a.Abandon(t.Context())
+	if err != nil || removed {
+		t.Fatalf("A's Abandon after B opened the job = %v, %v; want false, nil", removed, err)
+	}
+	nc := connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := js.KeyValue(t.Context(), workqueue.DefaultJobsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.Get(t.Context(), job.ID); err != nil {
+		t.Fatalf("job description after A's Abandon: %v", err)
+	}
+	var calls counter
+	worker(t, nc, echo(&calls), &workqueue.WorkerOptions{Name: "w", Concurrency: 2})
+	got := doAll(t, b, 5)
+	wantPayloads, _ := want("opened again", 5)
+	if d := cmp.Diff(wantPayloads, got); d != "" {
+		t.Errorf("B's results (-want +got):\n%s", d)
+	}
+	if err := b.Finish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Stream(t.Context(), workqueue.JobStream(job.ID)); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("stream after B's Finish: %v, want ErrStreamNotFound", err)
 	}
 }

@@ -56,6 +56,12 @@ type Coordinator struct {
 	objects jetstream.ObjectStore
 	watch   jetstream.KeyWatcher
 	inline  int // the largest value sent in one message
+	// desc and descRev are the job description this coordinator wrote
+	// and its revision in the jobs bucket: Abandon deletes the entry
+	// only while it is still that write, and puts desc back when the
+	// job turns out used.
+	desc    []byte
+	descRev uint64
 
 	mu      sync.Mutex
 	waiters map[string][]chan found // item key → the Do calls waiting for it
@@ -189,9 +195,15 @@ func (c *Coordinator) setup(ctx context.Context) error {
 		return err
 	}
 	// The description goes last: a worker that sees it finds the stream,
-	// consumer and bucket in place.
-	_, err = c.jobs.Put(ctx, id, desc)
-	return err
+	// consumer and bucket in place. Every coordinator of the job writes
+	// it (a rerun, a second one of the same command line), so its
+	// revision says whether another opened the job after this one.
+	rev, err := c.jobs.Put(ctx, id, desc)
+	if err != nil {
+		return err
+	}
+	c.desc, c.descRev = desc, rev
+	return nil
 }
 
 // openJobs opens (creating when missing) the bucket of job descriptions.
@@ -525,6 +537,20 @@ func (c *Coordinator) Close() error {
 // with corrected input pins another job id anyway. A job with work
 // queued stays, for a rerun to resume. It reports whether the job was
 // removed.
+//
+// Another coordinator of the same job id (the same command run again, or
+// restarted by a supervisor) may have opened the job meanwhile and not
+// queued anything yet. Each Open writes the job's description, so
+// Abandon deletes the description only while it is still this
+// coordinator's write (a delete conditional on its revision); one
+// written since means the job is someone else's too, and it stays. Only
+// after that delete does Abandon remove the stream and buckets, checking
+// once more that nothing was queued (an earlier-opened coordinator may
+// have queued since): if something was, it writes the description back
+// and keeps the job. What this does not cover is a coordinator that
+// opens the job during the removal itself (between the delete and the
+// last bucket's), a window of a few round trips: its run then fails on
+// the missing stream, and its rerun opens the job afresh.
 func (c *Coordinator) Abandon(ctx context.Context) (removed bool, err error) {
 	cerr := c.Close()
 	unused, err := c.unused(ctx)
@@ -534,8 +560,28 @@ func (c *Coordinator) Abandon(ctx context.Context) (removed bool, err error) {
 	if !unused {
 		return false, cerr
 	}
-	if err := c.remove(ctx); err != nil {
-		return false, errors.Join(cerr, err)
+	err = c.jobs.Delete(ctx, c.job.ID, jetstream.LastRevision(c.descRev))
+	if isWrongLastSequence(err) {
+		c.log.Info("the job was opened again by another coordinator; keeping it")
+		return false, cerr
+	}
+	if err != nil {
+		return false, errors.Join(cerr, fmt.Errorf("work queue: delete job %s's description: %w", c.job.ID, err))
+	}
+	// Workers stop serving the job now; a coordinator opened before
+	// this one may still have queued an item since the check above.
+	if unused, err = c.unused(ctx); err != nil || !unused {
+		if _, perr := c.jobs.Create(ctx, c.job.ID, c.desc); perr != nil && !errors.Is(perr, jetstream.ErrKeyExists) {
+			err = errors.Join(err, fmt.Errorf("put job %s's description back: %w", c.job.ID, perr))
+		}
+		if err != nil {
+			return false, errors.Join(cerr, fmt.Errorf("work queue: look whether job %s was used: %w", c.job.ID, err))
+		}
+		c.log.Info("another coordinator queued work on the job meanwhile; keeping it")
+		return false, cerr
+	}
+	if err := c.removeData(ctx); err != nil {
+		return false, errors.Join(cerr, fmt.Errorf("work queue: remove job %s: %w", c.job.ID, err))
 	}
 	return true, cerr
 }
@@ -580,6 +626,19 @@ func (c *Coordinator) remove(ctx context.Context) error {
 	if err := c.jobs.Delete(ctx, id); err != nil {
 		errs = append(errs, fmt.Errorf("delete job %s's description: %w", id, err))
 	}
+	if err := c.removeData(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("work queue: remove job %s: %w", id, err)
+	}
+	return nil
+}
+
+// removeData deletes the job's stream, results and objects.
+func (c *Coordinator) removeData(ctx context.Context) error {
+	id := c.job.ID
+	var errs []error
 	if err := c.js.DeleteStream(ctx, JobStream(id)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		errs = append(errs, fmt.Errorf("delete stream %s: %w", JobStream(id), err))
 	}
@@ -589,8 +648,5 @@ func (c *Coordinator) remove(ctx context.Context) error {
 	if err := c.js.DeleteObjectStore(ctx, ObjectsBucket(id)); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		errs = append(errs, fmt.Errorf("delete object store %s: %w", ObjectsBucket(id), err))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("work queue: remove job %s: %w", id, err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
