@@ -60,12 +60,17 @@ func (q *queueFlags) open(cmd *cobra.Command, kind string, args []string, pin ..
 	return c, nil
 }
 
-// close closes the coordinator and its connection. A run that ended
-// (ran is true and the command was not interrupted) removes its job:
-// its results are in the output directory, and a failed item's stored
-// failure goes with it, so a rerun tries it again. An interrupted or
-// failed run keeps its job, which a rerun resumes, unless it never
-// queued an item (abandonJob).
+// close closes the coordinator and its connection. ran is whether the
+// run got as far as its result (rollout.Run and rejection.Run return one
+// with their error once they have read the output directory). A run
+// with a result that was not interrupted removes its job (Finish), even
+// when it failed: what workers finished is in the output directory, a
+// failed item's stored failure goes with the job so a rerun tries it
+// again, and the rerun does again what was still queued or not yet
+// taken into the output directory. An interrupted run, or one that
+// failed before it had a result (on --out itself: not creatable, other
+// settings, locked), keeps its job for a rerun to resume, unless it
+// never queued an item (abandonJob).
 func (q *queueFlags) close(cmd *cobra.Command, c *workqueue.Coordinator, ran bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), time.Minute)
 	defer cancel()

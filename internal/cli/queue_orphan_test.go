@@ -19,7 +19,10 @@ import (
 // item, here on input it cannot read or an output it cannot write, leaves
 // no job on the server: no job stream, no results or objects bucket, no
 // entry in the jobs bucket (which workers would serve for ever, since the
-// corrected command pins another job id).
+// corrected command pins another job id). bench run, rollout and "data
+// sample, --out" go through Abandon (no result yet); "data sample,
+// missing input" fails once the run has a result, so it goes through
+// Finish, which removed its job before Abandon existed too.
 func TestQueueCoordinatorFailingOnInputLeavesNoJob(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing")
@@ -35,7 +38,10 @@ func TestQueueCoordinatorFailingOnInputLeavesNoJob(t *testing.T) {
 			return []string{"bench", "run", "--queue", url, "--data", missing, "--model-url", "http://127.0.0.1:1/v1",
 				"--model", "wm", "--judge", "rules", "--out", filepath.Join(dir, "bench")}
 		}},
-		{"data sample", func(url string) []string {
+		{"data sample, --out", func(url string) []string {
+			return append(sampleArgs("http://127.0.0.1:1", filepath.Join(notDir, "sample"), notDir), "--queue", url)
+		}},
+		{"data sample, missing input", func(url string) []string {
 			return append(sampleArgs("http://127.0.0.1:1", filepath.Join(dir, "sample"), missing), "--queue", url)
 		}},
 		{"rollout", func(url string) []string {
