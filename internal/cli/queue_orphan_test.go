@@ -16,10 +16,11 @@ import (
 
 // TestQueueCoordinatorFailingOnInputLeavesNoJob: a coordinator (bench
 // run, data sample, rollout with --queue) that fails before it queues any
-// item, here on input it cannot read or an output it cannot write, leaves
-// no job on the server: no job stream, no results or objects bucket, no
-// entry in the jobs bucket (which workers would serve for ever, since the
-// corrected command pins another job id). bench run, rollout and "data
+// item, here on input it cannot read, an output it cannot write or one
+// holding another run's settings, leaves no job on the server: no job
+// stream, no results or objects bucket, no entry in the jobs bucket
+// (which workers would serve for ever, since the corrected command pins
+// another job id). bench run, rollout and "data
 // sample, --out" go through Abandon (no result yet); "data sample,
 // missing input" fails once the run has a result, so it goes through
 // Finish, which removed its job before Abandon existed too.
@@ -28,6 +29,15 @@ func TestQueueCoordinatorFailingOnInputLeavesNoJob(t *testing.T) {
 	missing := filepath.Join(dir, "missing")
 	notDir := filepath.Join(dir, "a-file")
 	if err := os.WriteFile(notDir, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// rollout refuses an --out it cannot create before it opens a job;
+	// one holding another run's settings it finds only after.
+	otherRun := filepath.Join(dir, "other-run")
+	if err := os.MkdirAll(otherRun, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(otherRun, "run.json"), []byte(`{"policy_model":"another"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -46,7 +56,7 @@ func TestQueueCoordinatorFailingOnInputLeavesNoJob(t *testing.T) {
 		}},
 		{"rollout", func(url string) []string {
 			return []string{"rollout", "--tasks", queueTasks(t, 2), "--policy-url", "http://127.0.0.1:1/v1", "--policy-model", "agent",
-				"--out", filepath.Join(notDir, "run"), "--queue", url}
+				"--out", otherRun, "--queue", url}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -65,6 +75,9 @@ func TestQueueCoordinatorFailingOnInputLeavesNoJob(t *testing.T) {
 
 // queueLeftovers lists the work-queue streams (jobs' streams, results and
 // objects buckets) on the server at url, and the jobs bucket's keys.
+// The jobs bucket must exist: a coordinator's Open creates it and
+// nothing removes it, so its absence means the run failed before it
+// opened a job, which tests nothing here.
 func queueLeftovers(t *testing.T, url string) []string {
 	t.Helper()
 	nc, err := natsconn.Dial(url, "leftovers")
