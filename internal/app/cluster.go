@@ -44,7 +44,7 @@ type ClusterConfig struct {
 	Addr string
 	// Replicas is how many servers keep the sessions; 0 means one per
 	// embedded server of the cluster up to 3 (this one and each distinct
-	// route that does not lead back to it: clusterServers), or 1 with
+	// route that does not lead back to it: otherRoutes), or 1 with
 	// URL. More than those servers, or than JetStream's 5, is refused.
 	Replicas int
 	// Lease is how long a silent node keeps its sessions; 0 means

@@ -15,16 +15,9 @@ import (
 const maxDefaultReplicas = 3
 
 // defaultReplicas is how many servers keep each stream and bucket of an
-// embedded server in a cluster of servers (clusterServers): one per
-// server, up to maxDefaultReplicas.
+// embedded server in a cluster of servers (this one and its otherRoutes,
+// counted by checkCluster): one per server, up to maxDefaultReplicas.
 func defaultReplicas(servers int) int { return min(maxDefaultReplicas, servers) }
-
-// clusterServers counts the servers of an embedded server's cluster from
-// its listen address and routes: this one, and every distinct route that
-// does not lead back to it (otherRoutes).
-func clusterServers(ctx context.Context, listen string, routes []string, m machine) int {
-	return 1 + len(otherRoutes(ctx, listen, routes, m))
-}
 
 // otherRoutes are the distinct routes of an embedded server that do not
 // lead back to it, as given. The routes may name this node's own address
@@ -67,7 +60,8 @@ func otherRoutes(ctx context.Context, listen string, routes []string, m machine)
 	return others
 }
 
-// resolveTimeout bounds the name lookups of clusterServers together.
+// resolveTimeout bounds the name lookups of otherRoutes (and of
+// unconnectedRoutes) together.
 const resolveTimeout = 2 * time.Second
 
 // routeHostPort is a route URL's host (lower case; an IP address in its

@@ -71,13 +71,13 @@ func TestDefaultReplicas(t *testing.T) {
 		{"a listen name", "node1:6222", []string{"nats://node1:6222", "nats://10.0.0.1:6222", "nats://node2:6222"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := defaultReplicas(clusterServers(context.Background(), tc.listen, tc.routes, m)); got != tc.want {
+			if got := defaultReplicas(1 + len(otherRoutes(context.Background(), tc.listen, tc.routes, m))); got != tc.want {
 				t.Errorf("defaultReplicas(%s, %v) = %d, want %d", tc.listen, tc.routes, got, tc.want)
 			}
 		})
 	}
 	// this machine: its loopback routes, one of them its own
-	if got, want := defaultReplicas(clusterServers(context.Background(), "127.0.0.1:7001", loop("7001", "7002"), thisMachine())), 2; got != want {
+	if got, want := defaultReplicas(1+len(otherRoutes(context.Background(), "127.0.0.1:7001", loop("7001", "7002"), thisMachine()))), 2; got != want {
 		t.Errorf("on this machine: %d replicas, want %d", got, want)
 	}
 }

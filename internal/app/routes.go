@@ -3,9 +3,9 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 )
 
 // unconnectedRoutes are the routes among others (an embedded server's
@@ -37,8 +37,8 @@ func unconnectedRoutes(ctx context.Context, others []string, conns []netip.AddrP
 			continue
 		}
 		rt := route{entry: r}
-		if p, err := netip.ParseAddrPort(net.JoinHostPort("0.0.0.0", port)); err == nil {
-			rt.port = p.Port()
+		if p, err := strconv.ParseUint(port, 10, 16); err == nil {
+			rt.port = uint16(p)
 		}
 		if ip, err := netip.ParseAddr(host); err == nil {
 			rt.ips = []netip.Addr{ip}
