@@ -145,7 +145,10 @@ type Store struct {
 	// claims are the tokens of this store's GroupRoot calls in progress
 	claims map[string]struct{}
 
-	stop    chan struct{}
+	// life ends when Close calls stop: the heartbeat loop and a heartbeat
+	// in flight end with it.
+	life    context.Context
+	stop    context.CancelFunc
 	done    chan struct{}
 	watcher jetstream.KeyWatcher // of the nodes bucket; nil when it could not start
 	watched chan struct{}        // closed when watchNodes returns
@@ -233,7 +236,8 @@ func New(ctx context.Context, nc *nats.Conn, opts *Options) (*Store, error) {
 		// the bucket just took its heartbeat, and waiting would only slow
 		// a takeover by a node that was restarted for it.
 		s.own.upSince = s.own.upSince.Add(-s.judgeAfter())
-		s.stop, s.done = make(chan struct{}), make(chan struct{})
+		s.life, s.stop = context.WithCancel(context.Background())
+		s.done = make(chan struct{})
 		go s.beat()
 		s.watchNodes()
 	}

@@ -92,6 +92,10 @@ func newOwnership() ownership {
 // its lease lives.
 func (s *Store) trusted() time.Duration { return s.o.Lease * 2 / 3 }
 
+// leaseTrusted reports whether this node's last successful heartbeat
+// started within trusted() of now. With s.mu held.
+func (s *Store) leaseTrusted(now time.Time) bool { return now.Sub(s.own.beatAt) < s.trusted() }
+
 // Self is this node's name.
 func (s *Store) Self() string { return s.o.Node }
 
@@ -127,28 +131,19 @@ func (s *Store) beat() {
 	t := time.NewTimer(period)
 	defer t.Stop()
 	var failing time.Time // start of the first heartbeat of the current failing run
-	// Close ends a heartbeat in flight rather than wait up to a period
-	// for a store that does not answer.
-	life, end := context.WithCancel(context.Background())
-	defer end()
-	go func() {
-		select {
-		case <-s.stop:
-			end()
-		case <-life.Done():
-		}
-	}()
 	for {
 		select {
-		case <-s.stop:
+		case <-s.life.Done():
 			return
 		case <-t.C:
 		}
 		start := time.Now()
-		ctx, cancel := context.WithTimeout(life, period)
+		// under s.life: Close ends a heartbeat in flight rather than wait
+		// up to a period for a store that does not answer
+		ctx, cancel := context.WithTimeout(s.life, period)
 		err := s.heartbeat(ctx)
 		cancel()
-		if life.Err() != nil {
+		if s.life.Err() != nil {
 			return // Close ended it
 		}
 		next := period - time.Since(start)
@@ -182,7 +177,7 @@ func (s *Store) Close() error {
 		if s.stop == nil {
 			return
 		}
-		close(s.stop) // also ends a heartbeat in flight
+		s.stop() // also ends a heartbeat in flight
 		<-s.done
 		ctx, cancel := context.WithTimeout(context.Background(), s.releaseTimeout())
 		defer cancel()
@@ -233,7 +228,7 @@ func (s *Store) judge() bool {
 		return true // no lease of its own to go by
 	}
 	now := time.Now()
-	return !s.own.upSince.IsZero() && now.Sub(s.own.upSince) >= s.judgeAfter() && now.Sub(s.own.beatAt) < s.trusted()
+	return !s.own.upSince.IsZero() && now.Sub(s.own.upSince) >= s.judgeAfter() && s.leaseTrusted(now)
 }
 
 // judgeAfter is how long a node's heartbeats must have been succeeding
@@ -275,7 +270,7 @@ func (s *Store) watchNodes() {
 // own lease.
 func (s *Store) ownedHere(id string) (Lease, bool) {
 	m, ok := s.own.mine[id]
-	if !ok || time.Since(s.own.beatAt) >= s.trusted() {
+	if !ok || !s.leaseTrusted(time.Now()) {
 		return Lease{}, false
 	}
 	return Lease{Owner: Owner{Node: s.o.Node, Addr: s.o.Addr, Backend: m.backend}, Revision: m.revision, Alive: true}, true
@@ -413,7 +408,7 @@ var ErrLeaseLapsed = errors.New("this node's own lease may have lapsed (it has n
 func (s *Store) confirmMine(ctx context.Context, id string, l Lease, epoch uint64) (Lease, error) {
 	for try := 0; ; try++ {
 		s.mu.Lock()
-		trusted := time.Since(s.own.beatAt) < s.trusted()
+		trusted := s.leaseTrusted(time.Now())
 		s.mu.Unlock()
 		if !trusted {
 			return Lease{}, fmt.Errorf("session %s: %w: %w", id, sim.ErrStoreUnavailable, ErrLeaseLapsed)

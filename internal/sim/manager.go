@@ -122,7 +122,10 @@ type Manager struct {
 	closing  bool
 	inflight sync.WaitGroup
 
-	stopReaper chan struct{}
+	// reaping ends when Close calls stopReaper, and with it an expiry
+	// under way (see reap).
+	reaping    context.Context
+	stopReaper context.CancelFunc
 	reaperDone chan struct{}
 }
 
@@ -205,7 +208,8 @@ func New(opts *Options) *Manager {
 	maps.Copy(m.worlds, o.Worlds)
 	maps.Copy(m.backends, o.Backends)
 	if o.IdleTTL > 0 {
-		m.stopReaper, m.reaperDone = make(chan struct{}), make(chan struct{})
+		m.reaping, m.stopReaper = context.WithCancel(context.Background())
+		m.reaperDone = make(chan struct{})
 		go m.reap(min(o.IdleTTL/4, time.Minute))
 	}
 	return m

@@ -517,26 +517,17 @@ func (m *Manager) reap(every time.Duration) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	// Close ends a pass under way: an expiry waiting on a store that does
-	// not answer (a cluster that lost its quorum) must not hold up the
-	// shutdown. Expiring is the server's own housekeeping, no client was
-	// told of it: a session the store still has active is one more that
-	// Close leaves active, to resume on the next start.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-m.stopReaper:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	// Close ends a pass under way too (m.reaping): an expiry waiting on a
+	// store that does not answer (a cluster that lost its quorum) must not
+	// hold up the shutdown. Expiring is the server's own housekeeping, no
+	// client was told of it: a session the store still has active is one
+	// more that Close leaves active, to resume on the next start.
 	for {
 		select {
-		case <-m.stopReaper:
+		case <-m.reaping.Done():
 			return
 		case <-t.C:
-			m.reapIdle(ctx)
+			m.reapIdle(m.reaping)
 		}
 	}
 }
@@ -602,7 +593,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.closing = true
 	m.mu.Unlock()
 	if m.stopReaper != nil {
-		close(m.stopReaper)
+		m.stopReaper()
 		<-m.reaperDone
 	}
 	done := make(chan struct{})
