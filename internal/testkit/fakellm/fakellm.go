@@ -149,12 +149,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad json: "+err.Error())
 		return
 	}
-	norm, _ := json.Marshal(body)
 	var typed struct {
 		Model    string    `json:"model"`
 		Messages []Message `json:"messages"`
 	}
-	_ = json.Unmarshal(norm, &typed)
+	_ = json.Unmarshal(raw, &typed)
 	req := &Request{Model: typed.Model, Messages: typed.Messages, Body: body, Raw: raw, Header: r.Header.Clone()}
 	s.mu.Lock()
 	s.seq++
